@@ -1,0 +1,150 @@
+package changetracker
+
+// API SKELETON written by the lead: the signatures below are the contract the
+// engines compile against. The core helper implements the bodies (and may
+// move code between files) but must not change these signatures without
+// telling the lead.
+
+import (
+	"net/netip"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/svcproxy/svcproxy/proxy"
+)
+
+// ServicePortMap is the current set of service ports of one IP family.
+type ServicePortMap map[proxy.ServicePortName]proxy.ServicePort
+
+// EndpointsMap is the current set of endpoints of each service port.
+type EndpointsMap map[proxy.ServicePortName][]proxy.Endpoint
+
+// MakeServicePortFunc lets an engine wrap the base service port with its own data.
+type MakeServicePortFunc func(port *v1.ServicePort, service *v1.Service, base *proxy.BaseServicePort) proxy.ServicePort
+
+// MakeEndpointFunc lets an engine wrap the base endpoint with its own data.
+type MakeEndpointFunc func(base *proxy.BaseEndpoint, svcPortName *proxy.ServicePortName) proxy.Endpoint
+
+// ServiceTrackerConfig configures a ServiceChangeTracker. Zero values: see fields.
+type ServiceTrackerConfig struct {
+	// IPFamily is the family this tracker keeps (required).
+	IPFamily v1.IPFamily
+	// ServiceProxyName: services labelled service.kubernetes.io/service-proxy-name
+	// are skipped unless the label equals this.
+	ServiceProxyName string
+	// MakeServicePort wraps each port; nil keeps *proxy.BaseServicePort.
+	MakeServicePort MakeServicePortFunc
+	// Logger; the zero value discards.
+	Logger logr.Logger
+}
+
+// UpdateServiceMapResult says what an update of the ServicePortMap changed.
+type UpdateServiceMapResult struct {
+	// UpdatedServices are services whose ports changed in any way.
+	UpdatedServices sets.Set[types.NamespacedName]
+	// DeletedUDPClusterIPs are UDP cluster IPs no longer served; their
+	// conntrack entries should be removed.
+	DeletedUDPClusterIPs sets.Set[netip.Addr]
+}
+
+// EndpointsTrackerConfig configures an EndpointsChangeTracker.
+type EndpointsTrackerConfig struct {
+	// IPFamily is the family this tracker keeps (required); other addresses are ignored.
+	IPFamily v1.IPFamily
+	// NodeName decides Endpoint.IsLocal.
+	NodeName string
+	// Filter keeps only endpoints of this proxier's pod networks.
+	Filter proxy.EndpointFilter
+	// MakeEndpoint wraps each endpoint; nil keeps *proxy.BaseEndpoint.
+	MakeEndpoint MakeEndpointFunc
+	Logger       logr.Logger
+}
+
+// UpdateEndpointsMapResult says what an update of the EndpointsMap changed.
+type UpdateEndpointsMapResult struct {
+	// UpdatedServices are services whose endpoints changed.
+	UpdatedServices sets.Set[types.NamespacedName]
+	// DeletedUDPEndpoints are UDP endpoints that were removed or stopped
+	// being ready, whose conntrack entries should be removed.
+	DeletedUDPEndpoints []proxy.ServiceEndpoint
+	// NewlyActiveUDPServices are UDP service ports that went from no ready
+	// endpoints to some (stale conntrack entries to the VIP must go).
+	NewlyActiveUDPServices []proxy.ServicePortName
+	// LocalReadyEndpoints is, for each updated service, the number of ready
+	// local endpoints (for health-check node ports).
+	LocalReadyEndpoints map[types.NamespacedName]int
+}
+
+// Config configures a Tracker, the two change trackers plus the node,
+// behind the proxy handler interfaces. Engines embed a *Tracker.
+type Config struct {
+	IPFamily         v1.IPFamily
+	NodeName         string
+	ServiceProxyName string
+	Filter           proxy.EndpointFilter
+	MakeServicePort  MakeServicePortFunc
+	MakeEndpoint     MakeEndpointFunc
+	Logger           logr.Logger
+	// OnChange, if set, is called after a handler recorded a change that
+	// needs a sync (engines trigger their runner from it). Called without
+	// the tracker's lock held.
+	OnChange func()
+}
+
+// Update is what Tracker.Update hands the engine for one sync.
+type Update struct {
+	// Services and Endpoints are the tracker's current maps (owned by the
+	// tracker, read-only for the engine until the next Update). With an
+	// active Filter, Services leaves out services with no endpoints of ours.
+	Services  ServicePortMap
+	Endpoints EndpointsMap
+	// ServiceResult and EndpointsResult are what this update changed.
+	ServiceResult   UpdateServiceMapResult
+	EndpointsResult UpdateEndpointsMapResult
+	// ChangedServices is the union of both results' UpdatedServices (and of
+	// services that entered or left scope through the Filter).
+	ChangedServices sets.Set[types.NamespacedName]
+	// NodeLabels are the current labels of this node (nil if unknown).
+	NodeLabels map[string]string
+	// NodeChanged reports the node's topology labels changed since the last
+	// Update: endpoint selection may change for every service, so engines
+	// should do a full sync.
+	NodeChanged bool
+}
+
+// Ensure the handler contract is met.
+var (
+	_ proxy.ServiceHandler       = (*Tracker)(nil)
+	_ proxy.EndpointSliceHandler = (*Tracker)(nil)
+	_ proxy.NodeHandler          = (*Tracker)(nil)
+)
+
+// Signatures (implemented in other files of this package):
+//
+//	func NewServiceChangeTracker(cfg ServiceTrackerConfig) *ServiceChangeTracker
+//	func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool
+//	func (m ServicePortMap) Update(t *ServiceChangeTracker) UpdateServiceMapResult
+//	func (m ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16
+//
+//	func NewEndpointsChangeTracker(cfg EndpointsTrackerConfig) *EndpointsChangeTracker
+//	func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSlice, removeSlice bool) bool
+//	func (m EndpointsMap) Update(t *EndpointsChangeTracker) UpdateEndpointsMapResult
+//	func (m EndpointsMap) LocalReadyEndpoints() map[types.NamespacedName]int
+//
+//	func EndpointsToSlices(ep *v1.Endpoints) []*discovery.EndpointSlice
+//
+//	func New(cfg Config) *Tracker
+//	(*Tracker) implements proxy.ServiceHandler, EndpointSliceHandler, NodeHandler
+//	func (t *Tracker) Synced() bool           // services and slices both synced
+//	func (t *Tracker) Update() Update         // apply pending changes; call from the sync goroutine only
+//
+// and in package proxy:
+//
+//	func CategorizeEndpoints(endpoints []Endpoint, svc ServicePort, nodeName string, nodeLabels map[string]string) (clusterEndpoints, localEndpoints, allReachableEndpoints []Endpoint, hasAnyEndpoints bool)
+//	func ShouldSkipService(svc *v1.Service, serviceProxyName string) bool
+//	func NewDualStack(ipv4, ipv6 Provider) Provider
+var _ = discovery.EndpointSlice{}
