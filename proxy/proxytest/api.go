@@ -1,0 +1,90 @@
+package proxytest
+
+// API SKELETON (lead): the shared packet/result vocabulary of every engine's
+// tracer and of the conformance table. The conformance helper owns this
+// package and may add to it, but keeps these names and meanings.
+
+import (
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Origin says where a traced packet enters the node.
+type Origin int
+
+const (
+	// FromExternal: arrives on the node's uplink from a client outside the cluster.
+	FromExternal Origin = iota
+	// FromPod: sent by a pod on this node (arrives through its veth; PREROUTING).
+	FromPod
+	// FromNode: sent by a process in the node's own network namespace (OUTPUT).
+	FromNode
+)
+
+func (o Origin) String() string {
+	switch o {
+	case FromExternal:
+		return "external"
+	case FromPod:
+		return "pod"
+	case FromNode:
+		return "node"
+	}
+	return "unknown"
+}
+
+// Packet is the first packet of a connection (or a UDP datagram).
+type Packet struct {
+	Origin   Origin
+	Src      netip.Addr
+	Dst      netip.Addr
+	Port     int
+	Protocol v1.Protocol
+}
+
+// Verdict is what the node does with the packet.
+type Verdict int
+
+const (
+	// NotProxied: the proxy's rules do not touch it (not a service address).
+	NotProxied Verdict = iota
+	// Forwarded: DNAT'd (or proxied) to one of Result.Backends.
+	Forwarded
+	// Rejected: answered with an ICMP unreachable / TCP reset.
+	Rejected
+	// Dropped: silently discarded.
+	Dropped
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case NotProxied:
+		return "not-proxied"
+	case Forwarded:
+		return "forwarded"
+	case Rejected:
+		return "rejected"
+	case Dropped:
+		return "dropped"
+	}
+	return "unknown"
+}
+
+// Result is a tracer's answer.
+type Result struct {
+	Verdict Verdict
+	// Backends are every endpoint the packet may reach, sorted.
+	Backends []netip.AddrPort
+	// Masquerade reports the packet is source-NATed to the node (the
+	// backend does not see the client's address).
+	Masquerade bool
+	// Sticky reports ClientIP session affinity applies (a client keeps its backend).
+	Sticky bool
+}
+
+// Tracer answers where a packet goes under the dataplane state an engine
+// programmed. iptablestest, ipvstest and the userspace engine provide one.
+type Tracer interface {
+	Trace(p Packet) (Result, error)
+}
