@@ -1,0 +1,319 @@
+#!/usr/bin/env bash
+# vmtest.sh - run one Linux binary as root inside a throw-away qemu guest that
+# boots a stock Debian kernel with IPVS, ipset, netfilter, dummy and veth, and
+# hand the binary's output and exit status back.
+#
+#   hack/vmtest/vmtest.sh [OPTIONS] -- BINARY [ARGS...]
+#   CGO_ENABLED=0 go test -exec "$PWD/hack/vmtest/vmtest.sh --" ./ipvs/...
+#
+# Options (environment variable in brackets):
+#   --cache DIR      cache of the kernel, busybox and base initramfs
+#                    [SVCPROXY_VMTEST_CACHE, default ~/.cache/svcproxy-vmtest]
+#   --kernel-pkg P   Debian kernel package [SVCPROXY_VMTEST_KERNEL_PKG,
+#                    default linux-image-cloud-amd64, resolved to its versioned package]
+#   --mem MB         guest memory [SVCPROXY_VMTEST_MEM, default 1024]
+#   --cpus N         guest vCPUs [SVCPROXY_VMTEST_CPUS, default 1]
+#   --timeout SEC    kill the guest after SEC seconds: exit 124 [SVCPROXY_VMTEST_TIMEOUT, 900]
+#   --env K=V        set a variable in the guest (repeatable); the host's
+#                    SVCPROXY_* variables are forwarded as well
+#   --copy SRC[:DST] put a host file or directory into the guest (repeatable)
+#   --debug          stream the guest console to stderr
+#   --prepare        build the cache and exit
+#   --rebuild        rebuild the base initramfs (downloads are reused)
+#
+# How: `apt-get download` of the kernel and busybox-static (nothing installed
+# on the host but qemu-system-x86, when missing), `dpkg -x`, busybox depmod
+# (the .deb ships no modules.dep), one base newc cpio with busybox, the
+# net modules, and the host's ipvsadm/ipset/ip/iptables with their libraries.
+# Each run appends a small cpio (binary, arguments, environment, working
+# directory) and boots under TCG (KVM only when the CPU shows vmx/svm). The
+# guest has only lo. ttyS0: console and the SVCPROXY-EXIT marker; ttyS1: the
+# program's stdout+stderr.
+#
+# Exit status: the binary's; 124 on timeout; 125 when the VM itself failed.
+set -euo pipefail
+
+IMAGE_VERSION=1 # bump when the image layout changes
+
+fail() { echo "vmtest: $*" >&2; exit 125; }
+say() { [ -n "${SVCPROXY_VMTEST_QUIET:-}" ] || echo "vmtest: $*" >&2; }
+
+CACHE=${SVCPROXY_VMTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/svcproxy-vmtest}
+KPKG=${SVCPROXY_VMTEST_KERNEL_PKG:-linux-image-cloud-amd64}
+MEM=${SVCPROXY_VMTEST_MEM:-1024}
+CPUS=${SVCPROXY_VMTEST_CPUS:-1}
+TIMEOUT=${SVCPROXY_VMTEST_TIMEOUT:-900}
+DEBUG=${SVCPROXY_VMTEST_DEBUG:-}
+PREPARE_ONLY='' REBUILD=''
+ENVS=() COPIES=()
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cache) CACHE=$2; shift 2 ;;
+    --kernel-pkg) KPKG=$2; shift 2 ;;
+    --mem) MEM=$2; shift 2 ;;
+    --cpus) CPUS=$2; shift 2 ;;
+    --timeout) TIMEOUT=$2; shift 2 ;;
+    --env) ENVS+=("$2"); shift 2 ;;
+    --copy) COPIES+=("$2"); shift 2 ;;
+    --debug) DEBUG=1; shift ;;
+    --prepare) PREPARE_ONLY=1; shift ;;
+    --rebuild) REBUILD=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --) shift; break ;;
+    -*) fail "unknown option $1 (put -- before the binary)" ;;
+    *) break ;;
+  esac
+done
+[ -n "$PREPARE_ONLY" ] || [ $# -ge 1 ] || fail "usage: vmtest.sh [OPTIONS] -- BINARY [ARGS...]"
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
+
+# Loaded at boot, in dependency order: what IPVS tests need up front. Every
+# other module in the image loads on demand (request_module -> modprobe).
+BOOT_MODULES="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_lblc ip_vs_lblcr ip_vs_dh
+ip_vs_sh ip_vs_sed ip_vs_nq ip_vs_mh nf_conntrack dummy veth"
+# Module trees (under lib/modules/VER/kernel) put into the image.
+MODULE_TREES="net/netfilter net/ipv4 net/ipv6 net/bridge net/802 net/llc net/sched net/core
+drivers/net/dummy.ko drivers/net/veth.ko"
+# Host programs copied into the guest, with their shared libraries, when present.
+HOST_TOOLS="dash ipvsadm ipset ip conntrack
+iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore
+iptables-nft iptables-nft-save iptables-nft-restore ip6tables-nft ip6tables-nft-save ip6tables-nft-restore
+iptables-legacy iptables-legacy-save iptables-legacy-restore
+ip6tables-legacy ip6tables-legacy-save ip6tables-legacy-restore"
+
+apt_q() { DEBIAN_FRONTEND=noninteractive apt-get -q -o APT::Sandbox::User=root "$@" >"$CACHE/apt.log" 2>&1 || { tail -n 20 "$CACHE/apt.log" >&2; return 1; }; }
+
+need_qemu() {
+  command -v qemu-system-x86_64 >/dev/null && return 0
+  [ "$(id -u)" = 0 ] || fail "qemu-system-x86_64 missing: apt-get install --no-install-recommends qemu-system-x86"
+  say "installing qemu-system-x86 (apt-get)"
+  apt_q install -y --no-install-recommends qemu-system-x86 ||
+    { apt_q update && apt_q install -y --no-install-recommends qemu-system-x86; } ||
+    fail "apt-get install qemu-system-x86 failed"
+}
+
+download() {
+  local pkg=$KPKG dep
+  command -v apt-get >/dev/null && command -v dpkg >/dev/null || fail "apt-get and dpkg are required"
+  if ! apt-cache show "$pkg" >/dev/null 2>&1; then
+    [ "$(id -u)" = 0 ] || fail "apt-cache does not know $pkg: run apt-get update as root"
+    apt_q update || fail "apt-get update failed"
+  fi
+  dep=$(apt-cache depends "$pkg" 2>/dev/null | awk '$1=="Depends:" && $2 ~ /^linux-image-[0-9]/ {print $2; exit}')
+  [ -z "$dep" ] || pkg=$dep
+  say "apt-get download $pkg busybox-static"
+  rm -rf "$CACHE/debs"; mkdir -p "$CACHE/debs"
+  (cd "$CACHE/debs" && apt_q download "$pkg" busybox-static) || fail "apt-get download $pkg busybox-static failed"
+  echo "$KPKG" > "$CACHE/debs/requested"
+}
+
+# closure FILE_OF_PATHS: the paths plus every (transitive) dependency in modules.dep
+closure() {
+  awk 'NR==FNR { S[$1] = 1; next }
+       { p = $1; sub(/:$/, "", p); if (p in S) { print p; for (i = 2; i <= NF; i++) print $i } }' "$1" "$KMOD/modules.dep" | sort -u
+}
+
+build() {
+  local w=$CACHE/build st kver kdeb bbdeb m t p r
+  kdeb=$(ls "$CACHE"/debs/linux-image-*.deb 2>/dev/null | head -n1)
+  bbdeb=$(ls "$CACHE"/debs/busybox-static_*.deb 2>/dev/null | head -n1)
+  [ -n "$kdeb" ] && [ -n "$bbdeb" ] || fail "downloads missing in $CACHE/debs"
+  rm -rf "$w"; mkdir -p "$w/k" "$w/bb"
+  dpkg -x "$kdeb" "$w/k"; dpkg -x "$bbdeb" "$w/bb"
+  BB=$w/bb/bin/busybox
+  [ -x "$BB" ] || fail "no busybox in $bbdeb"
+  kver=$(ls "$w/k/lib/modules" | head -n1)
+  KMOD=$w/k/lib/modules/$kver
+  grep -q '^CONFIG_IP_VS=[ym]' "$w"/k/boot/config-* || fail "$kdeb: kernel without CONFIG_IP_VS"
+  cp "$w"/k/boot/vmlinuz-* "$CACHE/vmlinuz"
+  # compressed modules (newer Debian): decompress for busybox insmod
+  find "$KMOD" -name '*.ko.xz' -exec "$BB" unxz {} +
+  find "$KMOD" -name '*.ko.gz' -exec "$BB" gunzip {} +
+  [ -z "$(find "$KMOD" -name '*.ko.zst' -print -quit)" ] || fail "zstd-compressed modules are not supported"
+  "$BB" depmod -b "$w/k" "$kver"
+
+  st=$w/root
+  mkdir -p "$st"/{bin,sbin,usr/bin,usr/sbin,etc/modprobe.d,proc,sys,dev,tmp,run,root,svcproxy}
+  cp "$BB" "$st/bin/busybox"
+  for m in $("$BB" --list); do [ "$m" = busybox ] || ln -sf busybox "$st/bin/$m"; done
+  for m in modprobe insmod poweroff; do ln -sf /bin/busybox "$st/sbin/$m"; done
+
+  # modules: the trees, plus the boot set, plus their closure
+  : > "$w/sel"
+  for t in $MODULE_TREES; do
+    [ -e "$KMOD/kernel/$t" ] && (cd "$KMOD" && find "kernel/$t" -name '*.ko' -type f) >> "$w/sel"
+  done
+  for m in $BOOT_MODULES; do
+    grep -E "/$m\.ko:" "$KMOD/modules.dep" | cut -d: -f1 >> "$w/boot" || say "note: no module $m"
+  done
+  cat "$w/boot" >> "$w/sel"
+  closure "$w/sel" | while read -r m; do mkdir -p "$st/lib/modules/$kver/${m%/*}"; cp "$KMOD/$m" "$st/lib/modules/$kver/$m"; done
+  cp "$KMOD"/modules.builtin "$KMOD"/modules.order "$st/lib/modules/$kver/" 2>/dev/null || true
+  "$BB" depmod -b "$st" "$kver"
+  # boot order: the closure sorted by dependency count (busybox writes
+  # transitive lists, so that is a topological order)
+  closure "$w/boot" > "$w/bootall"
+  awk 'NR==FNR { S[$1] = 1; next } { p = $1; sub(/:$/, "", p); if (p in S) print NF - 1, p }' \
+    "$w/bootall" "$KMOD/modules.dep" | sort -n -k1,1 -k2,2 |
+    awk '{ print $2 ($2 ~ /\/dummy\.ko$/ ? " numdummies=0" : "") }' > "$st/etc/boot-modules"
+  echo 'options dummy numdummies=0' > "$st/etc/modprobe.d/dummy.conf"
+  echo "$kver" > "$st/etc/kver"
+
+  # host tools and their libraries
+  : > "$w/elfs"
+  for t in $HOST_TOOLS; do
+    p=$(command -v "$t" 2>/dev/null) || continue
+    r=$(readlink -f "$p")
+    mkdir -p "$st${r%/*}" "$st${p%/*}"
+    [ -e "$st$r" ] || { cp -L "$r" "$st$r"; echo "$r" >> "$w/elfs"; }
+    [ "$p" = "$r" ] || ln -sf "$r" "$st$p"
+    [ -e "$st/usr/sbin/$t" ] || ln -sf "$r" "$st/usr/sbin/$t"
+  done
+  for p in /usr/lib/x86_64-linux-gnu/xtables /usr/lib/x86_64-linux-gnu/ipset; do
+    [ -d "$p" ] || continue
+    mkdir -p "$st$p"; cp -a "$p/." "$st$p/"; find "$p" -name '*.so*' -type f >> "$w/elfs"
+  done
+  while read -r p; do ldd "$p" 2>/dev/null || true; done < "$w/elfs" |
+    awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u |
+    while read -r r; do [ -e "$st$r" ] || { mkdir -p "$st${r%/*}"; cp -L "$r" "$st$r"; }; done
+  for p in /etc/protocols /etc/services /etc/ethertypes /etc/iproute2 /usr/share/iproute2 /etc/ld.so.cache; do
+    [ -e "$p" ] || continue; mkdir -p "$st${p%/*}"; cp -a "$p" "$st$p"
+  done
+  # busybox sh prefers its own applets to PATH (its "ip" is not iproute2): use dash
+  [ ! -x "$st/usr/bin/dash" ] || ln -sf /usr/bin/dash "$st/bin/sh"
+  printf 'root:x:0:0:root:/root:/bin/sh\n' > "$st/etc/passwd"
+  printf 'root:x:0:\n' > "$st/etc/group"
+  printf '127.0.0.1 localhost\n::1 localhost\n' > "$st/etc/hosts"
+
+  cat > "$st/init" <<'INIT'
+#!/bin/busybox sh
+# svcproxy vmtest guest init (PID 1)
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+exec </dev/console >/dev/console 2>&1
+mkdir -p /dev/pts /dev/shm /sys/fs/cgroup
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /run
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
+chmod 1777 /tmp # rootfs is tmpfs already; mounting over /tmp would hide payload files
+ln -sf /proc/self/fd /dev/fd
+echo /sbin/modprobe > /proc/sys/kernel/modprobe
+ip link set lo up
+KVER=$(cat /etc/kver)
+while read -r m args; do
+  insmod "/lib/modules/$KVER/$m" $args || echo "guest: insmod $m failed"
+done < /etc/boot-modules
+stty -F /dev/ttyS1 raw -echo 2>/dev/null
+[ ! -f /svcproxy/env ] || . /svcproxy/env
+cd "$(cat /svcproxy/cwd)" 2>/dev/null || cd /
+/bin/sh /svcproxy/run.sh </dev/null >/dev/ttyS1 2>&1
+rc=$?
+stty -F /dev/ttyS1 raw -echo 2>/dev/null # drains the UART before poweroff
+printf '\nSVCPROXY-EXIT=%s\n' "$rc"
+poweroff -f
+INIT
+  chmod 755 "$st/init"
+  (cd "$st" && find . -mindepth 1 | LC_ALL=C sort | "$BB" cpio -o -H newc 2>/dev/null) > "$CACHE/base.cpio.new"
+  mv "$CACHE/base.cpio.new" "$CACHE/base.cpio"
+  cp "$BB" "$CACHE/busybox"
+  echo "kernel=$(basename "$kdeb") kver=$kver modules=$(wc -l < "$w/bootall")+$(closure "$w/sel" | wc -l)" > "$CACHE/info"
+  rm -rf "$w"
+}
+
+prepare() {
+  local key
+  key="$IMAGE_VERSION $KPKG $(cksum < "${BASH_SOURCE[0]}" | cut -d' ' -f1)"
+  ready() { [ -z "$REBUILD" ] && [ "$(cat "$CACHE/ready" 2>/dev/null)" = "$key" ] && [ -s "$CACHE/base.cpio" ] && [ -s "$CACHE/vmlinuz" ]; }
+  ready && return 0
+  exec 9>"$CACHE/.lock"; flock 9
+  ready && { exec 9>&-; return 0; }
+  need_qemu
+  [ "$(cat "$CACHE/debs/requested" 2>/dev/null)" = "$KPKG" ] || download
+  say "building the base initramfs in $CACHE"
+  build
+  echo "$key" > "$CACHE/ready"
+  say "prepared: $(cat "$CACHE/info")"
+  exec 9>&-
+}
+
+RUN=''
+QPID=''
+cleanup() {
+  [ -z "$QPID" ] || kill "$QPID" 2>/dev/null || true
+  [ -z "$RUN" ] || rm -rf "$RUN"
+}
+quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+
+run() {
+  local bin=$1 name a e src dst
+  shift
+  [ -f "$bin" ] && [ -x "$bin" ] || fail "not an executable file: $bin"
+  need_qemu
+  RUN=$(mktemp -d "${TMPDIR:-/tmp}/svcproxy-vmtest.XXXXXX")
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM HUP
+  local pl=$RUN/payload
+  name=${bin##*/}
+  mkdir -p "$pl/svcproxy" "$pl$PWD"
+  cp "$bin" "$pl/svcproxy/$name"
+  echo "$PWD" > "$pl/svcproxy/cwd"
+  { printf 'exec %s' "$(quote "/svcproxy/$name")"; for a in "$@"; do printf ' %s' "$(quote "$a")"; done; echo; } > "$pl/svcproxy/run.sh"
+  {
+    for e in $(compgen -e | grep '^SVCPROXY_' || true); do printf 'export %s=%s\n' "$e" "$(quote "${!e}")"; done
+    for e in "${ENVS[@]+"${ENVS[@]}"}"; do printf 'export %s=%s\n' "${e%%=*}" "$(quote "${e#*=}")"; done
+  } > "$pl/svcproxy/env"
+  # go test hands output paths of the host; make their directories exist
+  for a in "$@"; do
+    case $a in -test.gocoverdir=*|-test.outputdir=*) mkdir -p "$pl${a#*=}" ;; esac
+  done
+  for a in "${COPIES[@]+"${COPIES[@]}"}"; do
+    src=${a%%:*}; dst=${a#*:}; [ "$dst" != "$a" ] || dst=$(readlink -f "$src")
+    [ -e "$src" ] || fail "--copy: no such file: $src"
+    mkdir -p "$pl${dst%/*}"; cp -a "$src" "$pl$dst"
+  done
+  (cd "$pl" && find . -mindepth 1 | "$CACHE/busybox" cpio -o -H newc 2>/dev/null) > "$RUN/run.cpio"
+  cat "$CACHE/base.cpio" "$RUN/run.cpio" > "$RUN/initrd"
+  rm -rf "$pl" "$RUN/run.cpio"
+
+  local accel=tcg,thread=multi cpu=max
+  if [ -r /dev/kvm ] && [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then accel=kvm cpu=host; fi
+  [ -z "${SVCPROXY_VMTEST_ACCEL:-}" ] || { accel=${SVCPROXY_VMTEST_ACCEL}; [ "$accel" = kvm ] && cpu=host || { accel=tcg,thread=multi; cpu=max; }; }
+  local append="console=ttyS0 panic=-1 8250.nr_uarts=2 edd=off rdinit=/init"
+  [ -n "$DEBUG" ] || append="$append quiet loglevel=3"
+  local con=$RUN/console.log tailpid='' rc=0
+  : > "$con"
+  if [ -n "$DEBUG" ]; then tail -n +1 -f "$con" >&2 & tailpid=$!; fi
+  # background + wait, so that a signal to this script runs cleanup at once
+  timeout -k 5 "$TIMEOUT" qemu-system-x86_64 \
+    -nodefaults -no-user-config -nographic -no-reboot \
+    -machine q35 -accel "$accel" -cpu "$cpu" -smp "$CPUS" -m "$MEM" \
+    -kernel "$CACHE/vmlinuz" -initrd "$RUN/initrd" -append "$append" \
+    -chardev file,id=con,path="$con" -serial chardev:con \
+    -chardev stdio,id=out,signal=off -serial chardev:out \
+    -nic none </dev/null 2>"$RUN/qemu.err" &
+  QPID=$!
+  wait "$QPID" || rc=$?
+  QPID=''
+  [ -z "$tailpid" ] || { kill "$tailpid" 2>/dev/null || true; }
+  local code
+  code=$(tr -d '\r' < "$con" | grep -ao 'SVCPROXY-EXIT=[0-9][0-9]*' | tail -n1 | cut -d= -f2)
+  [ -z "$code" ] || return "$code"
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "vmtest: guest timed out after ${TIMEOUT}s; console tail:" >&2; tail -n 30 "$con" >&2; return 124
+  fi
+  echo "vmtest: the guest ended without an exit marker (qemu status $rc)" >&2
+  [ ! -s "$RUN/qemu.err" ] || { echo "--- qemu stderr:" >&2; tail -n 20 "$RUN/qemu.err" >&2; }
+  echo "--- console tail:" >&2; tail -n 40 "$con" >&2
+  return 125
+}
+
+prepare
+[ -z "$PREPARE_ONLY" ] || { cat "$CACHE/info"; exit 0; }
+BIN=$1; shift
+case $BIN in */*) ;; *) BIN=$(command -v "$BIN" || echo "$BIN") ;; esac
+run "$BIN" "$@"
