@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Build the real etcd and kube-apiserver that the end-to-end test of
+# examples/minimal-proxy runs against, from the versions pinned in
+# hack/e2e/tools/go.mod (a module of its own, so the main module's
+# "go test ./..." never compiles them).
+#
+# Usage: hack/e2e/build.sh [CACHE_ROOT]
+#
+# The binaries go to CACHE_ROOT/<versions>/ (CACHE_ROOT defaults to
+# $SVCPROXY_E2E_CACHE, else ~/.cache/svcproxy-e2e) and are reused when both
+# are already there, so only the first run is slow (about 6 minutes on 2
+# cores). On success the script prints two lines, and nothing else on stdout:
+#
+#   ETCD=/path/to/etcd
+#   KUBE_APISERVER=/path/to/kube-apiserver
+#
+# Progress and errors go to stderr; the exit status is non-zero on failure.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+tools="${here}/tools"
+
+cache_root="${1:-${SVCPROXY_E2E_CACHE:-${HOME:-/root}/.cache/svcproxy-e2e}}"
+
+# The versions come from the tools module itself, so editing go.mod is the only
+# way to change them and the cache directory name follows automatically.
+version_of() {
+	(cd "${tools}" && go list -m -f '{{.Version}}' "$1")
+}
+k8s_version="$(version_of k8s.io/kubernetes)"
+etcd_version="$(version_of go.etcd.io/etcd/server/v3)"
+goversion="$(go env GOVERSION)"
+out="${cache_root}/kubernetes-${k8s_version}_etcd-${etcd_version}_${goversion}"
+
+etcd_bin="${out}/etcd"
+apiserver_bin="${out}/kube-apiserver"
+
+if [[ -x "${etcd_bin}" && -x "${apiserver_bin}" ]]; then
+	echo "reusing ${out}" >&2
+else
+	mkdir -p "${out}"
+	# Build into a scratch directory in the cache and rename at the end, so
+	# an interrupted build never leaves a half-written binary that a later
+	# run would reuse.
+	tmp="$(mktemp -d "${out}/.build.XXXXXX")"
+	trap 'rm -rf "${tmp}"' EXIT
+	cd "${tools}"
+	export CGO_ENABLED=0 GOFLAGS=-mod=readonly
+	echo "building etcd ${etcd_version} into ${out}" >&2
+	go build -trimpath -o "${tmp}/etcd" go.etcd.io/etcd/server/v3
+	echo "building kube-apiserver ${k8s_version} into ${out}" >&2
+	go build -trimpath -o "${tmp}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+	mv -f "${tmp}/etcd" "${etcd_bin}"
+	mv -f "${tmp}/kube-apiserver" "${apiserver_bin}"
+fi
+
+echo "ETCD=${etcd_bin}"
+echo "KUBE_APISERVER=${apiserver_bin}"
