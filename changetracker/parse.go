@@ -1,0 +1,66 @@
+package changetracker
+
+import (
+	"net/netip"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	netutils "k8s.io/utils/net"
+)
+
+// parseIP parses an IP address the way the API server validated it: plain
+// netip syntax, or the legacy "sloppy" IPv4 forms with leading zeros that
+// old API servers accepted. IPv4-mapped IPv6 addresses count as IPv4.
+// Addresses with an IPv6 zone are rejected.
+func parseIP(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Zone() != "" {
+			return netip.Addr{}, false
+		}
+		return a.Unmap(), true
+	}
+	ip := netutils.ParseIPSloppy(s)
+	if ip == nil {
+		return netip.Addr{}, false
+	}
+	a, ok := netip.AddrFromSlice(ip)
+	return a.Unmap(), ok
+}
+
+// parsePrefix parses a CIDR (surrounding white space allowed, as API
+// validation once let it through), masked to its prefix length.
+func parsePrefix(s string) (netip.Prefix, bool) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			if !p.IsValid() {
+				return netip.Prefix{}, false
+			}
+		}
+		return p.Masked(), true
+	}
+	_, n, err := netutils.ParseCIDRSloppy(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	a = a.Unmap()
+	if a.Is4() && len(n.IP) == 16 && ones >= 96 {
+		ones -= 96
+	}
+	p := netip.PrefixFrom(a, ones)
+	return p.Masked(), p.IsValid()
+}
+
+// familyOf returns the family of a parsed address.
+func familyOf(a netip.Addr) v1.IPFamily {
+	if a.Is4() {
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}

@@ -1,0 +1,365 @@
+package changetracker
+
+import (
+	"net/netip"
+	"reflect"
+	"sync"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/svcproxy/svcproxy/proxy"
+)
+
+// defaultStickyMaxAgeSeconds is the ClientIP affinity timeout when the
+// service does not set one (the API server's default, 3 hours).
+const defaultStickyMaxAgeSeconds = 10800
+
+// ServiceChangeTracker records Service changes between syncs, for one IP
+// family. Its methods are safe for concurrent use.
+type ServiceChangeTracker struct {
+	family          v1.IPFamily
+	proxyName       string
+	makeServicePort MakeServicePortFunc
+	log             logr.Logger
+
+	mu sync.Mutex
+	// items holds, per service, the ports as last applied ("previous")
+	// and as most recently reported ("current").
+	items map[types.NamespacedName]*serviceChange
+}
+
+type serviceChange struct {
+	previous, current ServicePortMap
+}
+
+// NewServiceChangeTracker returns a tracker for cfg.IPFamily. An unknown
+// family (neither IPv4 nor IPv6) is logged and treated as IPv4.
+func NewServiceChangeTracker(cfg ServiceTrackerConfig) *ServiceChangeTracker {
+	fam := cfg.IPFamily
+	if fam != v1.IPv4Protocol && fam != v1.IPv6Protocol {
+		cfg.Logger.Error(nil, "Unknown IP family for service change tracker, using IPv4", "ipFamily", fam)
+		fam = v1.IPv4Protocol
+	}
+	return &ServiceChangeTracker{
+		family:          fam,
+		proxyName:       cfg.ServiceProxyName,
+		makeServicePort: cfg.MakeServicePort,
+		log:             cfg.Logger,
+		items:           make(map[types.NamespacedName]*serviceChange),
+	}
+}
+
+// Update records a change of one service: previous nil is an add, current
+// nil a delete. The ports as they were before the first unapplied change
+// are kept, so a service that returns to them is no change at all. It
+// returns whether any change is pending (for this or any other service).
+// The Service objects are not modified; the tracker keeps references to
+// their annotation maps, so callers must not mutate them afterwards (as
+// with any informer object).
+func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool {
+	svc := current
+	if svc == nil {
+		svc = previous
+	}
+	if svc == nil {
+		return t.pending() > 0
+	}
+	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	// Build outside the lock: it is the expensive part.
+	curr := t.serviceToPortMap(current)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	change, ok := t.items[nn]
+	if !ok {
+		change = &serviceChange{previous: t.serviceToPortMap(previous)}
+		t.items[nn] = change
+	}
+	change.current = curr
+	if portMapsEqual(change.previous, change.current) {
+		delete(t.items, nn)
+	}
+	return len(t.items) > 0
+}
+
+// Pending returns the number of services with an unapplied change.
+func (t *ServiceChangeTracker) Pending() int { return t.pending() }
+
+func (t *ServiceChangeTracker) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.items)
+}
+
+func portMapsEqual(a, b ServicePortMap) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// Update applies the pending changes of t to m and reports what changed.
+// Its cost is proportional to the number of changed services.
+func (m ServicePortMap) Update(t *ServiceChangeTracker) UpdateServiceMapResult {
+	res, _ := m.apply(t)
+	return res
+}
+
+// apply is Update that also hands back the applied changes, for Tracker.
+func (m ServicePortMap) apply(t *ServiceChangeTracker) (UpdateServiceMapResult, map[types.NamespacedName]*serviceChange) {
+	t.mu.Lock()
+	changes := t.items
+	t.items = make(map[types.NamespacedName]*serviceChange)
+	t.mu.Unlock()
+
+	res := UpdateServiceMapResult{
+		UpdatedServices:      sets.New[types.NamespacedName](),
+		DeletedUDPClusterIPs: sets.New[netip.Addr](),
+	}
+	for nn, change := range changes {
+		res.UpdatedServices.Insert(nn)
+		for name, prev := range change.previous {
+			cur, still := change.current[name]
+			if name.Protocol == v1.ProtocolUDP && (!still || cur.ClusterIP() != prev.ClusterIP()) {
+				res.DeletedUDPClusterIPs.Insert(prev.ClusterIP())
+			}
+			if !still {
+				delete(m, name)
+			}
+		}
+		for name, cur := range change.current {
+			m[name] = cur
+		}
+	}
+	// A cluster IP that moved from one UDP service port to another is
+	// still served: its conntrack entries may stay.
+	if res.DeletedUDPClusterIPs.Len() > 0 {
+		for _, change := range changes {
+			for name, sp := range change.current {
+				if name.Protocol == v1.ProtocolUDP {
+					res.DeletedUDPClusterIPs.Delete(sp.ClusterIP())
+				}
+			}
+		}
+	}
+	return res, changes
+}
+
+// HealthCheckNodePorts returns the health-check node port of every service
+// that has one (externalTrafficPolicy Local load balancers). It walks the
+// whole map.
+func (m ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16 {
+	out := make(map[types.NamespacedName]uint16)
+	for name, sp := range m {
+		if p := sp.HealthCheckNodePort(); p != 0 {
+			out[name.NamespacedName] = uint16(p)
+		}
+	}
+	return out
+}
+
+// serviceToPortMap builds the ports of svc for the tracker's family; nil if
+// the service is skipped or has no cluster IP of this family.
+func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service) ServicePortMap {
+	if svc == nil || proxy.ShouldSkipService(svc, t.proxyName) {
+		return nil
+	}
+	log := t.log.WithValues("service", types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, "ipFamily", t.family)
+	clusterIP, ok := t.clusterIP(svc, log)
+	if !ok {
+		return nil
+	}
+	if len(svc.Spec.Ports) == 0 {
+		return nil
+	}
+
+	// Fields shared by every port of the service are built once and
+	// shared (read-only) between the ports.
+	shared := proxy.BaseServicePort{
+		ClusterIPAddr:            clusterIP,
+		SessionAffinity:          svc.Spec.SessionAffinity,
+		ExternalIPAddrs:          t.externalIPs(svc, log),
+		LoadBalancerVIPAddrs:     t.loadBalancerVIPs(svc, log),
+		LoadBalancerRanges:       t.sourceRanges(svc, log),
+		ExternalLocal:            externalPolicyLocal(svc),
+		InternalLocal:            svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
+		TrafficDistributionValue: derefString(svc.Spec.TrafficDistribution),
+		HintsAnnotationValue:     hintsAnnotation(svc),
+		AnnotationsValue:         svc.Annotations,
+	}
+	if shared.SessionAffinity == "" {
+		shared.SessionAffinity = v1.ServiceAffinityNone
+	}
+	if shared.SessionAffinity == v1.ServiceAffinityClientIP {
+		shared.StickyMaxAge = defaultStickyMaxAgeSeconds
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			if s := *c.ClientIP.TimeoutSeconds; s > 0 && s <= 86400 {
+				shared.StickyMaxAge = int(s)
+			} else {
+				log.Error(nil, "Ignoring out-of-range session affinity timeout, using the default", "timeoutSeconds", s, "default", defaultStickyMaxAgeSeconds)
+			}
+		}
+	}
+	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && shared.ExternalLocal {
+		switch p := svc.Spec.HealthCheckNodePort; {
+		case p == 0:
+			log.Error(nil, "Service has externalTrafficPolicy Local but no healthCheckNodePort")
+		case p < 0 || p > 65535:
+			log.Error(nil, "Ignoring out-of-range healthCheckNodePort", "healthCheckNodePort", p)
+		default:
+			shared.HealthCheckNodePortNum = int(p)
+		}
+	}
+
+	m := make(ServicePortMap, len(svc.Spec.Ports))
+	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	for i := range svc.Spec.Ports {
+		port := &svc.Spec.Ports[i]
+		if port.Port <= 0 || port.Port > 65535 {
+			log.Error(nil, "Skipping service port with out-of-range port number", "portName", port.Name, "port", port.Port)
+			continue
+		}
+		proto := port.Protocol
+		if proto == "" {
+			proto = v1.ProtocolTCP
+		}
+		if proto != v1.ProtocolTCP && proto != v1.ProtocolUDP && proto != v1.ProtocolSCTP {
+			log.Error(nil, "Skipping service port with unknown protocol", "portName", port.Name, "protocol", proto)
+			continue
+		}
+		name := proxy.ServicePortName{NamespacedName: nn, Port: port.Name, Protocol: proto}
+		if _, dup := m[name]; dup {
+			log.Error(nil, "Skipping duplicate service port", "servicePort", name)
+			continue
+		}
+		base := shared
+		base.PortNum = int(port.Port)
+		base.ProtocolValue = proto
+		if np := port.NodePort; np != 0 {
+			if np < 0 || np > 65535 {
+				log.Error(nil, "Ignoring out-of-range node port", "portName", port.Name, "nodePort", np)
+			} else {
+				base.NodePortNum = int(np)
+			}
+		}
+		if t.makeServicePort != nil {
+			m[name] = t.makeServicePort(port, svc, &base)
+		} else {
+			m[name] = &base
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// clusterIP picks the service's cluster IP of the tracker's family from
+// spec.clusterIPs (or spec.clusterIP when clusterIPs is unset).
+func (t *ServiceChangeTracker) clusterIP(svc *v1.Service, log logr.Logger) (netip.Addr, bool) {
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, s := range ips {
+		a, ok := parseIP(s)
+		if !ok {
+			log.Error(nil, "Ignoring unparsable cluster IP", "clusterIP", s)
+			continue
+		}
+		if familyOf(a) == t.family {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func (t *ServiceChangeTracker) externalIPs(svc *v1.Service, log logr.Logger) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range svc.Spec.ExternalIPs {
+		a, ok := parseIP(s)
+		if !ok {
+			log.Error(nil, "Ignoring unparsable external IP", "externalIP", s)
+			continue
+		}
+		if familyOf(a) == t.family {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (t *ServiceChangeTracker) loadBalancerVIPs(svc *v1.Service, log logr.Logger) []netip.Addr {
+	var out []netip.Addr
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP == "" {
+			continue // hostname-only ingress: nothing to program
+		}
+		if ing.IPMode != nil && *ing.IPMode == v1.LoadBalancerIPModeProxy {
+			continue // the load balancer proxies: traffic arrives for the node, not the VIP
+		}
+		a, ok := parseIP(ing.IP)
+		if !ok {
+			log.Error(nil, "Ignoring unparsable load-balancer ingress IP", "ip", ing.IP)
+			continue
+		}
+		if familyOf(a) == t.family {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (t *ServiceChangeTracker) sourceRanges(svc *v1.Service, log logr.Logger) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range svc.Spec.LoadBalancerSourceRanges {
+		p, ok := parsePrefix(s)
+		if !ok {
+			log.Error(nil, "Ignoring unparsable load-balancer source range", "sourceRange", s)
+			continue
+		}
+		if familyOf(p.Addr()) != t.family {
+			continue
+		}
+		if p.Bits() == 0 {
+			// 0.0.0.0/0 or ::/0 allows everyone: same as no ranges.
+			return nil
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// externalPolicyLocal: externalTrafficPolicy Local only counts for a
+// service reachable from outside the cluster.
+func externalPolicyLocal(svc *v1.Service) bool {
+	if svc.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyLocal {
+		return false
+	}
+	switch svc.Spec.Type {
+	case v1.ServiceTypeLoadBalancer, v1.ServiceTypeNodePort:
+		return true
+	case v1.ServiceTypeClusterIP, "":
+		return len(svc.Spec.ExternalIPs) > 0
+	}
+	return false
+}
+
+// hintsAnnotation returns the topology-mode annotation, or the deprecated
+// topology-aware-hints one when the first is absent.
+func hintsAnnotation(svc *v1.Service) string {
+	if v, ok := svc.Annotations[proxy.AnnotationTopologyMode]; ok {
+		return v
+	}
+	return svc.Annotations[proxy.AnnotationTopologyAwareHints]
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
