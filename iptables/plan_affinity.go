@@ -1,0 +1,51 @@
+package iptables
+
+import (
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/proxy"
+)
+
+// planServiceToEndpoints writes a KUBE-SVC or KUBE-SVL chain: with ClientIP
+// session affinity, first one "-m recent --rcheck" rule per endpoint that
+// sends a client seen within the timeout back to its endpoint; then the
+// random spread, endpoint i of n taken with probability 1/(n-i), the last
+// one unconditionally.
+func planServiceToEndpoints(svc *servicePortInfo, chain Chain, endpoints []proxy.Endpoint, rules *lineWriter) {
+	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
+		timeout := strconv.Itoa(svc.StickyMaxAgeSeconds())
+		for _, ep := range endpoints {
+			epChain, epStr, _ := epStrings(svc.name, ep)
+			rules.rule(chain).comment(svc.nameStr, " -> ", epStr).
+				w("-m", "recent", "--name", string(epChain), "--rcheck", "--seconds", timeout, "--reap").
+				jump(string(epChain))
+		}
+	}
+	n := len(endpoints)
+	for i, ep := range endpoints {
+		epChain, epStr, _ := epStrings(svc.name, ep)
+		w := rules.rule(chain).comment(svc.nameStr, " -> ", epStr)
+		if i < n-1 {
+			w.w("-m", "statistic", "--mode", "random", "--probability")
+			w.buf = append(w.buf, ' ')
+			w.buf = strconv.AppendFloat(w.buf, 1.0/float64(n-i), 'f', 10, 64)
+		}
+		w.jump(string(epChain))
+	}
+}
+
+// planEndpointChain writes a KUBE-SEP chain: hairpin traffic (the endpoint
+// reaching itself through the service) is masqueraded, the client is
+// recorded for session affinity, and the packet is DNATed.
+func planEndpointChain(svc *servicePortInfo, ep proxy.Endpoint, rules *lineWriter) Chain {
+	epChain, epStr, epIP := epStrings(svc.name, ep)
+	rules.rule(epChain).comment(svc.nameStr).w("-s", epIP).jump(string(ChainKubeMarkMasq))
+	w := rules.rule(epChain).comment(svc.nameStr)
+	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
+		w.w("-m", "recent", "--name", string(epChain), "--set")
+	}
+	w.proto(svc.protocol).w("-j", "DNAT", "--to-destination", epStr).end()
+	return epChain
+}

@@ -1,0 +1,91 @@
+package iptables
+
+import (
+	"fmt"
+)
+
+// planInternalMasquerade marks cluster-IP traffic for masquerading when it
+// may not come back through this node: all of it with MasqueradeAll, else
+// what does not come from a local pod (e.g. a client routed to the service
+// CIDR through this node). Without local detection nothing is marked. The
+// rule comes first in the internal traffic chain.
+func planInternalMasquerade(env *planEnv, svc *servicePortInfo, d *decision, rules *lineWriter) {
+	if !d.hasInternalEndpoints || !svc.ClusterIP().IsValid() {
+		return
+	}
+	if !env.masqueradeAll && env.ifNotLocal == nil {
+		return
+	}
+	w := rules.rule(d.internalChain).comment(svc.nameStr, " cluster IP").proto(svc.protocol).
+		w("-d", svc.ClusterIP().String(), "--dport", portString(svc.Port()))
+	if !env.masqueradeAll {
+		w.w(env.ifNotLocal...)
+	}
+	w.jump(string(ChainKubeMarkMasq))
+}
+
+// masqMark renders the fwmark of bit as "0x4000".
+func masqMark(bit int) string {
+	return fmt.Sprintf("%#08x", 1<<uint(bit))
+}
+
+// writeFixedNATRules writes the rules of the fixed nat chains: packets
+// marked by KUBE-MARK-MASQ are masqueraded in KUBE-POSTROUTING (the mark is
+// cleared first so that a re-traversal does not masquerade twice).
+func writeFixedNATRules(w *lineWriter, mark string, randomFully bool) {
+	w.rule(ChainKubePostrouting).w("-m", "mark", "!", "--mark", mark+"/"+mark).jump("RETURN")
+	w.rule(ChainKubePostrouting).w("-j", "MARK", "--xor-mark", mark).end()
+	m := w.rule(ChainKubePostrouting).comment("kubernetes service traffic requiring SNAT").w("-j", "MASQUERADE")
+	if randomFully {
+		m.w("--random-fully")
+	}
+	m.end()
+	w.rule(ChainKubeMarkMasq).w("-j", "MARK", "--or-mark", mark).end()
+}
+
+// writeFixedFilterRules writes KUBE-FORWARD: invalid conntrack state is
+// dropped (a spurious retransmit must not reach the pod un-NATed), marked
+// and established traffic is accepted even when the FORWARD policy is DROP.
+func writeFixedFilterRules(w *lineWriter, mark string) {
+	w.rule(ChainKubeForward).w("-m", "conntrack", "--ctstate", "INVALID").jump("DROP")
+	w.rule(ChainKubeForward).comment("kubernetes forwarding rules").w("-m", "mark", "--mark", mark+"/"+mark).jump("ACCEPT")
+	w.rule(ChainKubeForward).comment("kubernetes forwarding conntrack rule").w("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED").jump("ACCEPT")
+}
+
+// fixedChains are declared (and so flushed) by every full sync.
+var fixedFilterChains = []Chain{ChainKubeNodePorts, ChainKubeServices, ChainKubeExternalServices, ChainKubeForward, ChainKubeProxyFirewall}
+var fixedNATChains = []Chain{ChainKubeNodePorts, ChainKubeServices, ChainKubeMarkMasq, ChainKubePostrouting}
+
+// jumpRule is a rule in a built-in chain that enters one of ours.
+type jumpRule struct {
+	table   Table
+	from    Chain
+	to      Chain
+	comment string
+	extra   []string
+}
+
+func (j jumpRule) args() []string {
+	args := append([]string{}, j.extra...)
+	return append(args, "-m", "comment", "--comment", j.comment, "-j", string(j.to))
+}
+
+// jumpRules are kube-proxy's: the same tables, chains, matches and comments,
+// so that either can clean up after the other.
+var jumpRules = []jumpRule{
+	{TableFilter, ChainInput, ChainKubeExternalServices, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{TableFilter, ChainForward, ChainKubeExternalServices, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{TableFilter, ChainInput, ChainKubeNodePorts, "kubernetes health check service ports", nil},
+	{TableFilter, ChainForward, ChainKubeServices, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{TableFilter, ChainOutput, ChainKubeServices, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{TableFilter, ChainForward, ChainKubeForward, "kubernetes forwarding rules", nil},
+	{TableFilter, ChainInput, ChainKubeProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{TableFilter, ChainOutput, ChainKubeProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{TableFilter, ChainForward, ChainKubeProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{TableNAT, ChainOutput, ChainKubeServices, "kubernetes service portals", nil},
+	{TableNAT, ChainPrerouting, ChainKubeServices, "kubernetes service portals", nil},
+	{TableNAT, ChainPostrouting, ChainKubePostrouting, "kubernetes postrouting rules", nil},
+}
+
+// canaryTables hold KUBE-PROXY-CANARY.
+var canaryTables = []Table{TableMangle, TableNAT, TableFilter}

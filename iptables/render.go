@@ -1,0 +1,400 @@
+package iptables
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/svcproxy/svcproxy/changetracker"
+	"github.com/svcproxy/svcproxy/proxy"
+)
+
+// renderer holds the buffers and the last applied state; it turns the plan
+// into iptables-restore input, either for every service (full) or for the
+// services that changed (partial). It does no I/O.
+type renderer struct {
+	env        planEnv
+	mark       string
+	randomFull bool
+
+	// applied is the state the last successful sync wrote.
+	applied map[proxy.ServicePortName]*servicePlan
+	byName  map[types.NamespacedName][]proxy.ServicePortName
+
+	// pending is what the sync being applied will make of applied.
+	pendingFull    map[proxy.ServicePortName]*servicePlan
+	pendingChanged []pendingService
+
+	out    lineWriter // the payload: nat section, then filter
+	filter lineWriter // filter section body
+	stale  lineWriter // nat chain deletions, written last
+	tail   []string   // nat KUBE-SERVICES tail rules (to KUBE-NODEPORTS)
+	names  []proxy.ServicePortName
+	// natLines and filterLines count the rules of the last payload.
+	natLines, filterLines int
+	// fullRender is set while renderFull runs.
+	fullRender bool
+}
+
+type pendingService struct {
+	name proxy.ServicePortName
+	plan *servicePlan // nil: the service port is gone
+}
+
+// renderStats counts what a render wrote.
+type renderStats struct {
+	rules, services int
+}
+
+// renderFull writes every service. existing are service chains known to
+// exist in the kernel (from iptables-save); those not wanted are deleted.
+func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing map[Chain]struct{}) []byte {
+	r.out.reset()
+	r.filter.reset()
+	r.stale.reset()
+	r.pendingChanged = r.pendingChanged[:0]
+	plans := make(map[proxy.ServicePortName]*servicePlan, len(services))
+	r.fullRender = true
+	defer func() { r.fullRender = false }()
+
+	w := &r.out
+	w.raw("*nat")
+	for _, c := range fixedNATChains {
+		w.chainLine(c)
+	}
+	writeFixedNATRules(w, r.mark, r.randomFull)
+
+	f := &r.filter
+	f.raw("*filter")
+	for _, c := range fixedFilterChains {
+		f.chainLine(c)
+	}
+	writeFixedFilterRules(f, r.mark)
+
+	r.names = r.names[:0]
+	for name := range services {
+		r.names = append(r.names, name)
+	}
+	slices.SortFunc(r.names, compareServicePortNames)
+	var gone []Chain
+	for _, name := range r.names {
+		p := &servicePlan{}
+		r.writeService(name, services[name], endpoints[name], p, nil)
+		plans[name] = p
+		if old := r.applied[name]; old != nil {
+			for _, c := range old.chains {
+				if !slices.Contains(p.chains, c) {
+					gone = append(gone, c)
+				}
+			}
+		}
+	}
+	for _, t := range r.tail {
+		w.raw(t)
+	}
+	// Chains of services gone: from our last state, and from the kernel
+	// (left by an earlier run, or by kube-proxy).
+	for name, old := range r.applied {
+		if _, ok := plans[name]; !ok {
+			gone = append(gone, old.chains...)
+		}
+	}
+	if len(existing) > 0 {
+		wanted := make(map[Chain]struct{}, len(plans)*4)
+		for _, p := range plans {
+			for _, c := range p.chains {
+				wanted[c] = struct{}{}
+			}
+		}
+		for c := range existing {
+			if _, ok := wanted[c]; !ok {
+				gone = append(gone, c)
+			}
+		}
+	}
+	slices.Sort(gone)
+	gone = slices.Compact(gone)
+	for _, c := range gone {
+		r.deleteChain(c)
+	}
+	r.pendingFull = plans
+	return r.finish(true)
+}
+
+// renderPartial writes only the services named in changed: their chains are
+// rewritten, chains they no longer need deleted, and their rules in the
+// shared chains added or deleted one by one. Nothing else is touched, so
+// the payload is proportional to the change, not to the number of services.
+func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, changed sets.Set[types.NamespacedName]) []byte {
+	r.out.reset()
+	r.filter.reset()
+	r.stale.reset()
+	r.pendingFull = nil
+	r.pendingChanged = r.pendingChanged[:0]
+	if len(changed) == 0 {
+		return nil
+	}
+	r.out.raw("*nat")
+	r.filter.raw("*filter")
+
+	// New ports of the changed services (one pass over the map; no rules
+	// are written for unchanged services).
+	r.names = r.names[:0]
+	for name := range services {
+		if _, ok := changed[name.NamespacedName]; ok {
+			r.names = append(r.names, name)
+		}
+	}
+	for nn := range changed {
+		for _, old := range r.byName[nn] {
+			if _, still := services[old]; !still {
+				r.names = append(r.names, old)
+			}
+		}
+	}
+	slices.SortFunc(r.names, compareServicePortNames)
+	for _, name := range r.names {
+		old := r.applied[name]
+		svc, ok := services[name]
+		if !ok {
+			// Port gone: delete its shared rules and chains.
+			if old != nil {
+				r.diffShared(old, nil)
+				for _, c := range old.chains {
+					r.deleteChain(c)
+				}
+			}
+			r.pendingChanged = append(r.pendingChanged, pendingService{name: name})
+			continue
+		}
+		p := &servicePlan{}
+		r.writeService(name, svc, endpoints[name], p, old)
+		r.pendingChanged = append(r.pendingChanged, pendingService{name: name, plan: p})
+	}
+	return r.finish(false)
+}
+
+// writeService plans one service port and writes it: its chain
+// declarations, its shared rules (all of them for a full sync, else the
+// difference with old), and its own rules.
+func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePort, eps []proxy.Endpoint, p *servicePlan, old *servicePlan) {
+	info := asServicePortInfo(name, svc)
+	mark := len(r.out.buf)
+	planService(&r.env, info, eps, p, &r.out)
+	if len(p.chains) > 0 {
+		// The chain list is known only once the rules are written; move
+		// the rules up and declare the chains in front of them (a jump
+		// target must exist before a rule names it).
+		n := len(r.out.buf) - mark
+		decl := r.declSize(p.chains)
+		r.out.buf = slices.Grow(r.out.buf, decl)[:len(r.out.buf)+decl]
+		copy(r.out.buf[mark+decl:], r.out.buf[mark:mark+n])
+		d := r.out.buf[mark:mark]
+		for _, c := range p.chains {
+			d = append(d, ':')
+			d = append(d, c...)
+			d = append(d, " - [0:0]\n"...)
+		}
+		r.out.lines += len(p.chains)
+	}
+	if r.fullRender {
+		r.writeShared(p)
+		return
+	}
+	r.diffShared(old, p)
+	if old != nil {
+		for _, c := range old.chains {
+			if !slices.Contains(p.chains, c) {
+				r.deleteChain(c)
+			}
+		}
+	}
+}
+
+func (r *renderer) declSize(chains []Chain) int {
+	n := 0
+	for _, c := range chains {
+		n += len(c) + len(": - [0:0]\n")
+	}
+	return n
+}
+
+// writeShared appends every shared rule of p (full sync: the shared chains
+// were just flushed by their declarations).
+func (r *renderer) writeShared(p *servicePlan) {
+	for i := range p.shared {
+		w := r.writerFor(sharedChain(i))
+		for _, spec := range p.shared[i] {
+			w.rule(sharedChains[i].chain).w(spec).end()
+		}
+	}
+}
+
+// diffShared deletes the shared rules of old that p lacks and adds those of
+// p that old lacks.
+func (r *renderer) diffShared(old, p *servicePlan) {
+	for i := range numShared {
+		var o, n []string
+		if old != nil {
+			o = old.shared[i]
+		}
+		if p != nil {
+			n = p.shared[i]
+		}
+		w := r.writerFor(i)
+		ch := sharedChains[i]
+		for _, spec := range o {
+			if !slices.Contains(n, spec) {
+				w.op("-D", ch.chain).w(spec).end()
+			}
+		}
+		for _, spec := range n {
+			if !slices.Contains(o, spec) {
+				op := "-A"
+				if ch.insert {
+					op = "-I"
+				}
+				w.op(op, ch.chain).w(spec).end()
+			}
+		}
+	}
+}
+
+func (r *renderer) writerFor(i sharedChain) *lineWriter {
+	if sharedChains[i].table == TableFilter {
+		return &r.filter
+	}
+	return &r.out
+}
+
+// deleteChain flushes (by declaring) and deletes a nat chain, at the end of
+// the nat section, after every rule that referenced it was rewritten.
+func (r *renderer) deleteChain(c Chain) {
+	r.stale.chainLine(c)
+	r.stale.op("-X", c).end()
+}
+
+// finish closes the sections and returns the payload; nil when a partial
+// sync has nothing to write.
+func (r *renderer) finish(full bool) []byte {
+	natEmpty := r.out.lines == 1 && r.stale.lines == 0
+	filterEmpty := r.filter.lines == 1
+	r.natLines, r.filterLines = r.out.lines+r.stale.lines-1, r.filter.lines-1
+	if !full && natEmpty && filterEmpty {
+		return nil
+	}
+	if natEmpty && !full {
+		r.out.reset()
+	} else {
+		r.out.buf = append(r.out.buf, r.stale.buf...)
+		r.out.lines += r.stale.lines
+		r.out.raw("COMMIT")
+	}
+	if !filterEmpty || full {
+		r.out.buf = append(r.out.buf, r.filter.buf...)
+		r.out.lines += r.filter.lines
+		r.out.raw("COMMIT")
+	}
+	return r.out.buf
+}
+
+// commit makes the pending state the applied one (after a successful restore).
+func (r *renderer) commit() {
+	if r.pendingFull != nil {
+		r.applied = r.pendingFull
+		r.byName = make(map[types.NamespacedName][]proxy.ServicePortName, len(r.applied))
+		for name := range r.applied {
+			r.byName[name.NamespacedName] = append(r.byName[name.NamespacedName], name)
+		}
+		r.pendingFull = nil
+		return
+	}
+	for _, ps := range r.pendingChanged {
+		nn := ps.name.NamespacedName
+		if ps.plan == nil {
+			delete(r.applied, ps.name)
+			r.byName[nn] = slices.DeleteFunc(r.byName[nn], func(n proxy.ServicePortName) bool { return n == ps.name })
+			if len(r.byName[nn]) == 0 {
+				delete(r.byName, nn)
+			}
+			continue
+		}
+		if _, had := r.applied[ps.name]; !had {
+			r.byName[nn] = append(r.byName[nn], ps.name)
+		}
+		r.applied[ps.name] = ps.plan
+	}
+	r.pendingChanged = r.pendingChanged[:0]
+}
+
+// discard forgets the pending state (after a failed restore).
+func (r *renderer) discard() {
+	r.pendingFull = nil
+	r.pendingChanged = r.pendingChanged[:0]
+}
+
+// setTail computes the nat KUBE-SERVICES tail rules that send traffic to
+// node ports into KUBE-NODEPORTS.
+func (r *renderer) setTail(family v1.IPFamily, cidrs []netip.Prefix, local []netip.Addr) {
+	r.tail = r.tail[:0]
+	const comment = `-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"`
+	ipv6 := family == v1.IPv6Protocol
+	matchAll := len(cidrs) == 0
+	var own []netip.Prefix
+	for _, c := range cidrs {
+		if c.Addr().Is4() == ipv6 {
+			continue
+		}
+		own = append(own, c)
+		if c.Bits() == 0 {
+			matchAll = true
+		}
+	}
+	if len(cidrs) > 0 && len(own) == 0 {
+		// Only CIDRs of the other family: no node ports in this one.
+		return
+	}
+	if matchAll {
+		loop := "127.0.0.0/8"
+		if ipv6 {
+			loop = "::1/128"
+		}
+		r.tail = append(r.tail, comment+" -m addrtype --dst-type LOCAL ! -d "+loop+" -j KUBE-NODEPORTS")
+		return
+	}
+	var ips []netip.Addr
+	for _, ip := range local {
+		ip = ip.Unmap()
+		if ip.Is4() == ipv6 || ip.IsLoopback() {
+			continue
+		}
+		for _, c := range own {
+			if c.Contains(ip) {
+				ips = append(ips, ip)
+				break
+			}
+		}
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	ips = slices.Compact(ips)
+	for _, ip := range ips {
+		r.tail = append(r.tail, comment+" -d "+ip.String()+" -j KUBE-NODEPORTS")
+	}
+}
+
+func compareServicePortNames(a, b proxy.ServicePortName) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Port, b.Port); c != 0 {
+		return c
+	}
+	return strings.Compare(string(a.Protocol), string(b.Protocol))
+}
