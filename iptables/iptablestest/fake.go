@@ -1,0 +1,905 @@
+package iptablestest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/iptables"
+)
+
+// Fake is an in-memory iptables for one IP family, implementing
+// iptables.Runner. It keeps the real state: tables, their built-in chains
+// (with policies) and user chains, and each chain's rules in order. It
+// validates what it is given as the kernel and the iptables tools do, so a
+// rule the real iptables-restore would refuse fails here too.
+//
+// The zero value is not usable; call NewFake or NewFakeFromDump. A Fake is
+// safe for concurrent use.
+type Fake struct {
+	mu          sync.Mutex
+	family      v1.IPFamily
+	tables      map[iptables.Table]*tableState
+	randomFully bool
+	stats       Stats
+	failNext    []error
+	restoreHook func(data []byte) error
+}
+
+var _ iptables.Runner = (*Fake)(nil)
+
+// Stats counts what was written to a Fake, for tests that assert how much
+// work an engine did (for example that a sync with no changes writes
+// nothing).
+type Stats struct {
+	// Restores counts Restore calls, FailedRestores those that returned an error.
+	Restores, FailedRestores int
+	// RestoreLines and RestoreBytes total the input of all Restore calls.
+	RestoreLines, RestoreBytes int
+	// LastRestore is a copy of the input of the last Restore call.
+	LastRestore []byte
+	// Commands counts the other calls that may change state (EnsureChain,
+	// FlushChain, DeleteChain, EnsureRule, DeleteRule).
+	Commands int
+}
+
+type chainState struct {
+	name    iptables.Chain
+	builtin bool
+	policy  string // built-in chains: ACCEPT or DROP
+	rules   []*rule
+}
+
+type tableState struct {
+	name   iptables.Table
+	chains map[iptables.Chain]*chainState
+	// refs counts, per user chain, the rules that jump or go to it.
+	refs map[iptables.Chain]int
+}
+
+func newTable(name iptables.Table) *tableState {
+	t := &tableState{name: name, chains: map[iptables.Chain]*chainState{}, refs: map[iptables.Chain]int{}}
+	for _, c := range builtinChains[name] {
+		t.chains[c] = &chainState{name: c, builtin: true, policy: "ACCEPT"}
+	}
+	return t
+}
+
+// NewFake returns an empty Fake for family (v1.IPv4Protocol or
+// v1.IPv6Protocol): no table holds anything beyond its built-in chains
+// with an ACCEPT policy. Tables appear in Dump once something touched them.
+// HasRandomFully reports true until SetHasRandomFully says otherwise.
+func NewFake(family v1.IPFamily) *Fake {
+	if family != v1.IPv6Protocol {
+		family = v1.IPv4Protocol
+	}
+	return &Fake{family: family, tables: map[iptables.Table]*tableState{}, randomFully: true}
+}
+
+// NewFakeFromDump returns a Fake holding the state described by text, in
+// iptables-save format (as Dump writes it, or as captured from a real
+// node with iptables-save; "# ..." comments and "[packets:bytes]"
+// counters are ignored). The stats start at zero.
+func NewFakeFromDump(family v1.IPFamily, text string) (*Fake, error) {
+	f := NewFake(family)
+	if err := f.restore([]byte(text)); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Family implements iptables.Runner.
+func (f *Fake) Family() v1.IPFamily { return f.family }
+
+// HasRandomFully implements iptables.Runner.
+func (f *Fake) HasRandomFully() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.randomFully
+}
+
+// SetHasRandomFully sets what HasRandomFully reports. With false, rules
+// using MASQUERADE --random-fully are refused, as by an old kernel.
+func (f *Fake) SetHasRandomFully(v bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.randomFully = v
+}
+
+// FailNextRestore makes the next Restore call return err without
+// changing anything (as when iptables-restore cannot take the xtables
+// lock). Calls queue: each failure is used once, in order.
+func (f *Fake) FailNextRestore(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext = append(f.failNext, err)
+}
+
+// SetRestoreHook installs hook, called with the input of every Restore
+// before it is applied (after FailNextRestore failures are used up). A
+// non-nil error fails that Restore without changing anything. The hook
+// runs with the Fake locked: it must not call the Fake. nil removes it.
+func (f *Fake) SetRestoreHook(hook func(data []byte) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restoreHook = hook
+}
+
+// Stats returns a snapshot of the counters.
+func (f *Fake) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.stats
+	s.LastRestore = bytes.Clone(s.LastRestore)
+	return s
+}
+
+// ResetStats zeroes the counters (the state is kept).
+func (f *Fake) ResetStats() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats = Stats{}
+}
+
+func checkTable(table iptables.Table) error {
+	if _, ok := builtinChains[table]; !ok {
+		return fmt.Errorf("%w %q", ErrUnknownTable, table)
+	}
+	return nil
+}
+
+// table returns the table, creating it (with its built-in chains) if
+// create is set; without create a missing table is returned as a fresh,
+// unregistered one, as the kernel would load it on demand.
+func (f *Fake) table(table iptables.Table, create bool) (*tableState, error) {
+	if err := checkTable(table); err != nil {
+		return nil, err
+	}
+	t := f.tables[table]
+	if t == nil {
+		t = newTable(table)
+		if create {
+			f.tables[table] = t
+		}
+	}
+	return t, nil
+}
+
+// EnsureChain implements iptables.Runner (iptables -N).
+func (f *Fake) EnsureChain(ctx context.Context, table iptables.Table, chain iptables.Chain) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.Commands++
+	t, err := f.table(table, true)
+	if err != nil {
+		return false, err
+	}
+	if _, ok := t.chains[chain]; ok {
+		return true, nil
+	}
+	if err := validateChainName(chain); err != nil {
+		return false, err
+	}
+	t.chains[chain] = &chainState{name: chain}
+	return false, nil
+}
+
+// FlushChain implements iptables.Runner (iptables -F).
+func (f *Fake) FlushChain(ctx context.Context, table iptables.Table, chain iptables.Chain) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.Commands++
+	t, err := f.table(table, true)
+	if err != nil {
+		return err
+	}
+	return t.flush(chain)
+}
+
+// DeleteChain implements iptables.Runner (iptables -X): the chain must be
+// an empty, unreferenced user chain.
+func (f *Fake) DeleteChain(ctx context.Context, table iptables.Table, chain iptables.Chain) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.Commands++
+	t, err := f.table(table, true)
+	if err != nil {
+		return err
+	}
+	return t.deleteChain(chain)
+}
+
+// ChainExists implements iptables.Runner.
+func (f *Fake) ChainExists(ctx context.Context, table iptables.Table, chain iptables.Chain) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(table, false)
+	if err != nil {
+		return false, err
+	}
+	_, ok := t.chains[chain]
+	return ok, nil
+}
+
+// EnsureRule implements iptables.Runner (iptables -C, then -A or -I).
+// Rules are compared as the kernel compares them: "-d 10.0.0.1" and
+// "-d 10.0.0.1/32" are the same rule, as are "-p tcp --dport 80" and
+// "-p tcp -m tcp --dport 80".
+func (f *Fake) EnsureRule(ctx context.Context, position iptables.RulePosition, table iptables.Table, chain iptables.Chain, args ...string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if position != iptables.Prepend && position != iptables.Append {
+		return false, fmt.Errorf("iptablestest: invalid rule position %q", position)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.Commands++
+	t, err := f.table(table, true)
+	if err != nil {
+		return false, err
+	}
+	c, ok := t.chains[chain]
+	if !ok {
+		return false, fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, chain, table)
+	}
+	r, err := f.parseRuleIn(t, args)
+	if err != nil {
+		return false, err
+	}
+	if c.find(r.key) >= 0 {
+		return true, nil
+	}
+	pos := len(c.rules)
+	if position == iptables.Prepend {
+		pos = 0
+	}
+	t.insert(c, pos, r)
+	return false, nil
+}
+
+// DeleteRule implements iptables.Runner: it deletes the first rule equal
+// to args; a missing rule or chain is not an error.
+func (f *Fake) DeleteRule(ctx context.Context, table iptables.Table, chain iptables.Chain, args ...string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.Commands++
+	t, err := f.table(table, false)
+	if err != nil {
+		return err
+	}
+	c, ok := t.chains[chain]
+	if !ok {
+		return nil
+	}
+	r, err := parseRule(f.family, table, args)
+	if err != nil {
+		return err
+	}
+	if i := c.find(r.key); i >= 0 {
+		t.remove(c, i)
+	}
+	return nil
+}
+
+// SaveInto implements iptables.Runner (iptables-save -t table).
+func (f *Fake) SaveInto(ctx context.Context, table iptables.Table, buf *bytes.Buffer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(table, false)
+	if err != nil {
+		return err
+	}
+	t.dump(buf)
+	return nil
+}
+
+// Restore implements iptables.Runner: iptables-restore --noflush. See the
+// package documentation for the exact semantics.
+func (f *Fake) Restore(ctx context.Context, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.Restores++
+	f.stats.RestoreBytes += len(data)
+	f.stats.RestoreLines += bytes.Count(data, []byte{'\n'})
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		f.stats.RestoreLines++
+	}
+	f.stats.LastRestore = bytes.Clone(data)
+	var err error
+	switch {
+	case len(f.failNext) > 0:
+		err = f.failNext[0]
+		f.failNext = f.failNext[1:]
+	case f.restoreHook != nil:
+		err = f.restoreHook(data)
+	}
+	if err == nil {
+		err = f.restore(data)
+	}
+	if err != nil {
+		f.stats.FailedRestores++
+	}
+	return err
+}
+
+// Dump returns the whole state in iptables-save format: every table that
+// was touched, in the order raw, mangle, nat, filter, security; in each,
+// built-in chains in hook order then user chains sorted by name (as
+// iptables-legacy-save prints them), then the rules chain by chain. Rules
+// are printed normalized (see the package documentation), so the output
+// is the same whichever equivalent spelling was written, and
+// NewFakeFromDump(family, f.Dump()) holds the same state. There are no
+// "# Generated by" lines and counters are always [0:0].
+func (f *Fake) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var buf bytes.Buffer
+	for _, name := range tableOrder {
+		if t := f.tables[name]; t != nil {
+			t.dump(&buf)
+		}
+	}
+	return buf.String()
+}
+
+// Chains returns the chains of table: built-in ones in hook order, then
+// user chains sorted by name.
+func (f *Fake) Chains(table iptables.Table) ([]iptables.Chain, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(table, false)
+	if err != nil {
+		return nil, err
+	}
+	return t.chainOrder(), nil
+}
+
+// Rules returns the rules of chain in order, each rendered as iptables-save
+// prints it after "-A CHAIN ".
+func (f *Fake) Rules(table iptables.Table, chain iptables.Chain) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(table, false)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := t.chains[chain]
+	if !ok {
+		return nil, fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, chain, table)
+	}
+	out := make([]string, len(c.rules))
+	for i, r := range c.rules {
+		out[i] = r.text()
+	}
+	return out, nil
+}
+
+// Policy returns the policy of a built-in chain (ACCEPT or DROP).
+func (f *Fake) Policy(table iptables.Table, chain iptables.Chain) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.table(table, false)
+	if err != nil {
+		return "", err
+	}
+	c, ok := t.chains[chain]
+	if !ok || !c.builtin {
+		return "", fmt.Errorf("%w: %q is not a built-in chain of table %q", ErrBuiltinChain, chain, table)
+	}
+	return c.policy, nil
+}
+
+func (f *Fake) parseRuleIn(t *tableState, args []string) (*rule, error) {
+	r, err := parseRule(f.family, t.name, args)
+	if err != nil {
+		return nil, err
+	}
+	return r, f.checkRuleTargets(t, r)
+}
+
+// checkRuleTargets checks what the kernel checks when a rule is added:
+// the jump target exists and is a user chain, and the extensions used are
+// available.
+func (f *Fake) checkRuleTargets(t *tableState, r *rule) error {
+	if to := r.jumpsTo(); to != "" {
+		c, ok := t.chains[to]
+		if !ok {
+			return fmt.Errorf("%w: jump target %q does not exist in table %q", ErrNoSuchChain, to, t.name)
+		}
+		if c.builtin {
+			return fmt.Errorf("%w: cannot jump to built-in chain %q", ErrBuiltinChain, to)
+		}
+	}
+	if r.target == "MASQUERADE" && !f.randomFully {
+		for _, o := range r.targetOpts {
+			if o.name == "--random-fully" {
+				return fmt.Errorf("%w: MASQUERADE --random-fully is not supported by this (fake) kernel", ErrBadRule)
+			}
+		}
+	}
+	return nil
+}
+
+// State manipulation. These mutate the tableState in place; Restore works
+// on a copy (see clone) so a failed table leaves nothing behind.
+
+func (c *chainState) find(key string) int {
+	for i, r := range c.rules {
+		if r.key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t *tableState) insert(c *chainState, pos int, r *rule) {
+	c.rules = slices.Insert(c.rules, pos, r)
+	if to := r.jumpsTo(); to != "" {
+		t.refs[to]++
+	}
+}
+
+func (t *tableState) remove(c *chainState, i int) {
+	if to := c.rules[i].jumpsTo(); to != "" {
+		t.unref(to)
+	}
+	c.rules = slices.Delete(c.rules, i, i+1)
+}
+
+func (t *tableState) unref(to iptables.Chain) {
+	if t.refs[to]--; t.refs[to] <= 0 {
+		delete(t.refs, to)
+	}
+}
+
+func (t *tableState) flush(chain iptables.Chain) error {
+	c, ok := t.chains[chain]
+	if !ok {
+		return fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, chain, t.name)
+	}
+	for _, r := range c.rules {
+		if to := r.jumpsTo(); to != "" {
+			t.unref(to)
+		}
+	}
+	c.rules = nil
+	return nil
+}
+
+func (t *tableState) deleteChain(chain iptables.Chain) error {
+	c, ok := t.chains[chain]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, chain, t.name)
+	case c.builtin:
+		return fmt.Errorf("%w: cannot delete built-in chain %q", ErrBuiltinChain, chain)
+	case t.refs[chain] > 0:
+		return fmt.Errorf("%w: chain %q in table %q has %d reference(s)", ErrChainInUse, chain, t.name, t.refs[chain])
+	case len(c.rules) > 0:
+		return fmt.Errorf("%w: chain %q in table %q has %d rule(s)", ErrChainNotEmpty, chain, t.name, len(c.rules))
+	}
+	delete(t.chains, chain)
+	return nil
+}
+
+func (t *tableState) chainOrder() []iptables.Chain {
+	out := slices.Clone(builtinChains[t.name])
+	var user []iptables.Chain
+	for name, c := range t.chains {
+		if !c.builtin {
+			user = append(user, name)
+		}
+	}
+	sort.Slice(user, func(i, j int) bool { return user[i] < user[j] })
+	return append(out, user...)
+}
+
+func (t *tableState) dump(buf *bytes.Buffer) {
+	order := t.chainOrder()
+	buf.WriteString("*" + string(t.name) + "\n")
+	for _, name := range order {
+		c := t.chains[name]
+		policy := "-"
+		if c.builtin {
+			policy = c.policy
+		}
+		fmt.Fprintf(buf, ":%s %s [0:0]\n", name, policy)
+	}
+	for _, name := range order {
+		for _, r := range t.chains[name].rules {
+			buf.WriteString("-A " + string(name) + " " + r.text() + "\n")
+		}
+	}
+	buf.WriteString("COMMIT\n")
+}
+
+// clone returns a copy of t that shares the chains; mutate a chain only
+// after taking it with own.
+func (t *tableState) clone() *tableState {
+	n := &tableState{name: t.name, chains: make(map[iptables.Chain]*chainState, len(t.chains)), refs: make(map[iptables.Chain]int, len(t.refs))}
+	for k, v := range t.chains {
+		n.chains[k] = v
+	}
+	for k, v := range t.refs {
+		n.refs[k] = v
+	}
+	return n
+}
+
+// hasLoop reports a loop in the jumps among user chains, as the kernel
+// refuses such a table (ELOOP).
+func (t *tableState) findLoop() []iptables.Chain {
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := map[iptables.Chain]int{}
+	var stack []iptables.Chain
+	var visit func(c iptables.Chain) []iptables.Chain
+	visit = func(c iptables.Chain) []iptables.Chain {
+		state[c] = visiting
+		stack = append(stack, c)
+		for _, r := range t.chains[c].rules {
+			to := r.jumpsTo()
+			if to == "" {
+				continue
+			}
+			switch state[to] {
+			case visiting:
+				i := slices.Index(stack, to)
+				return append(slices.Clone(stack[i:]), to)
+			case unvisited:
+				if loop := visit(to); loop != nil {
+					return loop
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[c] = done
+		return nil
+	}
+	for _, name := range t.chainOrder() {
+		if state[name] == unvisited {
+			if loop := visit(name); loop != nil {
+				return loop
+			}
+		}
+	}
+	return nil
+}
+
+// restore applies iptables-restore --noflush input. Each table is applied
+// at its COMMIT line, on a copy, as the real tool commits each table
+// separately: a failure leaves the failing table unchanged while tables
+// committed earlier in the same input stay committed.
+func (f *Fake) restore(data []byte) error {
+	var (
+		cur      *tableState // copy being edited, nil outside *table ... COMMIT
+		owned    map[*chainState]bool
+		lineNo   int
+		tableErr = func(line string, err error) error { return &RestoreError{Line: lineNo, Text: line, Err: err} }
+	)
+	// own returns a chain of cur that may be mutated.
+	own := func(name iptables.Chain) (*chainState, bool) {
+		c, ok := cur.chains[name]
+		if !ok {
+			return nil, false
+		}
+		if !owned[c] {
+			c = &chainState{name: c.name, builtin: c.builtin, policy: c.policy, rules: slices.Clone(c.rules)}
+			cur.chains[name] = c
+			owned[c] = true
+		}
+		return c, true
+	}
+	noChain := func(name string) error {
+		return fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, name, cur.name)
+	}
+	text := string(data)
+	for len(text) > 0 {
+		var line string
+		line, text, _ = strings.Cut(text, "\n")
+		lineNo++
+		line = strings.TrimRight(line, "\r")
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(trimmed, "*"):
+			if cur != nil {
+				return tableErr(line, fmt.Errorf("%w: table %q started before COMMIT of %q", ErrBadRule, trimmed[1:], cur.name))
+			}
+			name := iptables.Table(strings.TrimSpace(trimmed[1:]))
+			t, err := f.table(name, false)
+			if err != nil {
+				return tableErr(line, err)
+			}
+			cur, owned = t.clone(), map[*chainState]bool{}
+			continue
+		case trimmed == "COMMIT":
+			if cur == nil {
+				return tableErr(line, fmt.Errorf("%w: COMMIT outside a table", ErrBadRule))
+			}
+			if loop := cur.findLoop(); loop != nil {
+				return tableErr(line, fmt.Errorf("%w: %v", ErrLoop, loop))
+			}
+			f.tables[cur.name] = cur
+			cur = nil
+			continue
+		}
+		if cur == nil {
+			return tableErr(line, fmt.Errorf("%w: no table specified (missing *table line)", ErrBadRule))
+		}
+		if strings.HasPrefix(trimmed, ":") {
+			fields := strings.Fields(trimmed[1:])
+			if len(fields) < 2 || len(fields) > 3 {
+				return tableErr(line, fmt.Errorf("%w: chain line needs a name and a policy", ErrBadRule))
+			}
+			name, policy := iptables.Chain(fields[0]), fields[1]
+			if len(fields) == 3 && !validCounters(fields[2]) {
+				return tableErr(line, fmt.Errorf("%w: bad counters %q", ErrBadRule, fields[2]))
+			}
+			if isBuiltinChain(cur.name, name) {
+				switch policy {
+				case "-":
+				case "ACCEPT", "DROP":
+					c, _ := own(name)
+					c.policy = policy
+				default:
+					return tableErr(line, fmt.Errorf("%w: invalid policy %q", ErrBadRule, policy))
+				}
+				continue
+			}
+			if policy != "-" {
+				return tableErr(line, fmt.Errorf("%w: cannot set policy %q on user chain %q", ErrBuiltinChain, policy, name))
+			}
+			if err := validateChainName(name); err != nil {
+				return tableErr(line, err)
+			}
+			if _, ok := own(name); ok {
+				_ = cur.flush(name) // --noflush: declaring an existing user chain flushes it
+			} else {
+				c := &chainState{name: name}
+				cur.chains[name] = c
+				owned[c] = true
+			}
+			continue
+		}
+		if err := f.restoreCommand(cur, own, noChain, trimmed); err != nil {
+			return tableErr(line, err)
+		}
+	}
+	if cur != nil {
+		return &RestoreError{Line: lineNo + 1, Text: "", Err: fmt.Errorf("%w: COMMIT expected for table %q", ErrBadRule, cur.name)}
+	}
+	return nil
+}
+
+func validCounters(s string) bool {
+	if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") {
+		return false
+	}
+	p, b, ok := strings.Cut(s[1:len(s)-1], ":")
+	return ok && isDigits(p) && isDigits(b)
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// restoreCommand applies one command line (-A, -I, -D, -R, -N, -X, -F, -P, -Z).
+func (f *Fake) restoreCommand(cur *tableState, own func(iptables.Chain) (*chainState, bool), noChain func(string) error, line string) error {
+	if strings.HasPrefix(line, "[") {
+		counters, rest, _ := strings.Cut(line, " ")
+		if !validCounters(counters) {
+			return fmt.Errorf("%w: bad counters %q", ErrBadRule, counters)
+		}
+		line = strings.TrimSpace(rest)
+	}
+	args, err := splitArgs(line)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		return fmt.Errorf("%w: empty command", ErrBadRule)
+	}
+	cmd, args := args[0], args[1:]
+	chainArg := func() (iptables.Chain, bool) {
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			return "", false
+		}
+		c := iptables.Chain(args[0])
+		args = args[1:]
+		return c, true
+	}
+	ruleNum := func(max int) (int, bool, error) {
+		if len(args) == 0 || !isDigits(args[0]) {
+			return 0, false, nil
+		}
+		var n int
+		fmt.Sscan(args[0], &n)
+		args = args[1:]
+		if n < 1 || n > max {
+			return 0, true, fmt.Errorf("%w: rule number %d out of range", ErrNoSuchRule, n)
+		}
+		return n, true, nil
+	}
+	switch cmd {
+	case "-A", "--append", "-I", "--insert", "-D", "--delete", "-R", "--replace":
+		name, ok := chainArg()
+		if !ok {
+			return fmt.Errorf("%w: %s needs a chain", ErrBadRule, cmd)
+		}
+		c, ok := own(name)
+		if !ok {
+			return noChain(string(name))
+		}
+		var pos int
+		switch cmd {
+		case "-A", "--append":
+			pos = len(c.rules)
+		case "-I", "--insert":
+			n, given, err := ruleNum(len(c.rules) + 1)
+			if err != nil {
+				return err
+			}
+			if !given {
+				n = 1
+			}
+			pos = n - 1
+		case "-D", "--delete":
+			n, given, err := ruleNum(len(c.rules))
+			if err != nil {
+				return err
+			}
+			if given {
+				if len(args) > 0 {
+					return fmt.Errorf("%w: -D with a rule number takes no rule", ErrBadRule)
+				}
+				cur.remove(c, n-1)
+				return nil
+			}
+			r, err := parseRule(f.family, cur.name, args)
+			if err != nil {
+				return err
+			}
+			i := c.find(r.key)
+			if i < 0 {
+				return fmt.Errorf("%w: %q", ErrNoSuchRule, r.text())
+			}
+			cur.remove(c, i)
+			return nil
+		case "-R", "--replace":
+			n, given, err := ruleNum(len(c.rules))
+			if err != nil {
+				return err
+			}
+			if !given {
+				return fmt.Errorf("%w: -R needs a rule number", ErrBadRule)
+			}
+			r, err := f.parseRuleIn(cur, args)
+			if err != nil {
+				return err
+			}
+			cur.remove(c, n-1)
+			cur.insert(c, n-1, r)
+			return nil
+		}
+		r, err := f.parseRuleIn(cur, args)
+		if err != nil {
+			return err
+		}
+		cur.insert(c, pos, r)
+		return nil
+	case "-N", "--new-chain":
+		name, ok := chainArg()
+		if !ok || len(args) > 0 {
+			return fmt.Errorf("%w: -N needs exactly one chain", ErrBadRule)
+		}
+		if _, exists := cur.chains[name]; exists {
+			return fmt.Errorf("%w: %q in table %q", ErrChainExists, name, cur.name)
+		}
+		if err := validateChainName(name); err != nil {
+			return err
+		}
+		c := &chainState{name: name}
+		cur.chains[name] = c
+		own(name)
+		return nil
+	case "-X", "--delete-chain":
+		name, ok := chainArg()
+		if len(args) > 0 {
+			return fmt.Errorf("%w: -X takes at most one chain", ErrBadRule)
+		}
+		if ok {
+			return cur.deleteChain(name)
+		}
+		for _, n := range cur.chainOrder() {
+			if !cur.chains[n].builtin {
+				if err := cur.deleteChain(n); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	case "-F", "--flush":
+		name, ok := chainArg()
+		if len(args) > 0 {
+			return fmt.Errorf("%w: -F takes at most one chain", ErrBadRule)
+		}
+		if ok {
+			if _, exists := own(name); !exists {
+				return noChain(string(name))
+			}
+			return cur.flush(name)
+		}
+		for _, n := range cur.chainOrder() {
+			own(n)
+			_ = cur.flush(n)
+		}
+		return nil
+	case "-P", "--policy":
+		name, ok := chainArg()
+		if !ok || len(args) != 1 {
+			return fmt.Errorf("%w: -P needs a chain and a policy", ErrBadRule)
+		}
+		if !isBuiltinChain(cur.name, name) {
+			return fmt.Errorf("%w: cannot set policy on %q", ErrBuiltinChain, name)
+		}
+		if args[0] != "ACCEPT" && args[0] != "DROP" {
+			return fmt.Errorf("%w: invalid policy %q", ErrBadRule, args[0])
+		}
+		c, _ := own(name)
+		c.policy = args[0]
+		return nil
+	case "-Z", "--zero":
+		name, ok := chainArg()
+		if ok {
+			if _, exists := cur.chains[name]; !exists {
+				return noChain(string(name))
+			}
+		}
+		return nil
+	case "-E", "--rename-chain":
+		return fmt.Errorf("%w: -E (rename chain) is not supported by the fake", ErrBadRule)
+	}
+	return fmt.Errorf("%w: unknown command %q", ErrBadRule, cmd)
+}
