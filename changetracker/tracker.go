@@ -38,11 +38,11 @@ type Tracker struct {
 	portsByName  map[types.NamespacedName][]proxy.ServicePortName
 	filterActive bool
 
-	mu              sync.Mutex // guards the fields below
-	servicesSynced  bool
-	slicesSynced    bool
-	nodeLabels      map[string]string
-	nodeChanged     bool
+	mu             sync.Mutex // guards the fields below
+	servicesSynced bool
+	slicesSynced   bool
+	nodeLabels     map[string]string
+	nodeChanged    bool
 }
 
 // New returns a Tracker for cfg.IPFamily (IPv4 when unset).
