@@ -1,0 +1,288 @@
+package userspace
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
+)
+
+// CaptureMode says how traffic for service addresses reaches the proxy sockets.
+type CaptureMode int
+
+const (
+	// CaptureIPTables (the default) installs nat rules through Config.IPTables
+	// that redirect each cluster IP, external IP, load-balancer IP and node
+	// port to its proxy socket, for traffic from pods (PREROUTING,
+	// KUBE-PORTALS-CONTAINER / KUBE-NODEPORT-CONTAINER) and from the node
+	// itself (OUTPUT, KUBE-PORTALS-HOST / KUBE-NODEPORT-HOST), as kube-proxy's
+	// old userspace mode did.
+	CaptureIPTables CaptureMode = iota
+	// CaptureNone installs no rules. Each service port is served on
+	// ListenAddress at a proxy port (see Proxier.ProxyPort) and, when it has
+	// one, at its node port.
+	CaptureNone
+	// CaptureBind installs no rules and listens directly on every service
+	// address (cluster IP, external IPs, load-balancer IPs) at the service
+	// port, plus ListenAddress at the node port. The addresses must be local
+	// to the node (assigned to a dummy or loopback interface, or anywhere in
+	// 127.0.0.0/8); an address that cannot be bound is a logged, counted
+	// error for that service only.
+	CaptureBind
+)
+
+func (m CaptureMode) String() string {
+	switch m {
+	case CaptureIPTables:
+		return "iptables"
+	case CaptureNone:
+		return "none"
+	case CaptureBind:
+		return "bind"
+	}
+	return "CaptureMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// PortRange is an inclusive range of proxy ports. The zero value means
+// kernel-chosen (ephemeral) ports.
+type PortRange struct {
+	Begin, End int
+}
+
+// ParsePortRange parses "begin-end" (or a single port); "" is the zero range.
+func ParsePortRange(s string) (PortRange, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return PortRange{}, nil
+	}
+	lo, hi, found := strings.Cut(s, "-")
+	b, err := strconv.Atoi(strings.TrimSpace(lo))
+	if err != nil {
+		return PortRange{}, fmt.Errorf("%w: %q: %v", ErrInvalidConfig, s, err)
+	}
+	e := b
+	if found {
+		if e, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil {
+			return PortRange{}, fmt.Errorf("%w: %q: %v", ErrInvalidConfig, s, err)
+		}
+	}
+	r := PortRange{Begin: b, End: e}
+	if err := r.validate(); err != nil {
+		return PortRange{}, err
+	}
+	return r, nil
+}
+
+func (r PortRange) validate() error {
+	if r == (PortRange{}) {
+		return nil
+	}
+	if r.Begin < 1 || r.End > 65535 || r.Begin > r.End {
+		return fmt.Errorf("%w: port range %d-%d must satisfy 1 <= begin <= end <= 65535", ErrInvalidConfig, r.Begin, r.End)
+	}
+	return nil
+}
+
+// Size is the number of ports in the range (0 for the zero range).
+func (r PortRange) Size() int {
+	if r == (PortRange{}) {
+		return 0
+	}
+	return r.End - r.Begin + 1
+}
+
+func (r PortRange) String() string {
+	if r == (PortRange{}) {
+		return ""
+	}
+	return strconv.Itoa(r.Begin) + "-" + strconv.Itoa(r.End)
+}
+
+// Config configures a Proxier. Every zero value has the documented default.
+type Config struct {
+	// NodeName decides which endpoints are local (required for Local
+	// traffic policies to mean anything).
+	NodeName string
+	// IPFamily is the family this proxier serves; "" means IPv4.
+	IPFamily v1.IPFamily
+	// ListenAddress is the address proxy sockets bind; the zero value means
+	// the unspecified address of the family (0.0.0.0 or ::).
+	ListenAddress netip.Addr
+	// HostIP is the address node-originated traffic is DNATed to in
+	// CaptureIPTables mode when ListenAddress is unspecified (REDIRECT would
+	// send it to 127.0.0.1 and the UDP replies would come from the wrong
+	// source). Zero value: the first global unicast address of the family
+	// found on the node's interfaces; if there is none, node-originated
+	// traffic is REDIRECTed (fine for TCP).
+	HostIP netip.Addr
+	// NodeIPs are the node's addresses, used only by the tracer to decide
+	// that a packet is addressed to a node port. Empty: any destination
+	// that is not a service address counts as the node's.
+	NodeIPs []netip.Addr
+	// PortRange is where proxy ports are allocated; the zero value lets the
+	// kernel choose. Exhausting it is an error for the affected service only
+	// (ErrPortsExhausted), logged and counted.
+	PortRange PortRange
+	// UDPIdleTimeout ends a UDP flow (client address → backend) after this
+	// long without a datagram in either direction; default 250ms.
+	UDPIdleTimeout time.Duration
+	// TCPDialTimeout bounds one connection attempt to a backend; default 1s.
+	TCPDialTimeout time.Duration
+	// MaxRetries is how many further backends are tried after a failed
+	// dial (default 3, so 4 attempts); negative means no retry.
+	MaxRetries int
+	// RetryBackoff is the pause before the first retry, doubled for each
+	// further one and capped at 1s; default 10ms; negative means none.
+	RetryBackoff time.Duration
+	// EndpointCloseGracePeriod: established TCP connections (and UDP flows)
+	// to an endpoint that left the service are closed this long after it
+	// left, unless it came back. Default 30s; negative means never.
+	EndpointCloseGracePeriod time.Duration
+	// Capture selects how traffic reaches the proxy; default CaptureIPTables.
+	Capture CaptureMode
+	// IPTables is the runner for capture rules; required for
+	// CaptureIPTables, unused otherwise. Its family must match IPFamily.
+	IPTables iptables.Runner
+	// ServiceProxyName: services labelled service.kubernetes.io/service-proxy-name
+	// are served only if the label equals this.
+	ServiceProxyName string
+	// EndpointFilter keeps only endpoints of this proxier's pod networks.
+	EndpointFilter proxy.EndpointFilter
+	// Logger; the zero value discards.
+	Logger logr.Logger
+	// Metrics receives kube-proxy's sync metrics (sync latency, last sync,
+	// iptables rule counts and restore failures, services without local
+	// endpoints); nil records none. The data-path counters are in
+	// Proxier.Stats either way.
+	Metrics *metrics.Metrics
+	// SyncPeriod is the longest time between two syncs in Run; default 30s.
+	SyncPeriod time.Duration
+	// MinSyncPeriod is the shortest time between two syncs in Run; default 1s.
+	MinSyncPeriod time.Duration
+	// LoadBalancer chooses endpoints; nil means a new round-robin balancer
+	// (NewRoundRobin) with ClientIP session affinity support.
+	LoadBalancer LoadBalancer
+	// Sockets opens listeners and backend connections; nil means the
+	// operating system's (OSSockets).
+	Sockets Sockets
+	// Clock is used for grace periods and affinity; nil means the real clock.
+	Clock clock.WithTicker
+}
+
+// Errors. Test with errors.Is.
+var (
+	// ErrInvalidConfig wraps every configuration error returned by New.
+	ErrInvalidConfig = errors.New("userspace: invalid config")
+	// ErrPortsExhausted: no free proxy port was left in Config.PortRange.
+	ErrPortsExhausted = errors.New("userspace: proxy port range exhausted")
+	// ErrNoEndpoints: the service port has no usable endpoint.
+	ErrNoEndpoints = errors.New("userspace: no endpoints")
+	// ErrUnknownService: the balancer has no such service port.
+	ErrUnknownService = errors.New("userspace: unknown service port")
+	// ErrUnsupportedProtocol: SCTP (and anything but TCP/UDP) is not proxied.
+	ErrUnsupportedProtocol = errors.New("userspace: protocol not supported by the userspace proxy")
+	// ErrClosed: the proxier was closed.
+	ErrClosed = errors.New("userspace: proxier closed")
+)
+
+const (
+	defaultUDPIdleTimeout = 250 * time.Millisecond
+	defaultDialTimeout    = time.Second
+	defaultMaxRetries     = 3
+	defaultRetryBackoff   = 10 * time.Millisecond
+	maxRetryBackoff       = time.Second
+	defaultGracePeriod    = 30 * time.Second
+	defaultSyncPeriod     = 30 * time.Second
+	defaultMinSyncPeriod  = time.Second
+)
+
+// withDefaults validates c and fills its zero values.
+func (c Config) withDefaults() (Config, error) {
+	if c.IPFamily == "" {
+		c.IPFamily = v1.IPv4Protocol
+	}
+	if c.IPFamily != v1.IPv4Protocol && c.IPFamily != v1.IPv6Protocol {
+		return c, fmt.Errorf("%w: IPFamily %q", ErrInvalidConfig, c.IPFamily)
+	}
+	is6 := c.IPFamily == v1.IPv6Protocol
+	if !c.ListenAddress.IsValid() {
+		if is6 {
+			c.ListenAddress = netip.IPv6Unspecified()
+		} else {
+			c.ListenAddress = netip.IPv4Unspecified()
+		}
+	}
+	c.ListenAddress = c.ListenAddress.Unmap()
+	if c.ListenAddress.Is6() != is6 {
+		return c, fmt.Errorf("%w: ListenAddress %s is not of family %s", ErrInvalidConfig, c.ListenAddress, c.IPFamily)
+	}
+	if c.HostIP.IsValid() && c.HostIP.Unmap().Is6() != is6 {
+		return c, fmt.Errorf("%w: HostIP %s is not of family %s", ErrInvalidConfig, c.HostIP, c.IPFamily)
+	}
+	if err := c.PortRange.validate(); err != nil {
+		return c, err
+	}
+	if c.UDPIdleTimeout < 0 || c.TCPDialTimeout < 0 || c.SyncPeriod < 0 || c.MinSyncPeriod < 0 {
+		return c, fmt.Errorf("%w: negative timeout or period", ErrInvalidConfig)
+	}
+	if c.UDPIdleTimeout == 0 {
+		c.UDPIdleTimeout = defaultUDPIdleTimeout
+	}
+	if c.TCPDialTimeout == 0 {
+		c.TCPDialTimeout = defaultDialTimeout
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = defaultMaxRetries
+	} else if c.MaxRetries < 0 {
+		c.MaxRetries = 0
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = defaultRetryBackoff
+	} else if c.RetryBackoff < 0 {
+		c.RetryBackoff = 0
+	}
+	if c.EndpointCloseGracePeriod == 0 {
+		c.EndpointCloseGracePeriod = defaultGracePeriod
+	}
+	if c.SyncPeriod == 0 {
+		c.SyncPeriod = defaultSyncPeriod
+	}
+	if c.MinSyncPeriod == 0 {
+		c.MinSyncPeriod = defaultMinSyncPeriod
+	}
+	switch c.Capture {
+	case CaptureIPTables:
+		if c.IPTables == nil {
+			return c, fmt.Errorf("%w: CaptureIPTables needs an IPTables runner", ErrInvalidConfig)
+		}
+		if f := c.IPTables.Family(); f != c.IPFamily {
+			return c, fmt.Errorf("%w: IPTables runner is %s, proxier is %s", ErrInvalidConfig, f, c.IPFamily)
+		}
+		if c.ListenAddress.IsLoopback() {
+			return c, fmt.Errorf("%w: CaptureIPTables cannot redirect to a loopback ListenAddress %s", ErrInvalidConfig, c.ListenAddress)
+		}
+	case CaptureNone, CaptureBind:
+	default:
+		return c, fmt.Errorf("%w: %s", ErrInvalidConfig, c.Capture)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Sockets == nil {
+		c.Sockets = OSSockets{}
+	}
+	if c.LoadBalancer == nil {
+		c.LoadBalancer = NewRoundRobin(c.Clock)
+	}
+	return c, nil
+}

@@ -1,0 +1,58 @@
+// Package userspace is the userspace service-proxy engine: kube-proxy's old
+// "userspace" mode made into a library. Its Proxier (a proxy.Provider)
+// opens a socket of its own for every TCP and UDP service port and copies
+// each connection, or each client's UDP flow, to an endpoint chosen by a
+// LoadBalancer.
+//
+// # How traffic reaches the proxy
+//
+// Config.Capture selects it:
+//
+//   - CaptureIPTables (default): nat rules redirect every cluster IP,
+//     external IP, load-balancer IP and node port to the service port's
+//     proxy socket, in the chains of the old userspace mode:
+//     KUBE-PORTALS-CONTAINER and KUBE-NODEPORT-CONTAINER (from PREROUTING:
+//     pods and the outside; REDIRECT, or DNAT to a specific ListenAddress),
+//     KUBE-PORTALS-HOST and KUBE-NODEPORT-HOST (from OUTPUT: the node itself;
+//     DNAT to HostIP) and, in the filter table, KUBE-NODEPORT-NON-LOCAL
+//     (accepts node-port proxy ports). Proxier.Cleanup and
+//     CleanupLeftovers remove them.
+//   - CaptureNone: no rules. Each service port is served on ListenAddress
+//     at a proxy port (Proxier.ProxyAddr, Proxier.Listeners) and at its node
+//     port.
+//   - CaptureBind: no rules; sockets bind the service addresses themselves
+//     (they must be local: a dummy interface, or 127.0.0.0/8 in tests) and
+//     the node ports.
+//
+// # Guarantees
+//
+//   - Endpoints are chosen with proxy.CategorizeEndpoints (traffic
+//     policies, topology, terminating fallback). Cluster-IP traffic uses the
+//     internalTrafficPolicy set; when externalTrafficPolicy differs, node
+//     port, external and load-balancer traffic get a socket of their own
+//     with the externalTrafficPolicy set. Selection is round robin over a
+//     per-change shuffle, with sessionAffinity: ClientIP and its timeout.
+//   - Changes apply to new connections as soon as Sync returns.
+//     Established TCP connections and UDP flows to an endpoint that left are
+//     closed after Config.EndpointCloseGracePeriod unless it came back.
+//   - TCP: a backend that refuses or times out (Config.TCPDialTimeout) is
+//     skipped and the next one tried, up to Config.MaxRetries more times with
+//     doubling backoff. Data is copied with io.Copy between *net.TCPConn, so
+//     Linux splices it; a clean EOF is passed on as a half-close, an error in
+//     either direction closes both sides. With no endpoint the client
+//     connection is reset.
+//   - UDP: one flow per client address, ended after Config.UDPIdleTimeout
+//     without traffic either way. With no endpoint datagrams are dropped.
+//   - SCTP service ports are not served: logged once and counted
+//     (CounterSkippedProtocol). A service port that cannot get a socket
+//     (ErrPortsExhausted, a bind error) is reported by Sync as a
+//     *ServiceError and retried at each sync; every other service is served.
+//   - Close closes every socket, connection and flow and waits for every
+//     goroutine the proxier started.
+//   - The proxy originates the backend connection, so backends see the
+//     node's address: the tracer (Proxier.Tracer) always reports Masquerade.
+//
+// Userspace proxying costs a copy through the proxy; see BENCHMARKS.md
+// ("## userspace") for throughput, latency and connection rates measured
+// against direct connections.
+package userspace

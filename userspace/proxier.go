@@ -1,0 +1,678 @@
+package userspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/svcproxy/svcproxy/changetracker"
+	"github.com/svcproxy/svcproxy/internal/runner"
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
+)
+
+// Proxier is the userspace engine: a proxy.Provider that serves every
+// service port from sockets of its own and copies each connection (or UDP
+// flow) to an endpoint chosen by its LoadBalancer. Create it with New;
+// release its sockets and goroutines with Close; remove its iptables rules
+// with Cleanup.
+type Proxier struct {
+	*changetracker.Tracker
+
+	cfg    Config
+	log    logr.Logger
+	lb     LoadBalancer
+	hostIP netip.Addr
+	runner *runner.Runner
+
+	counters counters
+
+	// Shutdown: closed is set once; closing is closed with it.
+	goMu          sync.Mutex
+	closed        atomic.Bool
+	closing       chan struct{}
+	closingCtx    context.Context
+	cancelClosing context.CancelFunc
+	wg            sync.WaitGroup
+
+	// syncMu serialises Sync, Close and readers of the state below.
+	syncMu    sync.Mutex
+	services  map[proxy.ServicePortName]*serviceState
+	skipped   map[proxy.ServicePortName]error
+	tcpPorts  *portAllocator
+	udpPorts  *portAllocator
+	rules     []captureRule // applied capture rules
+	applied   []byte        // restore text last applied; nil forces a full write
+	restoreBf bytes.Buffer
+
+	// Established connections and UDP flows, for grace-period closing.
+	activeMu sync.Mutex
+	active   map[*activeConn]struct{}
+	timers   map[clock.Timer]struct{}
+}
+
+var _ proxy.Provider = (*Proxier)(nil)
+
+// activeConn is one proxied TCP connection or UDP flow.
+type activeConn struct {
+	key     BalancerKey
+	backend netip.AddrPort
+	close   func()
+}
+
+// proxySocket is a TCP or UDP proxy socket.
+type proxySocket interface {
+	Addr() netip.AddrPort
+	Key() BalancerKey
+	Close()
+}
+
+type listenerState struct {
+	plan      listenerPlan
+	sock      proxySocket
+	allocated int // proxy port to release, 0 if none
+}
+
+type serviceState struct {
+	plan      *servicePlan
+	listeners map[listenerID]*listenerState
+	err       error // why the service is not (fully) served; retried each sync
+}
+
+// ServiceError says why one service port is not (fully) served; the rest of
+// the node is. Sync returns them joined; test with errors.As.
+type ServiceError struct {
+	Service proxy.ServicePortName
+	Err     error
+}
+
+func (e *ServiceError) Error() string { return fmt.Sprintf("service %s: %v", e.Service, e.Err) }
+func (e *ServiceError) Unwrap() error { return e.Err }
+
+// New validates cfg and returns a Proxier. Nothing is opened or written
+// before the first successful Sync.
+func New(cfg Config) (*Proxier, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxier{
+		cfg:      cfg,
+		log:      cfg.Logger.WithValues("proxier", "userspace", "ipFamily", cfg.IPFamily),
+		lb:       cfg.LoadBalancer,
+		hostIP:   cfg.HostIP.Unmap(),
+		closing:  make(chan struct{}),
+		services: map[proxy.ServicePortName]*serviceState{},
+		tcpPorts: newPortAllocator(cfg.PortRange),
+		udpPorts: newPortAllocator(cfg.PortRange),
+		active:   map[*activeConn]struct{}{},
+		timers:   map[clock.Timer]struct{}{},
+	}
+	p.closingCtx, p.cancelClosing = context.WithCancel(context.Background())
+	if cfg.Capture == CaptureIPTables && cfg.ListenAddress.IsUnspecified() && !p.hostIP.IsValid() {
+		p.hostIP = detectHostIP(cfg.IPFamily == v1.IPv6Protocol)
+		if !p.hostIP.IsValid() {
+			p.log.Info("No host IP found; node-originated traffic will be REDIRECTed (UDP replies may carry the wrong source)")
+		}
+	}
+	p.runner = runner.New("userspace-"+string(cfg.IPFamily), p.runSync, runner.Config{
+		MinInterval: cfg.MinSyncPeriod,
+		MaxInterval: cfg.SyncPeriod,
+		Clock:       cfg.Clock,
+		Logger:      p.log,
+	})
+	p.Tracker = changetracker.New(changetracker.Config{
+		IPFamily:         cfg.IPFamily,
+		NodeName:         cfg.NodeName,
+		ServiceProxyName: cfg.ServiceProxyName,
+		Filter:           cfg.EndpointFilter,
+		Logger:           cfg.Logger,
+		OnChange:         p.runner.Trigger,
+	})
+	return p, nil
+}
+
+// detectHostIP returns the first global unicast address of the family on
+// the interfaces of the current network namespace.
+func detectHostIP(want6 bool) netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return netip.Addr{}
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if ip.Is6() == want6 && ip.IsGlobalUnicast() {
+			return ip
+		}
+	}
+	return netip.Addr{}
+}
+
+// Run syncs whenever the tracker reports a change (at most every
+// MinSyncPeriod), at least every SyncPeriod, and retries failed syncs,
+// until ctx ends. It does not close the proxier: call Close after it returns.
+func (p *Proxier) Run(ctx context.Context) error {
+	p.runner.Trigger()
+	return p.runner.Run(ctx)
+}
+
+func (p *Proxier) runSync(ctx context.Context) error {
+	if !p.Tracker.Synced() || p.closed.Load() {
+		return nil // OnChange triggers again once the initial lists are in
+	}
+	return p.Sync(ctx)
+}
+
+// Sync applies every change handed to the handlers so far: proxy sockets
+// are opened and closed, balancers updated and, in CaptureIPTables mode, the
+// capture rules rewritten. It returns proxy.ErrNotSynced before the initial
+// lists were delivered, ErrClosed after Close, the iptables error if the
+// rules could not be written (the next Sync rewrites them all), and
+// otherwise the joined *ServiceError of service ports that could not be
+// served (every other service is served; failed ones are retried by each
+// Sync).
+func (p *Proxier) Sync(ctx context.Context) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if !p.Tracker.Synced() {
+		return proxy.ErrNotSynced
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	start := p.cfg.Clock.Now()
+	u := p.Tracker.Update()
+	p.count(counterSyncs)
+	err := p.apply(ctx, u.Services, u.Endpoints, u.NodeLabels)
+	if err != nil {
+		p.count(counterSyncErrors)
+	}
+	if m := p.cfg.Metrics; m != nil {
+		fam := p.cfg.IPFamily
+		m.ObserveSync(fam, p.cfg.Clock.Since(start))
+		if err == nil {
+			m.SetLastSync(fam, p.cfg.Clock.Now())
+		}
+		var internal, external int
+		for _, st := range p.services {
+			if st.plan.noLocalInternal {
+				internal++
+			}
+			if st.plan.noLocalExternal {
+				external++
+			}
+		}
+		m.SetNoLocalEndpoints(fam, metrics.TrafficPolicyInternal, internal)
+		m.SetNoLocalEndpoints(fam, metrics.TrafficPolicyExternal, external)
+	}
+	return err
+}
+
+// apply brings sockets, balancers and rules to the state planned from the
+// maps. Caller holds syncMu.
+func (p *Proxier) apply(ctx context.Context, services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, nodeLabels map[string]string) error {
+	plans, skipped := planAll(services, endpoints, planParams{
+		capture: p.cfg.Capture, listen: p.cfg.ListenAddress, nodeName: p.cfg.NodeName, nodeLabels: nodeLabels,
+	})
+	for name, err := range skipped {
+		if _, seen := p.skipped[name]; !seen {
+			p.count(counterSkippedProtocol)
+			p.log.Info("Not serving service port", "service", name, "protocol", services[name].Protocol(), "reason", err)
+		}
+	}
+	p.skipped = skipped
+
+	for name, st := range p.services {
+		if plan := plans[name]; plan == nil || plan.protocol != st.plan.protocol {
+			p.teardownService(st)
+			delete(p.services, name)
+		}
+	}
+
+	var errs []error
+	rulesChanged := false
+	for name, plan := range plans {
+		st := p.services[name]
+		if st == nil {
+			st = &serviceState{listeners: map[listenerID]*listenerState{}}
+			p.services[name] = st
+		}
+		if st.err == nil && st.plan != nil && plansEqual(st.plan, plan) {
+			continue
+		}
+		rulesChanged = true
+		p.applyFrontends(st.plan, plan)
+		st.err = p.applyListeners(st, plan)
+		st.plan = plan
+		if st.err != nil {
+			p.count(counterServiceErrors)
+			p.log.Error(st.err, "Service port not fully served", "service", name)
+			errs = append(errs, &ServiceError{Service: name, Err: st.err})
+		}
+	}
+	p.lb.CleanupStale()
+
+	if p.cfg.Capture == CaptureIPTables && (rulesChanged || p.applied == nil) {
+		if err := p.syncRules(ctx); err != nil {
+			return errors.Join(append([]error{err}, errs...)...)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func plansEqual(a, b *servicePlan) bool {
+	return a.name == b.name && a.protocol == b.protocol &&
+		slices.EqualFunc(a.frontends, b.frontends, func(x, y frontendPlan) bool {
+			return x.key == y.key && x.affinity == y.affinity && slices.Equal(x.endpoints, y.endpoints)
+		}) &&
+		slices.EqualFunc(a.listeners, b.listeners, func(x, y listenerPlan) bool {
+			return x.id == y.id && x.nodePort == y.nodePort && slices.Equal(x.portals, y.portals)
+		})
+}
+
+// applyFrontends updates the balancer; connections to endpoints that left
+// (or to a set that went away) are closed after the grace period.
+func (p *Proxier) applyFrontends(old, plan *servicePlan) {
+	for _, f := range plan.frontends {
+		before := p.lb.Endpoints(f.key)
+		p.lb.Update(f.key, f.endpoints, f.affinity)
+		for _, ep := range before {
+			if !slices.Contains(f.endpoints, ep) {
+				p.scheduleGraceClose(f.key)
+				break
+			}
+		}
+	}
+	if old == nil {
+		return
+	}
+	for _, f := range old.frontends {
+		if !slices.ContainsFunc(plan.frontends, func(n frontendPlan) bool { return n.key == f.key }) {
+			p.lb.Delete(f.key)
+			p.scheduleGraceClose(f.key)
+		}
+	}
+}
+
+// applyListeners opens and closes the proxy sockets of one service port.
+func (p *Proxier) applyListeners(st *serviceState, plan *servicePlan) error {
+	want := make(map[listenerID]listenerPlan, len(plan.listeners))
+	for _, lp := range plan.listeners {
+		want[lp.id] = lp
+	}
+	for id, ls := range st.listeners {
+		if _, ok := want[id]; !ok {
+			p.closeListener(ls)
+			delete(st.listeners, id)
+		}
+	}
+	var errs []error
+	for _, lp := range plan.listeners {
+		if ls := st.listeners[lp.id]; ls != nil {
+			ls.plan = lp
+			continue
+		}
+		ls, err := p.openListener(lp)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		st.listeners[lp.id] = ls
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Proxier) openListener(lp listenerPlan) (*listenerState, error) {
+	start := func(bind netip.AddrPort) (proxySocket, error) {
+		if lp.id.protocol == v1.ProtocolUDP {
+			u, err := p.startUDP(lp.id.key, bind)
+			if err != nil {
+				return nil, err
+			}
+			return u, nil
+		}
+		t, err := p.startTCP(lp.id.key, bind)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	ls := &listenerState{plan: lp}
+	if lp.id.kind == listenFixed {
+		sock, err := start(lp.id.bind)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s/%s: %w", lp.id.bind, lp.id.protocol, err)
+		}
+		ls.sock = sock
+		return ls, nil
+	}
+	alloc := p.tcpPorts
+	if lp.id.protocol == v1.ProtocolUDP {
+		alloc = p.udpPorts
+	}
+	var sock proxySocket
+	addr, err := alloc.bind(func(port int) (netip.AddrPort, error) {
+		s, err := start(netip.AddrPortFrom(p.cfg.ListenAddress, uint16(port)))
+		if err != nil {
+			return netip.AddrPort{}, err
+		}
+		sock = s
+		return s.Addr(), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening %s proxy socket on %s: %w", lp.id.protocol, p.cfg.ListenAddress, err)
+	}
+	ls.sock = sock
+	if p.cfg.PortRange.Size() > 0 {
+		ls.allocated = int(addr.Port())
+	}
+	return ls, nil
+}
+
+func (p *Proxier) closeListener(ls *listenerState) {
+	ls.sock.Close()
+	if ls.allocated != 0 {
+		if ls.plan.id.protocol == v1.ProtocolUDP {
+			p.udpPorts.release(ls.allocated)
+		} else {
+			p.tcpPorts.release(ls.allocated)
+		}
+	}
+}
+
+func (p *Proxier) teardownService(st *serviceState) {
+	for id, ls := range st.listeners {
+		p.closeListener(ls)
+		delete(st.listeners, id)
+	}
+	for _, f := range st.plan.frontends {
+		p.lb.Delete(f.key)
+		p.scheduleGraceClose(f.key)
+	}
+}
+
+// syncRules rewrites the capture chains from the open listeners.
+func (p *Proxier) syncRules(ctx context.Context) error {
+	var rules []captureRule
+	for name, st := range p.services {
+		for _, ls := range st.listeners {
+			if ls.plan.id.kind != listenProxyPort {
+				continue
+			}
+			rules = append(rules, captureRules(name, ls.plan, int(ls.sock.Addr().Port()), p.cfg.ListenAddress, p.hostIP)...)
+		}
+	}
+	sortRules(rules)
+	p.restoreBf.Reset()
+	renderRestore(&p.restoreBf, rules)
+	if p.applied != nil && bytes.Equal(p.applied, p.restoreBf.Bytes()) {
+		p.rules = rules
+		return nil
+	}
+	if p.applied == nil {
+		if err := ensureJumps(ctx, p.cfg.IPTables); err != nil {
+			return fmt.Errorf("userspace: installing capture chains: %w", err)
+		}
+	}
+	if err := p.cfg.IPTables.Restore(ctx, p.restoreBf.Bytes()); err != nil {
+		p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
+		p.applied = nil
+		return fmt.Errorf("userspace: writing capture rules: %w", err)
+	}
+	p.applied = append(p.applied[:0], p.restoreBf.Bytes()...)
+	p.rules = rules
+	var nat, filter int
+	for _, r := range rules {
+		if r.table == iptables.TableNAT {
+			nat++
+		} else {
+			filter++
+		}
+	}
+	p.cfg.Metrics.SetIPTablesRules(p.cfg.IPFamily, metrics.TableNAT, nat)
+	p.cfg.Metrics.SetIPTablesRules(p.cfg.IPFamily, metrics.TableFilter, filter)
+	return nil
+}
+
+// Cleanup removes the capture rules and chains (CaptureIPTables only).
+// Sockets stay open until Close; a later Sync writes the rules again.
+func (p *Proxier) Cleanup(ctx context.Context) error {
+	if p.cfg.Capture != CaptureIPTables {
+		return nil
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	p.applied = nil
+	p.rules = nil
+	return CleanupLeftovers(ctx, p.cfg.IPTables)
+}
+
+// Close closes every proxy socket, proxied connection and UDP flow, and
+// waits for every goroutine the proxier started. It leaves iptables rules
+// alone (see Cleanup). Sync returns ErrClosed afterwards. Close is
+// idempotent.
+func (p *Proxier) Close() error {
+	p.goMu.Lock()
+	if p.closed.Load() {
+		p.goMu.Unlock()
+		return nil
+	}
+	p.closed.Store(true)
+	close(p.closing)
+	p.cancelClosing()
+	p.goMu.Unlock()
+
+	p.syncMu.Lock()
+	for name, st := range p.services {
+		for _, ls := range st.listeners {
+			p.closeListener(ls)
+		}
+		delete(p.services, name)
+	}
+	p.syncMu.Unlock()
+
+	p.activeMu.Lock()
+	for t := range p.timers {
+		t.Stop()
+	}
+	clear(p.timers)
+	conns := make([]*activeConn, 0, len(p.active))
+	for ac := range p.active {
+		conns = append(conns, ac)
+	}
+	p.activeMu.Unlock()
+	for _, ac := range conns {
+		ac.close()
+	}
+	p.wg.Wait()
+	return nil
+}
+
+// goTracked runs fn in a goroutine that Close waits for; false after Close.
+func (p *Proxier) goTracked(fn func()) bool {
+	p.goMu.Lock()
+	if p.closed.Load() {
+		p.goMu.Unlock()
+		return false
+	}
+	p.wg.Add(1)
+	p.goMu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+func (p *Proxier) register(ac *activeConn) bool {
+	p.activeMu.Lock()
+	defer p.activeMu.Unlock()
+	if p.closed.Load() {
+		return false
+	}
+	p.active[ac] = struct{}{}
+	return true
+}
+
+func (p *Proxier) unregister(ac *activeConn) {
+	p.activeMu.Lock()
+	delete(p.active, ac)
+	p.activeMu.Unlock()
+}
+
+// scheduleGraceClose closes, after the grace period, the connections of key
+// whose endpoint is not in key's set by then.
+func (p *Proxier) scheduleGraceClose(key BalancerKey) {
+	if p.cfg.EndpointCloseGracePeriod < 0 {
+		return
+	}
+	p.activeMu.Lock()
+	defer p.activeMu.Unlock()
+	if p.closed.Load() {
+		return
+	}
+	if dc, ok := p.cfg.Clock.(clock.WithDelayedExecution); ok {
+		var t clock.Timer
+		t = dc.AfterFunc(p.cfg.EndpointCloseGracePeriod, func() {
+			p.activeMu.Lock()
+			delete(p.timers, t)
+			p.activeMu.Unlock()
+			p.goTracked(func() { p.closeStale(key) })
+		})
+		p.timers[t] = struct{}{}
+		return
+	}
+	// A clock without AfterFunc: wait in a goroutine that Close ends.
+	t := p.cfg.Clock.NewTimer(p.cfg.EndpointCloseGracePeriod)
+	p.goTracked(func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+			p.closeStale(key)
+		case <-p.closing:
+		}
+	})
+}
+
+// closeStale closes key's connections to endpoints no longer in its set.
+func (p *Proxier) closeStale(key BalancerKey) {
+	current := p.lb.Endpoints(key)
+	var stale []*activeConn
+	p.activeMu.Lock()
+	for ac := range p.active {
+		if ac.key == key && !slices.Contains(current, ac.backend) {
+			stale = append(stale, ac)
+		}
+	}
+	p.activeMu.Unlock()
+	for _, ac := range stale {
+		p.log.V(2).Info("Closing connection to removed endpoint", "service", key, "endpoint", ac.backend)
+		p.count(counterGraceClosed)
+		ac.close()
+	}
+}
+
+// Listener describes one open proxy socket.
+type Listener struct {
+	Service proxy.ServicePortName
+	// External: this socket serves node-port / external / load-balancer
+	// traffic with its own endpoint set (externalTrafficPolicy differs from
+	// internalTrafficPolicy).
+	External bool
+	Protocol v1.Protocol
+	// Addr is the bound address: ListenAddress and a proxy port, a node
+	// port, or (CaptureBind) a service address.
+	Addr netip.AddrPort
+	// Endpoints are the endpoints connections through it are sent to, sorted.
+	Endpoints []netip.AddrPort
+}
+
+// Listeners returns every open proxy socket, sorted by service, then address.
+func (p *Proxier) Listeners() []Listener {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	var out []Listener
+	for name, st := range p.services {
+		for _, ls := range st.listeners {
+			key := ls.sock.Key()
+			out = append(out, Listener{Service: name, External: key.External, Protocol: ls.plan.id.protocol,
+				Addr: ls.sock.Addr(), Endpoints: p.lb.Endpoints(key)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := out[i].Service.String(), out[j].Service.String(); a != b {
+			return a < b
+		}
+		if out[i].Protocol != out[j].Protocol {
+			return out[i].Protocol < out[j].Protocol
+		}
+		return out[i].Addr.Compare(out[j].Addr) < 0
+	})
+	return out
+}
+
+// ProxyAddr returns the address of the proxy socket at a proxy port serving
+// name (external: the node-port/external set, when it has its own socket;
+// otherwise the internal one). In CaptureNone mode this is where clients
+// connect. ok is false when the service port has no such socket.
+func (p *Proxier) ProxyAddr(name proxy.ServicePortName, external bool) (addr netip.AddrPort, ok bool) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	st := p.services[name]
+	if st == nil {
+		return netip.AddrPort{}, false
+	}
+	var internal netip.AddrPort
+	for id, ls := range st.listeners {
+		if id.kind != listenProxyPort {
+			continue
+		}
+		if id.key.External == external {
+			return ls.sock.Addr(), true
+		}
+		if !id.key.External {
+			internal = ls.sock.Addr()
+		}
+	}
+	return internal, internal.IsValid()
+}
+
+// udpFlows returns the live UDP flows (client → endpoint) of a service port's sockets.
+func (p *Proxier) udpFlows(name proxy.ServicePortName) map[netip.AddrPort]netip.AddrPort {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	out := map[netip.AddrPort]netip.AddrPort{}
+	if st := p.services[name]; st != nil {
+		for _, ls := range st.listeners {
+			if u, ok := ls.sock.(*udpProxy); ok {
+				for c, b := range u.Flows() {
+					out[c] = b
+				}
+			}
+		}
+	}
+	return out
+}
