@@ -122,7 +122,7 @@ func newTestProxier(t testing.TB, cfg Config, family v1.IPFamily) (*Proxier, *ip
 	if cfg.NodeName == "" {
 		cfg.NodeName = testNode
 	}
-	p, err := New(cfg, fake)
+	p, err := NewProxier(cfg, fake)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,3 +202,50 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 var _ = fmt.Sprint
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// newFakeWithBase returns a fake holding only the base chains and jump
+// rules (as a full sync's EnsureChain/EnsureRule calls leave them), for
+// replaying a Plan.
+func newFakeWithBase(t testing.TB, family v1.IPFamily, _ *Proxier) *iptablestest.Fake {
+	t.Helper()
+	f := iptablestest.NewFake(family)
+	p, err := NewProxier(Config{NodeName: testNode}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	mustSync(t, p)
+	return f
+}
+
+// lineDiff shows the lines only in want (-) and only in got (+).
+func lineDiff(want, got string) string {
+	w := map[string]int{}
+	for _, l := range strings.Split(want, "\n") {
+		w[l]++
+	}
+	g := map[string]int{}
+	for _, l := range strings.Split(got, "\n") {
+		g[l]++
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(want, "\n") {
+		if g[l] < w[l] {
+			fmt.Fprintf(&b, "- %s\n", l)
+			w[l]--
+		}
+	}
+	w = map[string]int{}
+	for _, l := range strings.Split(want, "\n") {
+		w[l]++
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if w[l] == 0 {
+			fmt.Fprintf(&b, "+ %s\n", l)
+		} else {
+			w[l]--
+		}
+	}
+	return b.String()
+}

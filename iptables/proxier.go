@@ -41,9 +41,9 @@ type Proxier struct {
 
 var _ proxy.Provider = (*Proxier)(nil)
 
-// New returns a Proxier driving ipt. Nothing touches the node until the
+// NewProxier returns a Proxier driving ipt. Nothing touches the node until the
 // first Sync (or Run) after the tracker is synced.
-func New(cfg Config, ipt Runner) (*Proxier, error) {
+func NewProxier(cfg Config, ipt Runner) (*Proxier, error) {
 	if ipt == nil {
 		return nil, errors.New("iptables: nil Runner")
 	}
@@ -261,6 +261,17 @@ func (p *Proxier) existingServiceChains(ctx context.Context) map[Chain]struct{} 
 // serviceChainsInSave returns the KUBE-SVC/SVL/EXT/FW/SEP chains declared
 // in iptables-save output.
 func serviceChainsInSave(data []byte) map[Chain]struct{} {
+	all := chainsInSave(data)
+	for c := range all {
+		if !isServiceChain(string(c)) {
+			delete(all, c)
+		}
+	}
+	return all
+}
+
+// chainsInSave returns the chains declared in iptables-save output.
+func chainsInSave(data []byte) map[Chain]struct{} {
 	out := map[Chain]struct{}{}
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
@@ -277,9 +288,7 @@ func serviceChainsInSave(data []byte) map[Chain]struct{} {
 		if j := bytes.IndexByte(name, ' '); j >= 0 {
 			name = name[:j]
 		}
-		if isServiceChain(string(name)) {
-			out[Chain(name)] = struct{}{}
-		}
+		out[Chain(name)] = struct{}{}
 	}
 	return out
 }

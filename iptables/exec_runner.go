@@ -1,0 +1,237 @@
+package iptables
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Backends of the real Runner.
+const (
+	// BackendAuto uses the iptables, iptables-restore and iptables-save on
+	// PATH, whichever backend they are.
+	BackendAuto = ""
+	BackendNFT  = "nft"
+	// BackendLegacy is the x_tables (iptables-legacy) backend.
+	BackendLegacy = "legacy"
+)
+
+// RunnerConfig configures the real Runner.
+type RunnerConfig struct {
+	// Family is v1.IPv4Protocol (iptables) or v1.IPv6Protocol (ip6tables);
+	// "" means IPv4.
+	Family v1.IPFamily
+	// Backend is BackendNFT, BackendLegacy or BackendAuto.
+	Backend string
+	// Logger; the zero value discards.
+	Logger logr.Logger
+}
+
+// ErrNoBinary is returned by New when an iptables binary is not found.
+var ErrNoBinary = errors.New("iptables binary not found")
+
+// execRunner is the real Runner: it execs the iptables tools. Each call
+// waits for the xtables lock (--wait).
+type execRunner struct {
+	family               v1.IPFamily
+	cmd, restore, save   string
+	randomFully, waitArg bool
+	log                  logr.Logger
+}
+
+// New returns the Runner that execs iptables-restore, iptables-save and
+// iptables (ip6tables-… for IPv6) of the chosen backend. It probes the
+// version once: MASQUERADE --random-fully needs iptables 1.6.2 or later.
+func New(cfg RunnerConfig) (Runner, error) {
+	fam := cfg.Family
+	if fam == "" {
+		fam = v1.IPv4Protocol
+	}
+	prefix := "iptables"
+	switch fam {
+	case v1.IPv4Protocol:
+	case v1.IPv6Protocol:
+		prefix = "ip6tables"
+	default:
+		return nil, fmt.Errorf("iptables: unknown IP family %q", fam)
+	}
+	switch cfg.Backend {
+	case BackendAuto:
+	case BackendNFT, BackendLegacy:
+		prefix += "-" + cfg.Backend
+	default:
+		return nil, fmt.Errorf("iptables: unknown backend %q (want %q, %q or empty)", cfg.Backend, BackendNFT, BackendLegacy)
+	}
+	r := &execRunner{family: fam, log: cfg.Logger}
+	for _, b := range []struct {
+		name string
+		dst  *string
+	}{{prefix, &r.cmd}, {prefix + "-restore", &r.restore}, {prefix + "-save", &r.save}} {
+		path, err := exec.LookPath(b.name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNoBinary, b.name, err)
+		}
+		*b.dst = path
+	}
+	out, err := exec.Command(r.cmd, "--version").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("iptables: %s --version: %v: %s", r.cmd, err, bytes.TrimSpace(out))
+	}
+	maj, min, patch, ok := parseVersion(string(out))
+	if !ok {
+		return nil, fmt.Errorf("iptables: cannot parse version from %q", bytes.TrimSpace(out))
+	}
+	v := maj*10000 + min*100 + patch
+	r.randomFully = v >= 10602
+	r.waitArg = v >= 10420
+	if v < 10602 {
+		return nil, fmt.Errorf("iptables: version %d.%d.%d is too old (need 1.6.2 for iptables-restore --wait)", maj, min, patch)
+	}
+	return r, nil
+}
+
+var versionRE = regexp.MustCompile(`v(\d+)\.(\d+)\.(\d+)`)
+
+func parseVersion(s string) (maj, min, patch int, ok bool) {
+	m := versionRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, 0, 0, false
+	}
+	maj, _ = strconv.Atoi(m[1])
+	min, _ = strconv.Atoi(m[2])
+	patch, _ = strconv.Atoi(m[3])
+	return maj, min, patch, true
+}
+
+func (r *execRunner) Family() v1.IPFamily { return r.family }
+func (r *execRunner) HasRandomFully() bool { return r.randomFully }
+
+// run execs the iptables command with args for table, returning its
+// combined output and the exit code (-1 for failures to run at all).
+func (r *execRunner) run(ctx context.Context, table Table, args ...string) ([]byte, int, error) {
+	full := append([]string{"-w", "-t", string(table)}, args...)
+	cmd := exec.CommandContext(ctx, r.cmd, full...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out, ee.ExitCode(), fmt.Errorf("%s %s: %w: %s", r.cmd, strings.Join(full, " "), err, bytes.TrimSpace(out))
+		}
+		return out, -1, fmt.Errorf("%s %s: %w", r.cmd, strings.Join(full, " "), err)
+	}
+	return out, 0, nil
+}
+
+func (r *execRunner) ChainExists(ctx context.Context, table Table, chain Chain) (bool, error) {
+	// Listing one rule (by number) of the chain succeeds iff the chain
+	// exists, without printing a large chain.
+	_, code, err := r.run(ctx, table, "-n", "-L", string(chain), "1")
+	switch {
+	case err == nil:
+		return true, nil
+	case code == 1:
+		return false, nil
+	}
+	return false, err
+}
+
+func (r *execRunner) EnsureChain(ctx context.Context, table Table, chain Chain) (bool, error) {
+	ok, err := r.ChainExists(ctx, table, chain)
+	if err != nil || ok {
+		return ok, err
+	}
+	if _, _, err := r.run(ctx, table, "-N", string(chain)); err != nil {
+		// Lost a race with another writer?
+		if ok, err2 := r.ChainExists(ctx, table, chain); err2 == nil && ok {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+func (r *execRunner) FlushChain(ctx context.Context, table Table, chain Chain) error {
+	_, _, err := r.run(ctx, table, "-F", string(chain))
+	return err
+}
+
+func (r *execRunner) DeleteChain(ctx context.Context, table Table, chain Chain) error {
+	_, _, err := r.run(ctx, table, "-X", string(chain))
+	return err
+}
+
+func (r *execRunner) EnsureRule(ctx context.Context, position RulePosition, table Table, chain Chain, args ...string) (bool, error) {
+	_, code, err := r.run(ctx, table, append([]string{"-C", string(chain)}, args...)...)
+	if err == nil {
+		return true, nil
+	}
+	if code != 1 {
+		return false, err
+	}
+	if _, _, err := r.run(ctx, table, append([]string{string(position), string(chain)}, args...)...); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+func (r *execRunner) DeleteRule(ctx context.Context, table Table, chain Chain, args ...string) error {
+	_, code, err := r.run(ctx, table, append([]string{"-C", string(chain)}, args...)...)
+	if err != nil {
+		if code == 1 {
+			return nil // missing (or the chain is): nothing to delete
+		}
+		return err
+	}
+	_, _, err = r.run(ctx, table, append([]string{"-D", string(chain)}, args...)...)
+	return err
+}
+
+func (r *execRunner) SaveInto(ctx context.Context, table Table, buf *bytes.Buffer) error {
+	cmd := exec.CommandContext(ctx, r.save, "-t", string(table))
+	var stderr bytes.Buffer
+	cmd.Stdout = buf
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s -t %s: %w: %s", r.save, table, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+var restoreLineRE = regexp.MustCompile(`line (\d+)`)
+
+func (r *execRunner) Restore(ctx context.Context, data []byte) error {
+	cmd := exec.CommandContext(ctx, r.restore, "--noflush", "--wait")
+	cmd.Stdin = bytes.NewReader(data)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		re := &RestoreError{Output: strings.TrimSpace(out.String()), Err: err}
+		if m := restoreLineRE.FindStringSubmatch(re.Output); m != nil {
+			re.Line, _ = strconv.Atoi(m[1])
+			re.LineText = lineOf(data, re.Line)
+		}
+		return re
+	}
+	return nil
+}
+
+// lineOf returns the 1-based line n of data, or "".
+func lineOf(data []byte, n int) string {
+	for i := 1; len(data) > 0; i++ {
+		line, rest, _ := bytes.Cut(data, []byte{'\n'})
+		if i == n {
+			return string(line)
+		}
+		data = rest
+	}
+	return ""
+}
