@@ -111,7 +111,7 @@ func parseVersion(s string) (maj, min, patch int, ok bool) {
 	return maj, min, patch, true
 }
 
-func (r *execRunner) Family() v1.IPFamily { return r.family }
+func (r *execRunner) Family() v1.IPFamily  { return r.family }
 func (r *execRunner) HasRandomFully() bool { return r.randomFully }
 
 // run execs the iptables command with args for table, returning its
