@@ -31,7 +31,8 @@ type renderer struct {
 
 	out    lineWriter // the payload: nat section, then filter
 	filter lineWriter // filter section body
-	stale  lineWriter // nat chain deletions, written last
+	stale  lineWriter // nat chains to delete: flushed (declared) first,
+	staleX lineWriter // then deleted, after every rule referencing them is gone
 	tail   []string   // nat KUBE-SERVICES tail rules (to KUBE-NODEPORTS)
 	names  []proxy.ServicePortName
 	// natLines and filterLines count the rules of the last payload.
@@ -56,6 +57,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	r.out.reset()
 	r.filter.reset()
 	r.stale.reset()
+	r.staleX.reset()
 	r.pendingChanged = r.pendingChanged[:0]
 	plans := make(map[proxy.ServicePortName]*servicePlan, len(services))
 	r.fullRender = true
@@ -133,6 +135,7 @@ func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoint
 	r.out.reset()
 	r.filter.reset()
 	r.stale.reset()
+	r.staleX.reset()
 	r.pendingFull = nil
 	r.pendingChanged = r.pendingChanged[:0]
 	if len(changed) == 0 {
@@ -275,7 +278,7 @@ func (r *renderer) writerFor(i sharedChain) *lineWriter {
 // the nat section, after every rule that referenced it was rewritten.
 func (r *renderer) deleteChain(c Chain) {
 	r.stale.chainLine(c)
-	r.stale.op("-X", c).end()
+	r.staleX.op("-X", c).end()
 }
 
 // finish closes the sections and returns the payload; nil when a partial
@@ -283,7 +286,7 @@ func (r *renderer) deleteChain(c Chain) {
 func (r *renderer) finish(full bool) []byte {
 	natEmpty := r.out.lines == 1 && r.stale.lines == 0
 	filterEmpty := r.filter.lines == 1
-	r.natLines, r.filterLines = r.out.lines+r.stale.lines-1, r.filter.lines-1
+	r.natLines, r.filterLines = r.out.lines+r.stale.lines+r.staleX.lines-1, r.filter.lines-1
 	if !full && natEmpty && filterEmpty {
 		return nil
 	}
@@ -291,7 +294,8 @@ func (r *renderer) finish(full bool) []byte {
 		r.out.reset()
 	} else {
 		r.out.buf = append(r.out.buf, r.stale.buf...)
-		r.out.lines += r.stale.lines
+		r.out.buf = append(r.out.buf, r.staleX.buf...)
+		r.out.lines += r.stale.lines + r.staleX.lines
 		r.out.raw("COMMIT")
 	}
 	if !filterEmpty || full {
