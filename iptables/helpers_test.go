@@ -249,3 +249,5 @@ func lineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+func newBareFake() *iptablestest.Fake { return iptablestest.NewFake(v1.IPv4Protocol) }

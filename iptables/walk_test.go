@@ -28,7 +28,9 @@ var walkServiceVariants = []func(i int) *v1.Service{
 		return svc("ns", name(i), cip(i), loadBalancer(int32(30000+i), fmt.Sprintf("1.1.1.%d", i)), etpLocal(int32(31000+i)))
 	},
 	func(i int) *v1.Service { return svc("ns", name(i), cip(i), itpLocal) },
-	func(i int) *v1.Service { return svc("ns", name(i), cip(i), affinity(100), externalIPs(fmt.Sprintf("2.2.2.%d", i))) },
+	func(i int) *v1.Service {
+		return svc("ns", name(i), cip(i), affinity(100), externalIPs(fmt.Sprintf("2.2.2.%d", i)))
+	},
 	func(i int) *v1.Service { return svc("ns", name(i), cip(i), udp, nodePort(int32(30000+i))) },
 }
 

@@ -1,0 +1,240 @@
+package iptables_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
+)
+
+func isFullRestore(data []byte) bool {
+	return strings.Contains(string(data), ":KUBE-SERVICES - [0:0]")
+}
+
+// A failed restore is returned as a typed error and counted; the tracker's
+// state is kept and the next sync is a full one that converges.
+func TestFailedRestoreKeepsStateAndNextSyncIsFull(t *testing.T) {
+	m := metrics.New()
+	cfg := ipv4Config
+	cfg.Metrics = m
+	p, fake := newTestProxier(t, cfg, v1.IPv4Protocol)
+	s1 := svc("ns", "a", "172.30.0.1", nodePort(30001))
+	p.OnServiceAdd(s1)
+	p.OnEndpointSliceAdd(slice("ns", "a", "", ep{ip: "10.0.0.1"}))
+	mustSync(t, p)
+
+	// A change whose partial restore fails.
+	p.OnServiceAdd(svc("ns", "b", "172.30.0.2"))
+	p.OnEndpointSliceAdd(slice("ns", "b", "", ep{ip: "10.0.0.2"}))
+	boom := errors.New("boom")
+	fake.FailNextRestore(boom)
+	err := p.Sync(context.Background())
+	var se *SyncError
+	if !errors.As(err, &se) || se.Full || !errors.Is(err, boom) {
+		t.Fatalf("Sync error = %v, want a partial *SyncError wrapping boom", err)
+	}
+	if got := testutil.ToFloat64(m.IPTablesRestoreFailuresTotal.WithLabelValues("IPv4")); got != 1 {
+		t.Errorf("restore failures counted = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.IPTablesPartialRestoreFailuresTotal.WithLabelValues("IPv4")); got != 1 {
+		t.Errorf("partial restore failures counted = %v, want 1", got)
+	}
+
+	// No further event: the next sync is full and writes both services.
+	fake.ResetStats()
+	mustSync(t, p)
+	if !isFullRestore(fake.Stats().LastRestore) {
+		t.Fatalf("sync after a failure was not full:\n%s", fake.Stats().LastRestore)
+	}
+	want := fullDumpOf(t, ipv4Config, func(q *Proxier) {
+		q.OnServiceAdd(s1)
+		q.OnEndpointSliceAdd(slice("ns", "a", "", ep{ip: "10.0.0.1"}))
+		q.OnServiceAdd(svc("ns", "b", "172.30.0.2"))
+		q.OnEndpointSliceAdd(slice("ns", "b", "", ep{ip: "10.0.0.2"}))
+	})
+	if got := normalizedDump(fake.Dump()); got != want {
+		t.Fatalf("after recovery:\n%s", lineDiff(want, got))
+	}
+
+	// A failing full sync (the first one) also reports Full.
+	q, qfake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
+	qfake.FailNextRestore(boom)
+	if err := q.Sync(context.Background()); !errors.As(err, &se) || !se.Full {
+		t.Fatalf("first Sync error = %v, want a full *SyncError", err)
+	}
+	mustSync(t, q)
+}
+
+func fullDumpOf(t *testing.T, cfg Config, load func(*Proxier)) string {
+	t.Helper()
+	p, fake := newTestProxier(t, cfg, v1.IPv4Protocol)
+	load(p)
+	mustSync(t, p)
+	return normalizedDump(fake.Dump())
+}
+
+func TestNotSynced(t *testing.T) {
+	fake := newBareFake()
+	p, err := NewProxier(Config{NodeName: testNode}, fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceAdd(svc("ns", "a", "172.30.0.1"))
+	if err := p.Sync(context.Background()); !errors.Is(err, proxy.ErrNotSynced) {
+		t.Fatalf("Sync before synced = %v, want ErrNotSynced", err)
+	}
+	if fake.Stats().Restores != 0 || fake.Stats().Commands != 0 {
+		t.Fatalf("Sync before synced touched the tables: %+v", fake.Stats())
+	}
+}
+
+// A flush of our chains behind our back (the canary gone with them) is
+// repaired within one sync period by Run, driven by a fake clock.
+func TestCanaryRepairWithinSyncPeriod(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := ipv4Config
+	cfg.Clock = clk
+	cfg.SyncPeriod = 30 * time.Second
+	p, fake := newTestProxier(t, cfg, v1.IPv4Protocol)
+	p.OnServiceAdd(svc("ns", "a", "172.30.0.1", nodePort(30001)))
+	p.OnEndpointSliceAdd(slice("ns", "a", "", ep{ip: "10.0.0.1"}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, "first sync", func() bool { return fake.Stats().Restores >= 1 })
+	want := fake.Dump()
+
+	// Someone flushes nat and deletes the canaries.
+	for _, c := range []Chain{ChainKubeServices, ChainKubeNodePorts, ChainKubePostrouting} {
+		if err := fake.FlushChain(ctx, TableNAT, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tb := range []Table{TableMangle, TableNAT, TableFilter} {
+		if err := fake.DeleteChain(ctx, tb, ChainKubeProxyCanary); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fake.Dump() == want {
+		t.Fatal("test setup: flush changed nothing")
+	}
+	// Advance the clock one sync period at a time (bounded) until repaired.
+	for i := 0; i < 3 && fake.Dump() != want; i++ {
+		waitFor(t, "runner waiting", clk.HasWaiters)
+		clk.Step(cfg.SyncPeriod)
+		waitFor(t, "periodic sync", func() bool { return fake.Dump() == want })
+	}
+	if got := fake.Dump(); got != want {
+		t.Fatalf("not repaired:\n%s", lineDiff(want, got))
+	}
+}
+
+// waitFor polls cond for up to 10s (a bound on a test hang, not a timing
+// assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 2000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// conntrackRecorder records what the engine asks to delete.
+type conntrackRecorder struct{ got []ConntrackFilter }
+
+func (c *conntrackRecorder) DeleteUDP(ipv6 bool, filters []ConntrackFilter) (uint, error) {
+	c.got = append(c.got, filters...)
+	return uint(len(filters)), nil
+}
+
+func TestConntrackCleaning(t *testing.T) {
+	ct := &conntrackRecorder{}
+	cfg := ipv4Config
+	cfg.Conntrack = ct
+	p, _ := newTestProxier(t, cfg, v1.IPv4Protocol)
+	dns := svc("ns", "dns", "172.30.0.10", udp, nodePort(30053))
+	p.OnServiceAdd(dns)
+	mustSync(t, p) // no endpoints: rejected
+	ct.got = nil
+	s1 := slice("ns", "dns", v1.ProtocolUDP, ep{ip: "10.0.0.1"}, ep{ip: "10.0.0.2"})
+	p.OnEndpointSliceAdd(s1)
+	mustSync(t, p) // newly active: entries to the VIP and node port go
+	wantHas(t, ct.got, ConntrackFilter{OrigDst: mustAddr("172.30.0.10"), OrigDstPort: 80}, ConntrackFilter{OrigDstPort: 30053})
+
+	ct.got = nil
+	p.OnEndpointSliceUpdate(s1, slice("ns", "dns", v1.ProtocolUDP, ep{ip: "10.0.0.1"}))
+	mustSync(t, p) // endpoint gone: entries DNATed to it go
+	wantHas(t, ct.got, ConntrackFilter{OrigDst: mustAddr("172.30.0.10"), ReplySrc: mustAddr("10.0.0.2")},
+		ConntrackFilter{OrigDstPort: 30053, ReplySrc: mustAddr("10.0.0.2")})
+
+	ct.got = nil
+	p.OnServiceDelete(dns)
+	mustSync(t, p) // cluster IP gone
+	wantHas(t, ct.got, ConntrackFilter{OrigDst: mustAddr("172.30.0.10")})
+}
+
+func wantHas(t *testing.T, got []ConntrackFilter, want ...ConntrackFilter) {
+	t.Helper()
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			if g == w {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("conntrack filters %v lack %v", got, w)
+		}
+	}
+}
+
+// Cleanup removes what the engine made and leaves the rest.
+func TestCleanup(t *testing.T) {
+	p, fake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
+	ctx := context.Background()
+	if _, err := fake.EnsureChain(ctx, TableNAT, ChainKubeletCanary); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.EnsureChain(ctx, TableFilter, "OTHER"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.EnsureRule(ctx, Append, TableFilter, ChainInput, "-s", "1.2.3.4", "-j", "OTHER"); err != nil {
+		t.Fatal(err)
+	}
+	// (Touch mangle so that the table exists in both dumps.)
+	if _, err := fake.EnsureChain(ctx, TableMangle, "TMP"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.DeleteChain(ctx, TableMangle, "TMP"); err != nil {
+		t.Fatal(err)
+	}
+	before := fake.Dump()
+	p.OnServiceAdd(svc("ns", "a", "172.30.0.1", loadBalancer(30001, "1.1.1.1", "10.0.0.0/8")))
+	p.OnEndpointSliceAdd(slice("ns", "a", "", ep{ip: "10.0.0.1"}))
+	mustSync(t, p)
+	if err := Cleanup(ctx, fake); err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.Dump(); got != before {
+		t.Fatalf("after Cleanup:\n%s", lineDiff(before, got))
+	}
+}
+
+var _ = netip.Addr{}
