@@ -1,0 +1,50 @@
+package iptables_test
+
+import (
+	"net/netip"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+)
+
+// conformanceConfig is the engine configuration the conformance topology
+// asks for: ClusterCIDR local detection, node ports on the node IP.
+func conformanceConfig(topo proxytest.Topology, opts proxytest.Options) Config {
+	return Config{
+		NodeName:          topo.NodeName,
+		NodeIPs:           []netip.Addr{topo.NodeIP},
+		MasqueradeAll:     opts.MasqueradeAll,
+		LocalDetector:     LocalDetector{Mode: LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+		NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+		LocalAddresses: func() ([]netip.Addr, error) {
+			return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil
+		},
+	}
+}
+
+func conformanceHarness(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
+	fake := iptablestest.NewFake(topo.Family)
+	p, err := NewProxier(conformanceConfig(topo, opts), fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := iptablestest.NewTracer(fake, iptablestest.TracerConfig{
+		NodeIPs:           []netip.Addr{topo.NodeIP, topo.PodGateway},
+		ExternalInterface: topo.UplinkInterface,
+		Routes:            []iptablestest.Route{{Prefix: topo.ClusterCIDR, Interface: "cbr0"}},
+	})
+	return p, tr
+}
+
+func TestConformanceIPv4(t *testing.T) {
+	proxytest.Run(t, v1.IPv4Protocol, proxytest.Harness{New: conformanceHarness})
+}
+
+func TestConformanceIPv6(t *testing.T) {
+	proxytest.Run(t, v1.IPv6Protocol, proxytest.Harness{New: conformanceHarness})
+}
