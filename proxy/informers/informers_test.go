@@ -61,13 +61,13 @@ func (r *recorder) OnEndpointSliceUpdate(o, s *discovery.EndpointSlice) {
 func (r *recorder) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
 	r.add("slice delete %s/%s", s.Namespace, s.Name)
 }
-func (r *recorder) OnEndpointSlicesSynced()          { r.add("slices synced") }
-func (r *recorder) OnNodeAdd(n *v1.Node)             { r.add("node add %s", n.Name) }
-func (r *recorder) OnNodeUpdate(o, n *v1.Node)       { r.add("node update %s", n.Name) }
-func (r *recorder) OnNodeDelete(n *v1.Node)          { r.add("node delete %s", n.Name) }
-func (r *recorder) OnNodeSynced()                    { r.add("node synced") }
-func (r *recorder) Sync(context.Context) error       { return nil }
-func (r *recorder) Run(ctx context.Context) error    { <-ctx.Done(); return nil }
+func (r *recorder) OnEndpointSlicesSynced()       { r.add("slices synced") }
+func (r *recorder) OnNodeAdd(n *v1.Node)          { r.add("node add %s", n.Name) }
+func (r *recorder) OnNodeUpdate(o, n *v1.Node)    { r.add("node update %s", n.Name) }
+func (r *recorder) OnNodeDelete(n *v1.Node)       { r.add("node delete %s", n.Name) }
+func (r *recorder) OnNodeSynced()                 { r.add("node synced") }
+func (r *recorder) Sync(context.Context) error    { return nil }
+func (r *recorder) Run(ctx context.Context) error { <-ctx.Done(); return nil }
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
