@@ -63,6 +63,13 @@ func (r *rule) canonicalize(family v1.IPFamily) {
 			m.opts = append(out, name, mask, dir)
 		}
 	}
+	if r.target == "REJECT" && len(r.targetOpts) == 0 {
+		with := "icmp-port-unreachable"
+		if family == v1.IPv6Protocol {
+			with = "icmp6-port-unreachable"
+		}
+		r.targetOpts = []opt{{name: "--reject-with", vals: []string{with}}}
+	}
 	if r.target == "MARK" && len(r.targetOpts) == 1 {
 		o := r.targetOpts[0]
 		v, m, _ := parseMark(o.vals[0])

@@ -46,4 +46,74 @@
 //
 // Stats counts restores, lines and bytes written (and keeps the last
 // restore input), for tests asserting how much an engine wrote.
+// FailNextRestore and SetRestoreHook inject failures.
+//
+// # Tracer
+//
+// Tracer (a proxytest.Tracer) answers "a packet from S to D:port: which
+// backends may it reach, is it masqueraded, dropped or rejected?" by
+// walking the Fake's chains as the kernel does for the packet's origin:
+//
+//   - FromExternal and FromPod (arriving on TracerConfig.ExternalInterface
+//     or PodInterface): raw, mangle and nat PREROUTING; the routing
+//     decision on the (possibly DNAT'd) destination; for a local
+//     destination mangle, filter, security and nat INPUT; otherwise
+//     mangle, filter and security FORWARD, then mangle and nat POSTROUTING.
+//   - FromNode: raw, mangle and nat OUTPUT; rerouting; filter and
+//     security OUTPUT; mangle and nat POSTROUTING; and for a local
+//     destination the way back in on "lo" (raw and mangle PREROUTING,
+//     mangle, filter and security INPUT; not nat: the connection is
+//     already NATed). route_localnet is assumed on, as kube-proxy sets it.
+//
+// The traced packet opens a connection: conntrack --ctstate NEW matches,
+// ESTABLISHED, RELATED and INVALID never do, DNAT and SNAT match once the
+// path has applied them. Supported matches: -s, -d, -p, -i, -o (with !
+// and the + wildcard), -f; tcp, udp, sctp (--dport, --sport, --syn,
+// --tcp-flags), multiport, comment, addrtype (LOCAL is TracerConfig.NodeIPs
+// plus loopback; --limit-iface-in/out do not change the answer),
+// statistic, recent, mark, connmark, conntrack (--ctstate, --ctorigdst,
+// --ctorigsrc, --ctorigdstport, --ctproto), state, set (answered by
+// TracerConfig.IPSetMatch), limit (the first packet is within any limit),
+// physdev (ignored: matches). Targets: ACCEPT, DROP, RETURN, REJECT,
+// jumps, -g goto, DNAT, SNAT, MASQUERADE, MARK, CONNMARK, NOTRACK/CT
+// --notrack, and LOG, NFLOG, TCPMSS, CHECKSUM, TRACE (no effect on the
+// path). Any other match or target, or an option of a known one the
+// tracer does not model, makes the trace fail with an error naming it:
+// a rule is never silently skipped.
+//
+// Random and stateful matches make several paths possible: "statistic"
+// with a probability strictly between 0 and 1 (or nth mode) follows both
+// outcomes, as does "recent --rcheck/--update" (an earlier connection of
+// the client may or may not have left an entry; an entry set earlier on
+// the same path is certain). TraceAll returns every path with its
+// verdict, DNAT destination, masquerading and the rules it hit. Trace
+// (the proxytest.Tracer method) combines them: Backends is the sorted
+// union of the DNAT destinations; Masquerade and Sticky are true if any
+// path has them. Masquerade means a MASQUERADE or SNAT rule applied (or,
+// if TracerConfig.MasqueradeMark is set, the packet left POSTROUTING with
+// that mark); Sticky means the path records or checks the client in a
+// "recent" list (ClientIP session affinity). If the paths end in
+// different verdicts (say one is DNAT'd and forwarded while another is
+// dropped), Trace returns an *AmbiguousError holding every path rather
+// than picking one: a service proxy's rules should never do that.
+//
+// # Example
+//
+// A test of a CNI agent or a proxy engine seeds a Fake (or hands it to
+// the code under test as its iptables.Runner), then asks the Tracer:
+//
+//	fake, err := iptablestest.NewFakeFromDump(v1.IPv4Protocol, savedRules)
+//	...
+//	tracer := iptablestest.NewTracer(fake, iptablestest.TracerConfig{
+//		NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")},
+//		Routes:  []iptablestest.Route{{Prefix: netip.MustParsePrefix("10.180.0.0/24"), Interface: "cbr0"}},
+//	})
+//	res, err := tracer.Trace(proxytest.Packet{
+//		Origin: proxytest.FromPod,
+//		Src:    netip.MustParseAddr("10.180.0.9"),
+//		Dst:    netip.MustParseAddr("172.30.0.41"), Port: 80, Protocol: v1.ProtocolTCP,
+//	})
+//	// res.Verdict == proxytest.Forwarded, res.Backends == [10.180.0.1:80 10.180.0.2:80]
+//
+// See ExampleTracer for a complete, runnable version.
 package iptablestest

@@ -3,11 +3,13 @@ package iptablestest_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 // The Fake applies iptables-restore input and prints the state as
@@ -44,4 +46,53 @@ COMMIT
 	// -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 	// -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 	// COMMIT
+}
+
+// Seed a Fake from iptables-save text, then trace packets through it.
+func ExampleTracer() {
+	fake, err := iptablestest.NewFakeFromDump(v1.IPv4Protocol, `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-POSTROUTING - [0:0]
+:KUBE-SVC-WEB - [0:0]
+:KUBE-SEP-WEB1 - [0:0]
+:KUBE-SEP-WEB2 - [0:0]
+-A PREROUTING -j KUBE-SERVICES
+-A OUTPUT -j KUBE-SERVICES
+-A POSTROUTING -j KUBE-POSTROUTING
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000
+-A KUBE-POSTROUTING -j MASQUERADE
+-A KUBE-SERVICES -d 172.30.0.41/32 -p tcp -m comment --comment "default/web cluster IP" -m tcp --dport 80 -j KUBE-SVC-WEB
+-A KUBE-SVC-WEB ! -s 10.0.0.0/8 -d 172.30.0.41/32 -p tcp -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-WEB -m statistic --mode random --probability 0.5 -j KUBE-SEP-WEB1
+-A KUBE-SVC-WEB -j KUBE-SEP-WEB2
+-A KUBE-SEP-WEB1 -p tcp -m tcp -j DNAT --to-destination 10.180.0.1:8080
+-A KUBE-SEP-WEB2 -p tcp -m tcp -j DNAT --to-destination 10.180.0.2:8080
+COMMIT
+`)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tracer := iptablestest.NewTracer(fake, iptablestest.TracerConfig{
+		NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")},
+	})
+	for _, p := range []proxytest.Packet{
+		{Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.180.0.9"), Dst: netip.MustParseAddr("172.30.0.41"), Port: 80, Protocol: v1.ProtocolTCP},
+		{Origin: proxytest.FromNode, Src: netip.MustParseAddr("192.168.0.10"), Dst: netip.MustParseAddr("172.30.0.41"), Port: 80, Protocol: v1.ProtocolTCP},
+		{Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.180.0.9"), Dst: netip.MustParseAddr("172.30.0.41"), Port: 443, Protocol: v1.ProtocolTCP},
+	} {
+		res, err := tracer.Trace(p)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Printf("%s %s -> %s:%d: %s %v masquerade=%v\n", p.Origin, p.Src, p.Dst, p.Port, res.Verdict, res.Backends, res.Masquerade)
+	}
+	// Output:
+	// pod 10.180.0.9 -> 172.30.0.41:80: forwarded [10.180.0.1:8080 10.180.0.2:8080] masquerade=false
+	// node 192.168.0.10 -> 172.30.0.41:80: forwarded [10.180.0.1:8080 10.180.0.2:8080] masquerade=true
+	// pod 10.180.0.9 -> 172.30.0.41:443: not-proxied [] masquerade=false
 }

@@ -273,6 +273,12 @@ func (f *Fake) EnsureRule(ctx context.Context, position iptables.RulePosition, t
 		pos = 0
 	}
 	t.insert(c, pos, r)
+	if r.jumpsTo() != "" {
+		if loop := t.findLoop(); loop != nil {
+			t.remove(c, pos)
+			return false, fmt.Errorf("%w: %v", ErrLoop, loop)
+		}
+	}
 	return false, nil
 }
 
