@@ -1,0 +1,563 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Options configure the real kernel interfaces. The zero value is the
+// current network namespace with a 5 s socket timeout.
+type Options struct {
+	// NetNSPath is a network namespace file (/var/run/netns/x,
+	// /proc/PID/ns/net); "" is the caller's current namespace.
+	NetNSPath string
+	// SocketTimeout bounds every rtnetlink and ipset netlink call so a stuck
+	// kernel call cannot hang a sync (0: 5 s). The IPVS socket is set up by
+	// github.com/moby/ipvs with its own fixed timeouts (3 s receive, 30 s send).
+	SocketTimeout time.Duration
+}
+
+func (o Options) timeout() time.Duration {
+	if o.SocketTimeout <= 0 {
+		return 5 * time.Second
+	}
+	return o.SocketTimeout
+}
+
+// kernelError carries both our sentinel (ErrNotFound, ErrExists) and the errno.
+type kernelError struct {
+	op   string
+	kind error
+	err  error
+}
+
+func (e *kernelError) Error() string {
+	return e.op + ": " + e.err.Error()
+}
+
+func (e *kernelError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.err}
+	}
+	return []error{e.kind, e.err}
+}
+
+func kerr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var kind error
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		kind = ErrExists
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ESRCH), errors.Is(err, unix.ENODEV),
+		errors.Is(err, unix.EADDRNOTAVAIL):
+		kind = ErrNotFound
+	case errors.Is(err, unix.EPROTONOSUPPORT), errors.Is(err, unix.EAFNOSUPPORT):
+		kind = ErrNotSupported
+	}
+	return &kernelError{op: op, kind: kind, err: err}
+}
+
+// ---------------------------------------------------------------- IPVS
+
+type kernelIPVS struct {
+	h *mobyipvs.Handle
+}
+
+// New returns the IPVS table of the namespace in opts, through generic
+// netlink (github.com/moby/ipvs). Calls are not retried; every error wraps
+// the errno and, where it applies, ErrNotFound or ErrExists.
+func New(opts Options) (Interface, error) {
+	h, err := mobyipvs.New(opts.NetNSPath)
+	if err != nil {
+		return nil, kerr("ipvs: open generic netlink", err)
+	}
+	return &kernelIPVS{h: h}, nil
+}
+
+func protoNum(p v1.Protocol) uint16 {
+	switch p {
+	case v1.ProtocolUDP:
+		return unix.IPPROTO_UDP
+	case v1.ProtocolSCTP:
+		return unix.IPPROTO_SCTP
+	}
+	return unix.IPPROTO_TCP
+}
+
+func protoName(n uint16) v1.Protocol {
+	switch n {
+	case unix.IPPROTO_UDP:
+		return v1.ProtocolUDP
+	case unix.IPPROTO_SCTP:
+		return v1.ProtocolSCTP
+	case unix.IPPROTO_TCP:
+		return v1.ProtocolTCP
+	}
+	return v1.Protocol(strconv.Itoa(int(n)))
+}
+
+func toMobyService(vs *VirtualServer) *mobyipvs.Service {
+	s := &mobyipvs.Service{
+		Address:   net.IP(vs.Address.AsSlice()),
+		Protocol:  protoNum(vs.Protocol),
+		Port:      vs.Port,
+		SchedName: vs.Scheduler,
+		Flags:     uint32(vs.Flags),
+		Timeout:   vs.Timeout,
+	}
+	if vs.Address.Is4() {
+		s.AddressFamily = unix.AF_INET
+		s.Netmask = 0xffffffff
+	} else {
+		s.AddressFamily = unix.AF_INET6
+		s.Netmask = 128
+	}
+	if s.SchedName == "" {
+		s.SchedName = DefaultScheduler
+	}
+	return s
+}
+
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+func fromMobyService(s *mobyipvs.Service) *VirtualServer {
+	return &VirtualServer{
+		Address:   addrOf(s.Address),
+		Protocol:  protoName(s.Protocol),
+		Port:      s.Port,
+		Scheduler: s.SchedName,
+		Flags:     ServiceFlags(s.Flags),
+		Timeout:   s.Timeout,
+	}
+}
+
+func toMobyDest(rs *RealServer) *mobyipvs.Destination {
+	d := &mobyipvs.Destination{
+		Address:         net.IP(rs.Address.AsSlice()),
+		Port:            rs.Port,
+		Weight:          rs.Weight,
+		ConnectionFlags: mobyipvs.ConnFwdMasq,
+	}
+	if rs.Address.Is4() {
+		d.AddressFamily = unix.AF_INET
+	} else {
+		d.AddressFamily = unix.AF_INET6
+	}
+	return d
+}
+
+func (k *kernelIPVS) AddVirtualServer(vs *VirtualServer) error {
+	return kerr("ipvs: add virtual server "+vs.String(), k.h.NewService(toMobyService(vs)))
+}
+
+func (k *kernelIPVS) UpdateVirtualServer(vs *VirtualServer) error {
+	return kerr("ipvs: update virtual server "+vs.String(), k.h.UpdateService(toMobyService(vs)))
+}
+
+func (k *kernelIPVS) DeleteVirtualServer(vs *VirtualServer) error {
+	return kerr("ipvs: delete virtual server "+vs.String(), k.h.DelService(toMobyService(vs)))
+}
+
+func (k *kernelIPVS) GetVirtualServers() ([]*VirtualServer, error) {
+	svcs, err := k.h.GetServices()
+	if err != nil {
+		return nil, kerr("ipvs: list virtual servers", err)
+	}
+	out := make([]*VirtualServer, 0, len(svcs))
+	for _, s := range svcs {
+		if s.FWMark != 0 {
+			continue // firewall-mark services are not ours
+		}
+		out = append(out, fromMobyService(s))
+	}
+	return out, nil
+}
+
+func (k *kernelIPVS) AddRealServer(vs *VirtualServer, rs *RealServer) error {
+	return kerr("ipvs: add real server "+rs.String()+" to "+vs.String(), k.h.NewDestination(toMobyService(vs), toMobyDest(rs)))
+}
+
+func (k *kernelIPVS) UpdateRealServer(vs *VirtualServer, rs *RealServer) error {
+	return kerr("ipvs: update real server "+rs.String()+" of "+vs.String(), k.h.UpdateDestination(toMobyService(vs), toMobyDest(rs)))
+}
+
+func (k *kernelIPVS) DeleteRealServer(vs *VirtualServer, rs *RealServer) error {
+	return kerr("ipvs: delete real server "+rs.String()+" of "+vs.String(), k.h.DelDestination(toMobyService(vs), toMobyDest(rs)))
+}
+
+func (k *kernelIPVS) GetRealServers(vs *VirtualServer) ([]*RealServer, error) {
+	ds, err := k.h.GetDestinations(toMobyService(vs))
+	if err != nil {
+		return nil, kerr("ipvs: list real servers of "+vs.String(), err)
+	}
+	out := make([]*RealServer, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, &RealServer{
+			Address: addrOf(d.Address), Port: d.Port, Weight: d.Weight,
+			ActiveConn: d.ActiveConnections, InactiveConn: d.InactiveConnections,
+		})
+	}
+	return out, nil
+}
+
+func (k *kernelIPVS) SetTimeouts(t Timeouts) error {
+	return kerr("ipvs: set timeouts", k.h.SetConfig(&mobyipvs.Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP}))
+}
+
+func (k *kernelIPVS) GetTimeouts() (Timeouts, error) {
+	c, err := k.h.GetConfig()
+	if err != nil {
+		return Timeouts{}, kerr("ipvs: get timeouts", err)
+	}
+	return Timeouts{TCP: c.TimeoutTCP, TCPFin: c.TimeoutTCPFin, UDP: c.TimeoutUDP}, nil
+}
+
+func (k *kernelIPVS) Flush() error { return kerr("ipvs: flush", k.h.Flush()) }
+
+func (k *kernelIPVS) Close() error {
+	k.h.Close()
+	return nil
+}
+
+// ---------------------------------------------------------------- handles
+
+func openHandle(opts Options) (*netlink.Handle, error) {
+	var h *netlink.Handle
+	var err error
+	if opts.NetNSPath != "" {
+		ns, nerr := netns.GetFromPath(opts.NetNSPath)
+		if nerr != nil {
+			return nil, fmt.Errorf("netlink: open namespace %s: %w", opts.NetNSPath, nerr)
+		}
+		defer ns.Close()
+		h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER)
+	} else {
+		h, err = netlink.NewHandle(unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER)
+	}
+	if err != nil {
+		return nil, kerr("netlink: open", err)
+	}
+	if err := h.SetSocketTimeout(opts.timeout()); err != nil {
+		h.Close()
+		return nil, kerr("netlink: set socket timeout", err)
+	}
+	return h, nil
+}
+
+// ---------------------------------------------------------------- ipset
+
+// errIPSetExist is IPSET_ERR_EXIST: on add "already added", on delete "not added".
+const errIPSetExist = unix.Errno(4103)
+
+type kernelIPSet struct {
+	h *netlink.Handle
+}
+
+// NewIPSet returns the ipsets of the namespace in opts, managed through
+// netfilter netlink (no ipset binary needed).
+func NewIPSet(opts Options) (IPSet, error) {
+	h, err := openHandle(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &kernelIPSet{h: h}, nil
+}
+
+func familyNum(f v1.IPFamily) uint8 {
+	if f == v1.IPv6Protocol {
+		return unix.AF_INET6
+	}
+	return unix.AF_INET
+}
+
+func (k *kernelIPSet) CreateSet(set Set) error {
+	o := netlink.IpsetCreateOptions{Family: familyNum(set.Family)}
+	if set.Type == BitmapPort {
+		o.PortFrom, o.PortTo = set.PortFrom, set.PortTo
+		if o.PortFrom == 0 && o.PortTo == 0 {
+			o.PortTo = 65535
+		}
+	}
+	err := k.h.IpsetCreate(set.Name, string(set.Type), o)
+	if errors.Is(err, errIPSetExist) || errors.Is(err, unix.Errno(4101)) {
+		return &kernelError{op: "ipset: create " + set.Name, kind: ErrExists, err: err}
+	}
+	return kerr("ipset: create "+set.Name, err)
+}
+
+func (k *kernelIPSet) DestroySet(name string) error {
+	return kerr("ipset: destroy "+name, k.h.IpsetDestroy(name))
+}
+
+func (k *kernelIPSet) FlushSet(name string) error {
+	return kerr("ipset: flush "+name, k.h.IpsetFlush(name))
+}
+
+func (k *kernelIPSet) ListSets() ([]Set, error) {
+	rs, err := k.h.IpsetListAll()
+	if err != nil {
+		return nil, kerr("ipset: list", err)
+	}
+	out := make([]Set, 0, len(rs))
+	for _, r := range rs {
+		s := Set{Name: r.SetName, Type: SetType(r.TypeName), Family: v1.IPv4Protocol, PortFrom: r.PortFrom, PortTo: r.PortTo}
+		if r.Family == unix.AF_INET6 {
+			s.Family = v1.IPv6Protocol
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func toNetlinkEntry(t SetType, e Entry) *netlink.IPSetEntry {
+	ne := &netlink.IPSetEntry{}
+	port := e.Port
+	proto := uint8(protoNum(e.Protocol))
+	switch t {
+	case HashIP:
+		ne.IP = e.IP.AsSlice()
+	case HashIPPort, HashIPPortIP, HashIPPortNet:
+		ne.IP = e.IP.AsSlice()
+		ne.Port, ne.Protocol = &port, &proto
+		if t == HashIPPortIP {
+			ne.IP2 = e.IP2.AsSlice()
+		}
+		if t == HashIPPortNet {
+			ne.IP2 = e.Net.Masked().Addr().AsSlice()
+			ne.CIDR2 = uint8(e.Net.Bits())
+		}
+	case HashNet:
+		ne.IP = e.Net.Masked().Addr().AsSlice()
+		ne.CIDR = uint8(e.Net.Bits())
+	case BitmapPort:
+		ne.Port = &port
+		tcp := uint8(unix.IPPROTO_TCP)
+		ne.Protocol = &tcp // netlink insists on one; bitmap:port ignores it
+	}
+	return ne
+}
+
+func fromNetlinkEntry(t SetType, ne netlink.IPSetEntry) Entry {
+	var e Entry
+	if ne.Port != nil {
+		e.Port = *ne.Port
+	}
+	if ne.Protocol != nil && t != BitmapPort {
+		e.Protocol = protoName(uint16(*ne.Protocol))
+	}
+	switch t {
+	case HashNet:
+		e.Net = netip.PrefixFrom(addrOf(ne.IP), int(ne.CIDR))
+	case HashIPPortNet:
+		e.IP = addrOf(ne.IP)
+		e.Net = netip.PrefixFrom(addrOf(ne.IP2), int(ne.CIDR2))
+	case HashIPPortIP:
+		e.IP = addrOf(ne.IP)
+		e.IP2 = addrOf(ne.IP2)
+	case BitmapPort:
+	default:
+		e.IP = addrOf(ne.IP)
+	}
+	return e
+}
+
+func (k *kernelIPSet) setType(name string) (SetType, *netlink.IPSetResult, error) {
+	r, err := k.h.IpsetList(name)
+	if err != nil {
+		return "", nil, kerr("ipset: list "+name, err)
+	}
+	return SetType(r.TypeName), r, nil
+}
+
+func (k *kernelIPSet) AddEntry(set string, e Entry) error {
+	t, _, err := k.setType(set)
+	if err != nil {
+		return err
+	}
+	err = k.h.IpsetAdd(set, toNetlinkEntry(t, e))
+	if errors.Is(err, errIPSetExist) {
+		return &kernelError{op: "ipset: add " + e.Render(t) + " to " + set, kind: ErrExists, err: err}
+	}
+	return kerr("ipset: add "+e.Render(t)+" to "+set, err)
+}
+
+func (k *kernelIPSet) DelEntry(set string, e Entry) error {
+	t, _, err := k.setType(set)
+	if err != nil {
+		return err
+	}
+	err = k.h.IpsetDel(set, toNetlinkEntry(t, e))
+	if errors.Is(err, errIPSetExist) { // on delete: the element is not in the set
+		return &kernelError{op: "ipset: del " + e.Render(t) + " from " + set, kind: ErrNotFound, err: err}
+	}
+	return kerr("ipset: del "+e.Render(t)+" from "+set, err)
+}
+
+func (k *kernelIPSet) ListEntries(set string) ([]Entry, error) {
+	t, r, err := k.setType(set)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(r.Entries))
+	for _, ne := range r.Entries {
+		out = append(out, fromNetlinkEntry(t, ne))
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------------------- rtnetlink
+
+type kernelNetlink struct {
+	h *netlink.Handle
+}
+
+// NewNetlink returns the link and address operations of the namespace in opts.
+func NewNetlink(opts Options) (Netlink, error) {
+	h, err := openHandle(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &kernelNetlink{h: h}, nil
+}
+
+func (k *kernelNetlink) EnsureDummyDevice(name string) (bool, error) {
+	if _, err := k.h.LinkByName(name); err == nil {
+		return true, nil
+	}
+	err := k.h.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}})
+	if errors.Is(err, unix.EEXIST) {
+		return true, nil
+	}
+	return false, kerr("netlink: add dummy link "+name, err)
+}
+
+func (k *kernelNetlink) DeleteDummyDevice(name string) error {
+	l, err := k.h.LinkByName(name)
+	if err != nil {
+		return &kernelError{op: "netlink: find link " + name, kind: ErrNotFound, err: err}
+	}
+	if _, ok := l.(*netlink.Dummy); !ok {
+		return fmt.Errorf("netlink: link %s is a %s, not a dummy link; not deleting it", name, l.Type())
+	}
+	return kerr("netlink: delete link "+name, k.h.LinkDel(l))
+}
+
+func hostNet(addr netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(addr.BitLen(), addr.BitLen())}
+}
+
+func (k *kernelNetlink) link(dev string) (netlink.Link, error) {
+	l, err := k.h.LinkByName(dev)
+	if err != nil {
+		return nil, &kernelError{op: "netlink: find link " + dev, kind: ErrNotFound, err: err}
+	}
+	return l, nil
+}
+
+func (k *kernelNetlink) EnsureAddressBind(addr netip.Addr, dev string) (bool, error) {
+	l, err := k.link(dev)
+	if err != nil {
+		return false, err
+	}
+	err = k.h.AddrAdd(l, &netlink.Addr{IPNet: hostNet(addr)})
+	if errors.Is(err, unix.EEXIST) {
+		return true, nil
+	}
+	return false, kerr("netlink: bind "+addr.String()+" to "+dev, err)
+}
+
+func (k *kernelNetlink) UnbindAddress(addr netip.Addr, dev string) error {
+	l, err := k.link(dev)
+	if err != nil {
+		return err
+	}
+	return kerr("netlink: unbind "+addr.String()+" from "+dev, k.h.AddrDel(l, &netlink.Addr{IPNet: hostNet(addr)}))
+}
+
+func (k *kernelNetlink) ListBindAddresses(dev string) ([]netip.Addr, error) {
+	l, err := k.link(dev)
+	if err != nil {
+		return nil, err
+	}
+	as, err := k.h.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, kerr("netlink: list addresses of "+dev, err)
+	}
+	out := make([]netip.Addr, 0, len(as))
+	for _, a := range as {
+		out = append(out, addrOf(a.IP))
+	}
+	return out, nil
+}
+
+func (k *kernelNetlink) LocalAddresses(family v1.IPFamily, exceptDev string) ([]netip.Addr, error) {
+	fam := netlink.FAMILY_V4
+	if family == v1.IPv6Protocol {
+		fam = netlink.FAMILY_V6
+	}
+	except := -1
+	if exceptDev != "" {
+		if l, err := k.h.LinkByName(exceptDev); err == nil {
+			except = l.Attrs().Index
+		}
+	}
+	as, err := k.h.AddrList(nil, fam)
+	if err != nil {
+		return nil, kerr("netlink: list addresses", err)
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if a.LinkIndex == except {
+			continue
+		}
+		out = append(out, addrOf(a.IP))
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------------------- sysctl
+
+type procSysctl struct{ root string }
+
+// NewSysctl returns the /proc/sys of the calling process's namespaces.
+// Network sysctls are per namespace: call it from the namespace to change.
+func NewSysctl() Sysctl { return procSysctl{root: "/proc/sys"} }
+
+func (s procSysctl) Get(name string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.root, name))
+	if err != nil {
+		return 0, fmt.Errorf("sysctl %s: %w", name, err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("sysctl %s: %w", name, err)
+	}
+	return v, nil
+}
+
+func (s procSysctl) Set(name string, value int) error {
+	if err := os.WriteFile(filepath.Join(s.root, name), []byte(strconv.Itoa(value)), 0o644); err != nil {
+		return fmt.Errorf("sysctl %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package ipvs
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// opKind is one kind of kernel change.
+type opKind uint8
+
+const (
+	opCreateSet opKind = iota
+	opAddVS
+	opUpdateVS
+	opAddRS
+	opUpdateRS
+	opBind
+	opAddEntry
+	opDelEntry
+	opDelRS
+	opDelVS
+	opUnbind
+)
+
+// op is one kernel change. Ops are applied in the order they are planned:
+// additions first, then removals, so a service never disappears while its
+// replacement is being set up.
+type op struct {
+	kind  opKind
+	vs    VirtualServer
+	rs    RealServer
+	addr  netip.Addr
+	set   Set
+	entry Entry
+}
+
+func ipvsadmProto(p v1.Protocol) string {
+	switch p {
+	case v1.ProtocolUDP:
+		return "-u"
+	case v1.ProtocolSCTP:
+		return "--sctp-service"
+	}
+	return "-t"
+}
+
+func vsArgs(vs *VirtualServer) string {
+	return ipvsadmProto(vs.Protocol) + " " + netip.AddrPortFrom(vs.Address, vs.Port).String()
+}
+
+func vsOptions(vs *VirtualServer) string {
+	s := "-s " + vs.Scheduler
+	if vs.Flags&FlagPersistent != 0 {
+		s += " -p " + strconv.Itoa(int(vs.Timeout))
+	}
+	return s
+}
+
+// String renders the op as the equivalent ipvsadm / ip / ipset command.
+func (o *op) String() string {
+	switch o.kind {
+	case opCreateSet:
+		s := "ipset create " + o.set.Name + " " + string(o.set.Type)
+		if o.set.Type != BitmapPort {
+			if o.set.Family == v1.IPv6Protocol {
+				s += " family inet6"
+			} else {
+				s += " family inet"
+			}
+		} else {
+			s += " range 0-65535"
+		}
+		return s
+	case opAddVS:
+		return "ipvsadm -A " + vsArgs(&o.vs) + " " + vsOptions(&o.vs)
+	case opUpdateVS:
+		return "ipvsadm -E " + vsArgs(&o.vs) + " " + vsOptions(&o.vs)
+	case opDelVS:
+		return "ipvsadm -D " + vsArgs(&o.vs)
+	case opAddRS:
+		return "ipvsadm -a " + vsArgs(&o.vs) + " -r " + o.rs.String() + " -m -w " + strconv.Itoa(o.rs.Weight)
+	case opUpdateRS:
+		return "ipvsadm -e " + vsArgs(&o.vs) + " -r " + o.rs.String() + " -m -w " + strconv.Itoa(o.rs.Weight)
+	case opDelRS:
+		return "ipvsadm -d " + vsArgs(&o.vs) + " -r " + o.rs.String()
+	case opBind:
+		return "ip addr add " + netip.PrefixFrom(o.addr, o.addr.BitLen()).String() + " dev " + DummyDevice
+	case opUnbind:
+		return "ip addr del " + netip.PrefixFrom(o.addr, o.addr.BitLen()).String() + " dev " + DummyDevice
+	case opAddEntry:
+		return "ipset add " + o.set.Name + " " + o.entry.Render(o.set.Type)
+	case opDelEntry:
+		return "ipset del " + o.set.Name + " " + o.entry.Render(o.set.Type)
+	}
+	return fmt.Sprintf("op(%d)", o.kind)
+}
+
+// opList is an ordered batch of ops.
+type opList []op
+
+func (l opList) String() string {
+	var b strings.Builder
+	for i := range l {
+		b.WriteString(l[i].String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

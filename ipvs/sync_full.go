@@ -1,0 +1,345 @@
+package ipvs
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcproxy/svcproxy/changetracker"
+	"github.com/svcproxy/svcproxy/proxy"
+)
+
+// kernelState is what a full sync reads back.
+type kernelState struct {
+	vss     map[VirtualServerKey]*VirtualServer
+	rss     map[VirtualServerKey][]*RealServer
+	addrs   map[netip.Addr]bool // on kube-ipvs0
+	sets    map[string]Set
+	entries map[string]map[Entry]bool
+}
+
+// setupNode does what every full sync checks: the dummy link, the sysctls
+// and (once) the IPVS timeouts.
+func (p *Proxier) setupNode() error {
+	if _, err := p.ifs.Netlink.EnsureDummyDevice(DummyDevice); err != nil {
+		return fmt.Errorf("ipvs: ensure %s: %w", DummyDevice, err)
+	}
+	want := []struct {
+		name  string
+		value int
+	}{
+		{"net/ipv4/vs/conntrack", 1},
+		{"net/ipv4/vs/expire_nodest_conn", 1},
+		{"net/ipv4/vs/expire_quiescent_template", 1},
+	}
+	if p.cfg.IPFamily == v1.IPv6Protocol {
+		want = append(want, struct {
+			name  string
+			value int
+		}{"net/ipv6/conf/all/forwarding", 1})
+	} else {
+		want = append(want, struct {
+			name  string
+			value int
+		}{"net/ipv4/ip_forward", 1})
+	}
+	if p.cfg.ConnReuseMode != nil {
+		want = append(want, struct {
+			name  string
+			value int
+		}{"net/ipv4/vs/conn_reuse_mode", *p.cfg.ConnReuseMode})
+	}
+	if p.cfg.StrictARP {
+		want = append(want, struct {
+			name  string
+			value int
+		}{"net/ipv4/conf/all/arp_ignore", 1}, struct {
+			name  string
+			value int
+		}{"net/ipv4/conf/all/arp_announce", 2})
+	}
+	for _, w := range want {
+		if v, err := p.ifs.Sysctl.Get(w.name); err == nil && v == w.value {
+			continue
+		}
+		if err := p.ifs.Sysctl.Set(w.name, w.value); err != nil {
+			return fmt.Errorf("ipvs: %w", err)
+		}
+	}
+	if !p.setupDone && (p.cfg.TCPTimeout > 0 || p.cfg.TCPFinTimeout > 0 || p.cfg.UDPTimeout > 0) {
+		if err := p.ifs.IPVS.SetTimeouts(Timeouts{TCP: p.cfg.TCPTimeout, TCPFin: p.cfg.TCPFinTimeout, UDP: p.cfg.UDPTimeout}); err != nil {
+			return fmt.Errorf("ipvs: set timeouts: %w", err)
+		}
+	}
+	p.setupDone = true
+	return nil
+}
+
+// computeNodePortAddrs lists the node's addresses that serve node ports.
+func (p *Proxier) computeNodePortAddrs() ([]netip.Addr, error) {
+	all, err := p.ifs.Netlink.LocalAddresses(p.cfg.IPFamily, DummyDevice)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: list node addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range all {
+		a = a.Unmap()
+		if a.IsLoopback() || a.IsLinkLocalUnicast() || a.Is4() != (p.cfg.IPFamily == v1.IPv4Protocol) {
+			continue
+		}
+		if len(p.cfg.NodePortAddresses) > 0 && !slices.ContainsFunc(p.cfg.NodePortAddresses, func(pr netip.Prefix) bool { return pr.Contains(a) }) {
+			continue
+		}
+		out = append(out, a)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out), nil
+}
+
+// readKernel reads back every virtual server (with real servers), the
+// kube-ipvs0 addresses and our sets.
+func (p *Proxier) readKernel() (*kernelState, error) {
+	k := &kernelState{
+		vss:     make(map[VirtualServerKey]*VirtualServer),
+		rss:     make(map[VirtualServerKey][]*RealServer),
+		addrs:   make(map[netip.Addr]bool),
+		sets:    make(map[string]Set),
+		entries: make(map[string]map[Entry]bool),
+	}
+	vss, err := p.ifs.IPVS.GetVirtualServers()
+	if err != nil {
+		return nil, err
+	}
+	for _, vs := range vss {
+		key := vs.Key()
+		k.vss[key] = vs
+		rss, err := p.ifs.IPVS.GetRealServers(vs)
+		if err != nil {
+			return nil, err
+		}
+		k.rss[key] = rss
+	}
+	addrs, err := p.ifs.Netlink.ListBindAddresses(DummyDevice)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		k.addrs[a.Unmap()] = true
+	}
+	sets, err := p.ifs.IPSet.ListSets()
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sets {
+		if _, ours := p.setSpecs[s.Name]; !ours {
+			continue
+		}
+		k.sets[s.Name] = s
+		es, err := p.ifs.IPSet.ListEntries(s.Name)
+		if err != nil {
+			return nil, err
+		}
+		m := make(map[Entry]bool, len(es))
+		for _, e := range es {
+			m[e] = true
+		}
+		k.entries[s.Name] = m
+	}
+	return k, nil
+}
+
+func (p *Proxier) excluded(a netip.Addr) bool {
+	return slices.ContainsFunc(p.cfg.ExcludeCIDRs, func(pr netip.Prefix) bool { return pr.Contains(a) })
+}
+
+func (p *Proxier) ourFamily(a netip.Addr) bool { return a.Is4() == (p.cfg.IPFamily == v1.IPv4Protocol) }
+
+// syncFull replans everything and diffs it against the kernel.
+func (p *Proxier) syncFull(ctx context.Context, u changetracker.Update) (opList, error) {
+	if err := p.setupNode(); err != nil {
+		return nil, err
+	}
+	npa, err := p.computeNodePortAddrs()
+	if err != nil {
+		return nil, err
+	}
+	p.nodePortAddrs = npa
+	in := p.planInput(u.NodeLabels)
+	plans := make(map[proxy.ServicePortName]*servicePlan, len(u.Services))
+	byName := make(map[types.NamespacedName][]proxy.ServicePortName, len(u.Services))
+	want := newDataplane()
+	for spn, svc := range u.Services {
+		sp := planService(in, spn, svc, u.Endpoints[spn])
+		plans[spn] = sp
+		byName[spn.NamespacedName] = append(byName[spn.NamespacedName], spn)
+		want.replace(spn, nil, sp, nil)
+	}
+	k, err := p.readKernel()
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: read kernel state: %w", err)
+	}
+	ops := p.diffKernel(want, k)
+	p.plans, p.byName, p.dp = plans, byName, want
+	return ops, nil
+}
+
+// diffKernel returns the ops that turn the kernel state k into want. It
+// deletes only what is ours: virtual servers whose address is on
+// kube-ipvs0, node-port virtual servers whose port is in our node-port
+// sets, and anything we programmed ourselves; never anything inside
+// ExcludeCIDRs or of the other family.
+func (p *Proxier) diffKernel(want *dataplane, k *kernelState) opList {
+	var ops opList
+	for _, s := range Sets(p.cfg.IPFamily) {
+		if _, ok := k.sets[s.Name]; !ok {
+			ops = append(ops, op{kind: opCreateSet, set: s})
+		}
+	}
+	for key, e := range want.vss {
+		pvs := e.active()
+		cur, ok := k.vss[key]
+		if !ok {
+			ops = append(ops, op{kind: opAddVS, vs: pvs.vs})
+			for _, ap := range pvs.rss {
+				ops = append(ops, op{kind: opAddRS, vs: pvs.vs, rs: RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1}})
+			}
+			continue
+		}
+		if !cur.Equal(&pvs.vs) {
+			ops = append(ops, op{kind: opUpdateVS, vs: pvs.vs})
+		}
+		have := make(map[netip.AddrPort]*RealServer, len(k.rss[key]))
+		for _, rs := range k.rss[key] {
+			have[rs.AddrPort()] = rs
+		}
+		for _, ap := range pvs.rss {
+			rs, ok := have[ap]
+			switch {
+			case !ok:
+				ops = append(ops, op{kind: opAddRS, vs: pvs.vs, rs: RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1}})
+			case rs.Weight != 1:
+				ops = append(ops, op{kind: opUpdateRS, vs: pvs.vs, rs: RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1}})
+			}
+			delete(have, ap)
+		}
+		for _, rs := range have {
+			if rs.Weight == 0 && pvs.vs.Protocol != v1.ProtocolUDP {
+				// draining already (perhaps since before a restart)
+				p.graceful.add(pvs.vs, *rs, p.clock.Now().Add(p.cfg.GracefulTerminationPeriod))
+				continue
+			}
+			ops = p.removeRealServer(ops, pvs.vs, *rs)
+		}
+	}
+	for key, vs := range k.vss {
+		if _, ok := want.vss[key]; ok || !p.ourFamily(key.Address) || p.excluded(key.Address) {
+			continue
+		}
+		if k.addrs[key.Address] || p.dp.vss[key] != nil || p.ownedNodePort(k, key) {
+			ops = append(ops, op{kind: opDelVS, vs: *vs})
+		}
+	}
+	for a := range want.addrs {
+		if !k.addrs[a] {
+			ops = append(ops, op{kind: opBind, addr: a})
+		}
+	}
+	for a := range k.addrs {
+		if want.addrs[a] == 0 && p.ourFamily(a) && !p.excluded(a) {
+			ops = append(ops, op{kind: opUnbind, addr: a})
+		}
+	}
+	for se := range want.entries {
+		if !k.entries[se.set][se.entry] {
+			ops = append(ops, op{kind: opAddEntry, set: p.setSpec(se.set), entry: se.entry})
+		}
+	}
+	for name, es := range k.entries {
+		for e := range es {
+			if want.entries[setEntry{set: name, entry: e}] == 0 {
+				ops = append(ops, op{kind: opDelEntry, set: p.setSpec(name), entry: e})
+			}
+		}
+	}
+	sortOps(ops)
+	return ops
+}
+
+// ownedNodePort: key is a node-port virtual server we made (its port is in
+// our node-port set of its protocol, as read back from the kernel).
+func (p *Proxier) ownedNodePort(k *kernelState, key VirtualServerKey) bool {
+	switch key.Protocol {
+	case v1.ProtocolTCP:
+		return k.entries[p.sets.npTCP][Entry{Port: key.Port}]
+	case v1.ProtocolUDP:
+		return k.entries[p.sets.npUDP][Entry{Port: key.Port}]
+	case v1.ProtocolSCTP:
+		return k.entries[p.sets.npSCTP][Entry{IP: key.Address, Protocol: v1.ProtocolSCTP, Port: key.Port}]
+	}
+	return false
+}
+
+// sortOps orders ops by kind (creations before additions before removals),
+// then by their text, so plans are deterministic.
+func sortOps(ops opList) {
+	slices.SortStableFunc(ops, func(a, b op) int {
+		if a.kind != b.kind {
+			return int(a.kind) - int(b.kind)
+		}
+		return compareOp(&a, &b)
+	})
+}
+
+func compareOp(a, b *op) int {
+	if c := a.vs.Address.Compare(b.vs.Address); c != 0 {
+		return c
+	}
+	if a.vs.Port != b.vs.Port {
+		return int(a.vs.Port) - int(b.vs.Port)
+	}
+	if a.vs.Protocol != b.vs.Protocol {
+		if a.vs.Protocol < b.vs.Protocol {
+			return -1
+		}
+		return 1
+	}
+	if c := a.rs.AddrPort().Compare(b.rs.AddrPort()); c != 0 {
+		return c
+	}
+	if c := a.addr.Compare(b.addr); c != 0 {
+		return c
+	}
+	if a.set.Name != b.set.Name {
+		if a.set.Name < b.set.Name {
+			return -1
+		}
+		return 1
+	}
+	return compareEntry(a.entry, b.entry)
+}
+
+func compareEntry(a, b Entry) int {
+	if c := a.IP.Compare(b.IP); c != 0 {
+		return c
+	}
+	if a.Protocol != b.Protocol {
+		if a.Protocol < b.Protocol {
+			return -1
+		}
+		return 1
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	if c := a.IP2.Compare(b.IP2); c != 0 {
+		return c
+	}
+	if c := a.Net.Addr().Compare(b.Net.Addr()); c != 0 {
+		return c
+	}
+	return a.Net.Bits() - b.Net.Bits()
+}
