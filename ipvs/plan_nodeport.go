@@ -45,4 +45,3 @@ func planNodePort(in *planInput, p *servicePlan, svc proxy.ServicePort, base Vir
 		p.add(in.sets.healthCheck, Entry{Port: uint16(hc)})
 	}
 }
-

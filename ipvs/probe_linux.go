@@ -93,4 +93,3 @@ func schedulers(opts ProbeOptions) []string {
 	}
 	return out
 }
-

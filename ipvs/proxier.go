@@ -26,11 +26,11 @@ import (
 type Proxier struct {
 	*changetracker.Tracker
 
-	cfg    Config
-	ifs    Interfaces
-	log    logr.Logger
-	clock  clock.WithTicker
-	runner *runner.Runner
+	cfg      Config
+	ifs      Interfaces
+	log      logr.Logger
+	clock    clock.WithTicker
+	runner   *runner.Runner
 	sets     setNames
 	setSpecs map[string]Set
 
