@@ -16,7 +16,7 @@ import (
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
-// The chains of kube-proxy's old userspace mode.
+// The chains of kube-proxy's old userspace mode, plus one filter chain of ours.
 const (
 	// ChainPortalsContainer (nat, from PREROUTING) redirects service
 	// addresses for traffic from pods and the outside.
@@ -29,6 +29,12 @@ const (
 	ChainNodePortHost iptables.Chain = "KUBE-NODEPORT-HOST"
 	// ChainNodePortNonLocal (filter, from INPUT) accepts traffic to node-port proxy sockets.
 	ChainNodePortNonLocal iptables.Chain = "KUBE-NODEPORT-NON-LOCAL"
+	// ChainFilter (filter, from INPUT and FORWARD) rejects new connections
+	// to proxy sockets whose service has no endpoints, drops them when the
+	// service has endpoints but none under the socket's traffic policy, and
+	// drops load-balancer traffic from outside loadBalancerSourceRanges.
+	// The old userspace mode had no equivalent.
+	ChainFilter iptables.Chain = "KUBE-USERSPACE-FILTER"
 )
 
 // jumpRule hooks one of our chains into a built-in chain.
@@ -40,7 +46,8 @@ type jumpRule struct {
 }
 
 // jumpRules are in the order they are appended: cluster-IP portals before
-// node ports, so a node port never shadows a service address.
+// node ports, so a node port never shadows a service address; our filter
+// chain before the node-port ACCEPTs.
 var jumpRules = []jumpRule{
 	{iptables.TableNAT, iptables.ChainPrerouting, ChainPortalsContainer,
 		[]string{"-m", "comment", "--comment", "handle ClusterIPs; NOTE: this must be before the NodePort rules", "-j", string(ChainPortalsContainer)}},
@@ -50,78 +57,129 @@ var jumpRules = []jumpRule{
 		[]string{"-m", "addrtype", "--dst-type", "LOCAL", "-m", "comment", "--comment", "handle service NodePorts; NOTE: this must be the last rule in the chain", "-j", string(ChainNodePortContainer)}},
 	{iptables.TableNAT, iptables.ChainOutput, ChainNodePortHost,
 		[]string{"-m", "addrtype", "--dst-type", "LOCAL", "-m", "comment", "--comment", "handle service NodePorts; NOTE: this must be the last rule in the chain", "-j", string(ChainNodePortHost)}},
+	{iptables.TableFilter, iptables.ChainInput, ChainFilter,
+		[]string{"-m", "comment", "--comment", "userspace proxy: no endpoints, source ranges", "-j", string(ChainFilter)}},
+	{iptables.TableFilter, iptables.ChainForward, ChainFilter,
+		[]string{"-m", "comment", "--comment", "userspace proxy: no endpoints, source ranges", "-j", string(ChainFilter)}},
 	{iptables.TableFilter, iptables.ChainInput, ChainNodePortNonLocal,
 		[]string{"-m", "comment", "--comment", "Ensure that non-local NodePort traffic can flow", "-j", string(ChainNodePortNonLocal)}},
 }
 
-// captureRule is one rule of our chains, kept structured for the tracer.
+// ruleAction is the target of a rendered rule.
+type ruleAction int
+
+const (
+	actionRedirect ruleAction = iota // REDIRECT --to-ports toPort
+	actionDNAT                       // DNAT --to-destination toAddr:toPort
+	actionAccept
+	actionDrop
+	actionReject
+)
+
+// captureRule is one rendered rule of our chains.
 type captureRule struct {
 	table    iptables.Table
 	chain    iptables.Chain
 	service  proxy.ServicePortName
 	protocol v1.Protocol
-	dst      netip.Addr // invalid: any (node-port rules)
+	src      netip.Prefix // invalid: any
+	dst      netip.Addr   // invalid: any
+	// localDst adds "-m addrtype --dst-type LOCAL" and "--ctstate NEW"
+	// (filter rules on a proxy port).
+	localDst bool
 	dstPort  int
-	// target: REDIRECT to toPort when toAddr is invalid, else DNAT to
-	// toAddr:toPort; ACCEPT for the filter rules.
-	toAddr netip.Addr
-	toPort int
+	action   ruleAction
+	toAddr   netip.Addr
+	toPort   int
 }
 
 // args renders the rule as iptables arguments (after "-A chain").
 func (r captureRule) args() []string {
 	proto := strings.ToLower(string(r.protocol))
-	if r.table == iptables.TableFilter {
-		return []string{"-m", "comment", "--comment", r.service.String(), "-m", "state", "--state", "NEW",
-			"-p", proto, "-m", proto, "--dport", strconv.Itoa(r.toPort), "-j", "ACCEPT"}
+	a := []string{"-m", "comment", "--comment", r.service.String()}
+	if r.src.IsValid() {
+		a = append(a, "-s", r.src.String())
 	}
-	a := []string{"-m", "comment", "--comment", r.service.String(), "-p", proto, "-m", proto}
 	if r.dst.IsValid() {
 		a = append(a, "-d", netip.PrefixFrom(r.dst, r.dst.BitLen()).String())
 	}
-	a = append(a, "--dport", strconv.Itoa(r.dstPort))
-	if !r.toAddr.IsValid() {
+	if r.localDst {
+		a = append(a, "-m", "addrtype", "--dst-type", "LOCAL", "-m", "conntrack", "--ctstate", "NEW")
+	}
+	if r.action == actionAccept {
+		a = append(a, "-m", "conntrack", "--ctstate", "NEW")
+	}
+	a = append(a, "-p", proto, "-m", proto, "--dport", strconv.Itoa(r.dstPort))
+	switch r.action {
+	case actionRedirect:
 		return append(a, "-j", "REDIRECT", "--to-ports", strconv.Itoa(r.toPort))
+	case actionDNAT:
+		return append(a, "-j", "DNAT", "--to-destination", netip.AddrPortFrom(r.toAddr, uint16(r.toPort)).String())
+	case actionAccept:
+		return append(a, "-j", "ACCEPT")
+	case actionDrop:
+		return append(a, "-j", "DROP")
+	default:
+		return append(a, "-j", "REJECT")
 	}
-	return append(a, "-j", "DNAT", "--to-destination", netip.AddrPortFrom(r.toAddr, uint16(r.toPort)).String())
 }
 
-// captureRules computes the rules for one proxy socket bound at port.
-// listen is Config.ListenAddress and hostIP the DNAT target for
-// node-originated traffic (invalid: REDIRECT).
-func captureRules(name proxy.ServicePortName, lp listenerPlan, port int, listen, hostIP netip.Addr) []captureRule {
-	var containerTo, hostTo netip.Addr
-	if !listen.IsUnspecified() {
-		containerTo, hostTo = listen, listen
-	} else {
-		hostTo = hostIP
+// resolveRules turns a service's rule plans into rules, given the proxy
+// port of each of its listeners. Rules whose listener is not open are
+// left out (the service's error says why).
+func resolveRules(plan *servicePlan, ports map[listenerID]int, listen, hostIP netip.Addr) []captureRule {
+	var out []captureRule
+	accepted := map[int]bool{}
+	for _, rp := range plan.rules {
+		r := captureRule{table: rp.table, chain: rp.chain, service: plan.name, protocol: plan.protocol, src: rp.src, dst: rp.dst, dstPort: rp.dstPort}
+		if rp.table == iptables.TableFilter && !rp.byPort {
+			r.action = actionDrop
+			out = append(out, r)
+			continue
+		}
+		port, ok := ports[rp.target]
+		if !ok {
+			continue
+		}
+		if rp.table == iptables.TableFilter {
+			r.localDst, r.dstPort = true, port
+			r.action = actionReject
+			if rp.verdict == verdictDrop {
+				r.action = actionDrop
+			}
+			out = append(out, r)
+			continue
+		}
+		r.toPort = port
+		host := rp.chain == ChainPortalsHost || rp.chain == ChainNodePortHost
+		switch {
+		case !listen.IsUnspecified():
+			r.action, r.toAddr = actionDNAT, listen
+		case host && hostIP.IsValid():
+			r.action, r.toAddr = actionDNAT, hostIP
+		default:
+			r.action = actionRedirect
+		}
+		out = append(out, r)
+		if rp.chain == ChainNodePortContainer && !accepted[port] {
+			accepted[port] = true
+			out = append(out, captureRule{table: iptables.TableFilter, chain: ChainNodePortNonLocal, service: plan.name,
+				protocol: plan.protocol, dstPort: port, action: actionAccept})
+		}
 	}
-	var rules []captureRule
-	for _, vip := range lp.portals {
-		base := captureRule{table: iptables.TableNAT, service: name, protocol: lp.id.protocol, dst: vip.Addr(), dstPort: int(vip.Port()), toPort: port}
-		c, h := base, base
-		c.chain, c.toAddr = ChainPortalsContainer, containerTo
-		h.chain, h.toAddr = ChainPortalsHost, hostTo
-		rules = append(rules, c, h)
-	}
-	if lp.nodePort > 0 {
-		base := captureRule{table: iptables.TableNAT, service: name, protocol: lp.id.protocol, dstPort: lp.nodePort, toPort: port}
-		c, h := base, base
-		c.chain, c.toAddr = ChainNodePortContainer, containerTo
-		h.chain, h.toAddr = ChainNodePortHost, hostTo
-		f := captureRule{table: iptables.TableFilter, chain: ChainNodePortNonLocal, service: name, protocol: lp.id.protocol, toPort: port}
-		rules = append(rules, c, h, f)
-	}
-	return rules
+	return out
 }
 
-// renderRestore writes iptables-restore input that replaces the contents of
-// all our chains with rules (declaring a chain in restore input flushes it).
+// renderRestore writes iptables-restore input that replaces the contents
+// of all our chains with rules (declaring a chain in restore input flushes
+// it). Within a chain, rules keep their order; services are sorted.
 func renderRestore(buf *bytes.Buffer, rules []captureRule) {
 	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
 		fmt.Fprintf(buf, "*%s\n", table)
+		var declared []iptables.Chain
 		for _, j := range jumpRules {
-			if j.table == table {
+			if j.table == table && !slices.Contains(declared, j.to) {
+				declared = append(declared, j.to)
 				fmt.Fprintf(buf, ":%s - [0:0]\n", j.to)
 			}
 		}
@@ -148,7 +206,8 @@ func quoteArg(a string) string {
 	return strconv.Quote(a)
 }
 
-// sortRules orders rules deterministically (chain, then service, then destination).
+// sortRules orders rules by table, chain and service, keeping each
+// service's own order (its source-specific rules come first).
 func sortRules(rules []captureRule) {
 	slices.SortStableFunc(rules, func(a, b captureRule) int {
 		if c := strings.Compare(string(a.table), string(b.table)); c != 0 {
@@ -160,13 +219,7 @@ func sortRules(rules []captureRule) {
 		if c := strings.Compare(a.service.String(), b.service.String()); c != 0 {
 			return c
 		}
-		if c := strings.Compare(string(a.protocol), string(b.protocol)); c != 0 {
-			return c
-		}
-		if c := a.dst.Compare(b.dst); c != 0 {
-			return c
-		}
-		return a.dstPort - b.dstPort
+		return strings.Compare(string(a.protocol), string(b.protocol))
 	})
 }
 
@@ -190,10 +243,15 @@ func CleanupLeftovers(ctx context.Context, ipt iptables.Runner) error {
 	var errs []error
 	for _, j := range jumpRules {
 		if err := ipt.DeleteRule(ctx, j.table, j.from, j.args...); err != nil {
-			errs = append(errs, fmt.Errorf("unhooking %s/%s: %w", j.table, j.to, err))
+			errs = append(errs, fmt.Errorf("unhooking %s/%s from %s: %w", j.table, j.to, j.from, err))
 		}
 	}
+	done := map[iptables.Chain]bool{}
 	for _, j := range jumpRules {
+		if done[j.to] {
+			continue
+		}
+		done[j.to] = true
 		exists, err := ipt.ChainExists(ctx, j.table, j.to)
 		if err != nil {
 			errs = append(errs, err)

@@ -129,6 +129,12 @@ type Config struct {
 	// that a packet is addressed to a node port. Empty: any destination
 	// that is not a service address counts as the node's.
 	NodeIPs []netip.Addr
+	// ClusterCIDRs hold the pod addresses (CaptureIPTables only). Traffic
+	// from them to a node port, external IP or load-balancer IP of an
+	// externalTrafficPolicy: Local service is short-circuited to every
+	// endpoint, as kube-proxy does; without them pods get only the local
+	// endpoints there.
+	ClusterCIDRs []netip.Prefix
 	// PortRange is where proxy ports are allocated; the zero value lets the
 	// kernel choose. Exhausting it is an error for the affected service only
 	// (ErrPortsExhausted), logged and counted.

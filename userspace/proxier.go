@@ -80,7 +80,7 @@ type proxySocket interface {
 }
 
 type listenerState struct {
-	plan      listenerPlan
+	id        listenerID
 	sock      proxySocket
 	allocated int // proxy port to release, 0 if none
 }
@@ -236,6 +236,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 func (p *Proxier) apply(ctx context.Context, services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, nodeLabels map[string]string) error {
 	plans, skipped := planAll(services, endpoints, planParams{
 		capture: p.cfg.Capture, listen: p.cfg.ListenAddress, nodeName: p.cfg.NodeName, nodeLabels: nodeLabels,
+		clusterCIDRs: p.cfg.ClusterCIDRs,
 	})
 	for name, err := range skipped {
 		if _, seen := p.skipped[name]; !seen {
@@ -245,15 +246,16 @@ func (p *Proxier) apply(ctx context.Context, services changetracker.ServicePortM
 	}
 	p.skipped = skipped
 
+	rulesChanged := false
 	for name, st := range p.services {
 		if plan := plans[name]; plan == nil || plan.protocol != st.plan.protocol {
 			p.teardownService(st)
 			delete(p.services, name)
+			rulesChanged = true
 		}
 	}
 
 	var errs []error
-	rulesChanged := false
 	for name, plan := range plans {
 		st := p.services[name]
 		if st == nil {
@@ -286,11 +288,9 @@ func (p *Proxier) apply(ctx context.Context, services changetracker.ServicePortM
 func plansEqual(a, b *servicePlan) bool {
 	return a.name == b.name && a.protocol == b.protocol &&
 		slices.EqualFunc(a.frontends, b.frontends, func(x, y frontendPlan) bool {
-			return x.key == y.key && x.affinity == y.affinity && slices.Equal(x.endpoints, y.endpoints)
+			return x.key == y.key && x.affinity == y.affinity && x.drop == y.drop && slices.Equal(x.endpoints, y.endpoints)
 		}) &&
-		slices.EqualFunc(a.listeners, b.listeners, func(x, y listenerPlan) bool {
-			return x.id == y.id && x.nodePort == y.nodePort && slices.Equal(x.portals, y.portals)
-		})
+		slices.Equal(a.listeners, b.listeners) && slices.Equal(a.rules, b.rules)
 }
 
 // applyFrontends updates the balancer; connections to endpoints that left
@@ -319,58 +319,53 @@ func (p *Proxier) applyFrontends(old, plan *servicePlan) {
 
 // applyListeners opens and closes the proxy sockets of one service port.
 func (p *Proxier) applyListeners(st *serviceState, plan *servicePlan) error {
-	want := make(map[listenerID]listenerPlan, len(plan.listeners))
-	for _, lp := range plan.listeners {
-		want[lp.id] = lp
-	}
 	for id, ls := range st.listeners {
-		if _, ok := want[id]; !ok {
+		if !slices.Contains(plan.listeners, id) {
 			p.closeListener(ls)
 			delete(st.listeners, id)
 		}
 	}
 	var errs []error
-	for _, lp := range plan.listeners {
-		if ls := st.listeners[lp.id]; ls != nil {
-			ls.plan = lp
+	for _, id := range plan.listeners {
+		if st.listeners[id] != nil {
 			continue
 		}
-		ls, err := p.openListener(lp)
+		ls, err := p.openListener(id)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		st.listeners[lp.id] = ls
+		st.listeners[id] = ls
 	}
 	return errors.Join(errs...)
 }
 
-func (p *Proxier) openListener(lp listenerPlan) (*listenerState, error) {
+func (p *Proxier) openListener(id listenerID) (*listenerState, error) {
 	start := func(bind netip.AddrPort) (proxySocket, error) {
-		if lp.id.protocol == v1.ProtocolUDP {
-			u, err := p.startUDP(lp.id.key, bind)
+		if id.protocol == v1.ProtocolUDP {
+			u, err := p.startUDP(id.key, bind)
 			if err != nil {
 				return nil, err
 			}
 			return u, nil
 		}
-		t, err := p.startTCP(lp.id.key, bind)
+		t, err := p.startTCP(id.key, bind)
 		if err != nil {
 			return nil, err
 		}
 		return t, nil
 	}
-	ls := &listenerState{plan: lp}
-	if lp.id.kind == listenFixed {
-		sock, err := start(lp.id.bind)
+	ls := &listenerState{id: id}
+	if id.kind == listenFixed {
+		sock, err := start(id.bind)
 		if err != nil {
-			return nil, fmt.Errorf("listening on %s/%s: %w", lp.id.bind, lp.id.protocol, err)
+			return nil, fmt.Errorf("listening on %s/%s: %w", id.bind, id.protocol, err)
 		}
 		ls.sock = sock
 		return ls, nil
 	}
 	alloc := p.tcpPorts
-	if lp.id.protocol == v1.ProtocolUDP {
+	if id.protocol == v1.ProtocolUDP {
 		alloc = p.udpPorts
 	}
 	var sock proxySocket
@@ -383,7 +378,7 @@ func (p *Proxier) openListener(lp listenerPlan) (*listenerState, error) {
 		return s.Addr(), nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening %s proxy socket on %s: %w", lp.id.protocol, p.cfg.ListenAddress, err)
+		return nil, fmt.Errorf("opening %s proxy socket on %s: %w", id.protocol, p.cfg.ListenAddress, err)
 	}
 	ls.sock = sock
 	if p.cfg.PortRange.Size() > 0 {
@@ -395,7 +390,7 @@ func (p *Proxier) openListener(lp listenerPlan) (*listenerState, error) {
 func (p *Proxier) closeListener(ls *listenerState) {
 	ls.sock.Close()
 	if ls.allocated != 0 {
-		if ls.plan.id.protocol == v1.ProtocolUDP {
+		if ls.id.protocol == v1.ProtocolUDP {
 			p.udpPorts.release(ls.allocated)
 		} else {
 			p.tcpPorts.release(ls.allocated)
@@ -417,13 +412,12 @@ func (p *Proxier) teardownService(st *serviceState) {
 // syncRules rewrites the capture chains from the open listeners.
 func (p *Proxier) syncRules(ctx context.Context) error {
 	var rules []captureRule
-	for name, st := range p.services {
-		for _, ls := range st.listeners {
-			if ls.plan.id.kind != listenProxyPort {
-				continue
-			}
-			rules = append(rules, captureRules(name, ls.plan, int(ls.sock.Addr().Port()), p.cfg.ListenAddress, p.hostIP)...)
+	for _, st := range p.services {
+		ports := make(map[listenerID]int, len(st.listeners))
+		for id, ls := range st.listeners {
+			ports[id] = int(ls.sock.Addr().Port())
 		}
+		rules = append(rules, resolveRules(st.plan, ports, p.cfg.ListenAddress, p.hostIP)...)
 	}
 	sortRules(rules)
 	p.restoreBf.Reset()
@@ -456,6 +450,12 @@ func (p *Proxier) syncRules(ctx context.Context) error {
 	p.cfg.Metrics.SetIPTablesRules(p.cfg.IPFamily, metrics.TableFilter, filter)
 	return nil
 }
+
+// Capture returns the proxier's capture mode (after defaults).
+func (p *Proxier) Capture() CaptureMode { return p.cfg.Capture }
+
+// ListenAddress returns the address proxy sockets bind (after defaults).
+func (p *Proxier) ListenAddress() netip.Addr { return p.cfg.ListenAddress }
 
 // Cleanup removes the capture rules and chains (CaptureIPTables only).
 // Sockets stay open until Close; a later Sync writes the rules again.
@@ -598,16 +598,17 @@ func (p *Proxier) closeStale(key BalancerKey) {
 // Listener describes one open proxy socket.
 type Listener struct {
 	Service proxy.ServicePortName
-	// External: this socket serves node-port / external / load-balancer
-	// traffic with its own endpoint set (externalTrafficPolicy differs from
-	// internalTrafficPolicy).
-	External bool
+	// Local: this socket serves the service's local endpoint set (the
+	// traffic a Local traffic policy applies to); otherwise the cluster set.
+	Local    bool
 	Protocol v1.Protocol
 	// Addr is the bound address: ListenAddress and a proxy port, a node
 	// port, or (CaptureBind) a service address.
 	Addr netip.AddrPort
 	// Endpoints are the endpoints connections through it are sent to, sorted.
 	Endpoints []netip.AddrPort
+	// Affinity is the set's session affinity.
+	Affinity Affinity
 }
 
 // Listeners returns every open proxy socket, sorted by service, then address.
@@ -618,8 +619,9 @@ func (p *Proxier) Listeners() []Listener {
 	for name, st := range p.services {
 		for _, ls := range st.listeners {
 			key := ls.sock.Key()
-			out = append(out, Listener{Service: name, External: key.External, Protocol: ls.plan.id.protocol,
-				Addr: ls.sock.Addr(), Endpoints: p.lb.Endpoints(key)})
+			aff, _ := p.lb.Affinity(key)
+			out = append(out, Listener{Service: name, Local: key.Local, Protocol: ls.id.protocol,
+				Addr: ls.sock.Addr(), Endpoints: p.lb.Endpoints(key), Affinity: aff})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -634,30 +636,23 @@ func (p *Proxier) Listeners() []Listener {
 	return out
 }
 
-// ProxyAddr returns the address of the proxy socket at a proxy port serving
-// name (external: the node-port/external set, when it has its own socket;
-// otherwise the internal one). In CaptureNone mode this is where clients
-// connect. ok is false when the service port has no such socket.
-func (p *Proxier) ProxyAddr(name proxy.ServicePortName, external bool) (addr netip.AddrPort, ok bool) {
+// ProxyAddr returns the address of the proxy socket (at a proxy port, not
+// a node port or service address) serving name's cluster endpoint set, or
+// with local its local set (see Listener.Local). In CaptureNone mode this
+// is where clients connect. ok is false when there is no such socket.
+func (p *Proxier) ProxyAddr(name proxy.ServicePortName, local bool) (addr netip.AddrPort, ok bool) {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	st := p.services[name]
 	if st == nil {
 		return netip.AddrPort{}, false
 	}
-	var internal netip.AddrPort
 	for id, ls := range st.listeners {
-		if id.kind != listenProxyPort {
-			continue
-		}
-		if id.key.External == external {
+		if id.kind == listenProxyPort && id.key.Local == local {
 			return ls.sock.Addr(), true
 		}
-		if !id.key.External {
-			internal = ls.sock.Addr()
-		}
 	}
-	return internal, internal.IsValid()
+	return netip.AddrPort{}, false
 }
 
 // udpFlows returns the live UDP flows (client → endpoint) of a service port's sockets.

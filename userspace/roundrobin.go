@@ -13,19 +13,17 @@ import (
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
-// BalancerKey names one endpoint set a proxy socket forwards to. A service
-// port has an internal set (cluster IP traffic, chosen by
-// internalTrafficPolicy) and, when its traffic policies differ, an external
-// one (node port, external IP and load-balancer traffic, chosen by
-// externalTrafficPolicy).
+// BalancerKey names one endpoint set a proxy socket forwards to: a service
+// port's cluster set (every usable endpoint) or, when a traffic policy is
+// Local, its local set (this node's endpoints).
 type BalancerKey struct {
 	proxy.ServicePortName
-	External bool
+	Local bool
 }
 
 func (k BalancerKey) String() string {
-	if k.External {
-		return k.ServicePortName.String() + "/" + string(k.Protocol) + " (external)"
+	if k.Local {
+		return k.ServicePortName.String() + "/" + string(k.Protocol) + " (local)"
 	}
 	return k.ServicePortName.String() + "/" + string(k.Protocol)
 }

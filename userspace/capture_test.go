@@ -1,0 +1,229 @@
+package userspace_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/userspace"
+	"github.com/svcproxy/svcproxy/userspace/userspacetest"
+)
+
+func nodePortService() *v1.Service {
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: v1.ServiceSpec{
+			Type: v1.ServiceTypeNodePort, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+			ExternalIPs: []string{"198.51.100.1"},
+			Ports:       []v1.ServicePort{{Name: "http", Port: 80, NodePort: 30080, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+}
+
+func webSlice(ips ...string) *discovery.EndpointSlice {
+	sl := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{discovery.LabelServiceName: "web"}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080)), Protocol: ptr.To(v1.ProtocolTCP)}},
+	}
+	for _, ip := range ips {
+		sl.Endpoints = append(sl.Endpoints, discovery.Endpoint{Addresses: []string{ip}, Conditions: discovery.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-a")})
+	}
+	return sl
+}
+
+var portRE = regexp.MustCompile(`(--to-ports |--to-destination [0-9.]+:|--dport )(\d{4,5})\b`)
+
+// normalizePorts replaces proxy port numbers (kernel-chosen) by their
+// order of appearance, so the golden text is stable.
+func normalizePorts(s string, keep ...string) string {
+	seen := map[string]string{}
+	return portRE.ReplaceAllStringFunc(s, func(m string) string {
+		sub := portRE.FindStringSubmatch(m)
+		for _, k := range keep {
+			if sub[2] == k {
+				return m
+			}
+		}
+		if _, ok := seen[sub[2]]; !ok {
+			seen[sub[2]] = fmt.Sprintf("P%d", len(seen)+1)
+		}
+		return sub[1] + seen[sub[2]]
+	})
+}
+
+func newCaptureProxier(t *testing.T, fake *iptablestest.Fake) *userspace.Proxier {
+	t.Helper()
+	p, err := userspace.New(userspace.Config{NodeName: "node-a", IPTables: fake, HostIP: netip.MustParseAddr("192.168.50.10"),
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestCaptureRulesGolden(t *testing.T) {
+	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	p := newCaptureProxier(t, fake)
+	ctx := context.Background()
+	p.OnServiceAdd(nodePortService())
+	p.OnEndpointSliceAdd(webSlice("10.244.1.2", "10.244.2.2"))
+	if err := p.Sync(ctx); !errors.Is(err, proxy.ErrNotSynced) {
+		t.Fatalf("Sync before synced = %v", err)
+	}
+	if fake.Stats().Restores != 0 {
+		t.Fatal("rules written before the initial lists were synced")
+	}
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := normalizePorts(fake.Dump(), "80", "30080")
+	want := `*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:KUBE-NODEPORT-CONTAINER - [0:0]
+:KUBE-NODEPORT-HOST - [0:0]
+:KUBE-PORTALS-CONTAINER - [0:0]
+:KUBE-PORTALS-HOST - [0:0]
+-A PREROUTING -m comment --comment "handle ClusterIPs; NOTE: this must be before the NodePort rules" -j KUBE-PORTALS-CONTAINER
+-A PREROUTING -m addrtype --dst-type LOCAL -m comment --comment "handle service NodePorts; NOTE: this must be the last rule in the chain" -j KUBE-NODEPORT-CONTAINER
+-A OUTPUT -m comment --comment "handle ClusterIPs; NOTE: this must be before the NodePort rules" -j KUBE-PORTALS-HOST
+-A OUTPUT -m addrtype --dst-type LOCAL -m comment --comment "handle service NodePorts; NOTE: this must be the last rule in the chain" -j KUBE-NODEPORT-HOST
+-A KUBE-NODEPORT-CONTAINER -p tcp -m comment --comment "ns/web:http" -m tcp --dport 30080 -j REDIRECT --to-ports P1
+-A KUBE-NODEPORT-HOST -p tcp -m comment --comment "ns/web:http" -m tcp --dport 30080 -j DNAT --to-destination 192.168.50.10:P1
+-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:http" -m tcp --dport 80 -j REDIRECT --to-ports P1
+-A KUBE-PORTALS-CONTAINER -d 198.51.100.1/32 -p tcp -m comment --comment "ns/web:http" -m tcp --dport 80 -j REDIRECT --to-ports P1
+-A KUBE-PORTALS-HOST -d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:http" -m tcp --dport 80 -j DNAT --to-destination 192.168.50.10:P1
+-A KUBE-PORTALS-HOST -d 198.51.100.1/32 -p tcp -m comment --comment "ns/web:http" -m tcp --dport 80 -j DNAT --to-destination 192.168.50.10:P1
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:KUBE-NODEPORT-NON-LOCAL - [0:0]
+:KUBE-USERSPACE-FILTER - [0:0]
+-A INPUT -m comment --comment "userspace proxy: no endpoints, source ranges" -j KUBE-USERSPACE-FILTER
+-A INPUT -m comment --comment "Ensure that non-local NodePort traffic can flow" -j KUBE-NODEPORT-NON-LOCAL
+-A FORWARD -m comment --comment "userspace proxy: no endpoints, source ranges" -j KUBE-USERSPACE-FILTER
+-A KUBE-NODEPORT-NON-LOCAL -p tcp -m comment --comment "ns/web:http" -m conntrack --ctstate NEW -m tcp --dport P1 -j ACCEPT
+COMMIT
+`
+	if got != want {
+		t.Fatalf("rules:\n%s\nwant:\n%s", got, want)
+	}
+
+	// An unchanged sync writes nothing.
+	fake.ResetStats()
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := fake.Stats().Restores; n != 0 {
+		t.Fatalf("unchanged sync ran %d restores", n)
+	}
+
+	// No endpoints: new connections to the proxy port are rejected.
+	p.OnEndpointSliceUpdate(nil, webSlice())
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(normalizePorts(fake.Dump(), "30080"), "-A KUBE-USERSPACE-FILTER -p tcp -m comment --comment \"ns/web:http\" -m addrtype --dst-type LOCAL -m conntrack --ctstate NEW -m tcp --dport P1 -j REJECT --reject-with icmp-port-unreachable") {
+		t.Fatalf("no REJECT rule for a service without endpoints:\n%s", fake.Dump())
+	}
+	tr := &userspacetest.Tracer{Proxier: p, IPTables: fake, NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.50.10")}}
+	res, err := tr.Trace(proxytest.Packet{Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.244.1.9"), Dst: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: v1.ProtocolTCP})
+	if err != nil || res.Verdict != proxytest.Rejected {
+		t.Fatalf("trace = %v, %v; want rejected", res, err)
+	}
+
+	// Cleanup removes every chain and jump.
+	if err := p.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+		chains, _ := fake.Chains(table)
+		for _, c := range chains {
+			if strings.HasPrefix(string(c), "KUBE-") {
+				t.Errorf("chain %s/%s left after Cleanup", table, c)
+			}
+		}
+	}
+	if d := fake.Dump(); strings.Contains(d, "KUBE-") {
+		t.Errorf("rules left after Cleanup:\n%s", d)
+	}
+	// Cleanup with nothing installed is fine.
+	if err := userspace.CleanupLeftovers(ctx, fake); err != nil {
+		t.Fatalf("second cleanup: %v", err)
+	}
+}
+
+func TestCaptureRestoreFailureIsRetriedInFull(t *testing.T) {
+	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	p := newCaptureProxier(t, fake)
+	ctx := context.Background()
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	p.OnServiceAdd(nodePortService())
+	p.OnEndpointSliceAdd(webSlice("10.244.1.2"))
+	boom := errors.New("xtables lock held")
+	fake.FailNextRestore(boom)
+	if err := p.Sync(ctx); !errors.Is(err, boom) {
+		t.Fatalf("Sync = %v, want the restore error", err)
+	}
+	// The sockets are open and the next sync writes the rules.
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fake.Dump(), "-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32") {
+		t.Fatalf("rules not written after a failed restore:\n%s", fake.Dump())
+	}
+	if st := p.Stats(); st[userspace.CounterSyncErrors] != 1 {
+		t.Errorf("sync_errors = %d, want 1", st[userspace.CounterSyncErrors])
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	fake6 := iptablestest.NewFake(v1.IPv6Protocol)
+	for name, cfg := range map[string]userspace.Config{
+		"no runner":          {},
+		"runner family":      {IPTables: fake6},
+		"listen family":      {Capture: userspace.CaptureNone, ListenAddress: netip.MustParseAddr("::1")},
+		"loopback + capture": {IPTables: iptablestest.NewFake(v1.IPv4Protocol), ListenAddress: netip.MustParseAddr("127.0.0.1")},
+		"bad range":          {Capture: userspace.CaptureNone, PortRange: userspace.PortRange{Begin: 10, End: 5}},
+		"bad family":         {Capture: userspace.CaptureNone, IPFamily: "IPv5"},
+		"bad capture":        {Capture: userspace.CaptureMode(7)},
+	} {
+		if _, err := userspace.New(cfg); !errors.Is(err, userspace.ErrInvalidConfig) {
+			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	for in, want := range map[string]userspace.PortRange{"": {}, "30000-30010": {Begin: 30000, End: 30010}, "4000": {Begin: 4000, End: 4000}} {
+		got, err := userspace.ParsePortRange(in)
+		if err != nil || got != want {
+			t.Errorf("ParsePortRange(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"a-b", "5-1", "0-10", "1-70000"} {
+		if _, err := userspace.ParsePortRange(in); !errors.Is(err, userspace.ErrInvalidConfig) {
+			t.Errorf("ParsePortRange(%q) = %v, want ErrInvalidConfig", in, err)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package userspace_test
+
+import (
+	"net/netip"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/userspace"
+	"github.com/svcproxy/svcproxy/userspace/userspacetest"
+)
+
+// quirks lists where the userspace engine knowingly differs from the
+// conformance table.
+func quirks(topo proxytest.Topology) []proxytest.Quirk {
+	var qs []proxytest.Quirk
+	for _, sc := range proxytest.Scenarios(topo) {
+		for _, st := range sc.Steps {
+			for _, c := range st.Checks {
+				if c.Want.Verdict == proxytest.Forwarded && !c.Want.Masquerade {
+					qs = append(qs, proxytest.Quirk{Scenario: sc.Name, Step: st.Name, Check: c.Name,
+						Reason: "the userspace proxy opens the backend connection itself, so backends always see the node's address",
+						Adjust: func(w proxytest.Result) proxytest.Result { w.Masquerade = true; return w }})
+				}
+			}
+		}
+	}
+	return qs
+}
+
+// harness builds a CaptureIPTables proxier over iptablestest.Fake, with
+// real proxy sockets on the unspecified address at kernel-chosen ports (no
+// root needed), traced by userspacetest.Tracer.
+func harness(t *testing.T, topo proxytest.Topology, _ proxytest.Options) (proxy.Provider, proxytest.Tracer) {
+	fake := iptablestest.NewFake(topo.Family)
+	p, err := userspace.New(userspace.Config{
+		NodeName:     topo.NodeName,
+		IPFamily:     topo.Family,
+		HostIP:       topo.NodeIP,
+		ClusterCIDRs: []netip.Prefix{topo.ClusterCIDR},
+		IPTables:     fake,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, &userspacetest.Tracer{Proxier: p, IPTables: fake, NodeIPs: []netip.Addr{topo.NodeIP}}
+}
+
+func TestConformanceIPv4(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	proxytest.Run(t, v1.IPv4Protocol, proxytest.Harness{New: harness, Quirks: quirks(topo)})
+}
+
+func TestConformanceIPv6(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv6Protocol)
+	proxytest.Run(t, v1.IPv6Protocol, proxytest.Harness{New: harness, Quirks: quirks(topo)})
+}
