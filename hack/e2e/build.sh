@@ -35,10 +35,18 @@ out="${cache_root}/kubernetes-${k8s_version}_etcd-${etcd_version}_${goversion}"
 etcd_bin="${out}/etcd"
 apiserver_bin="${out}/kube-apiserver"
 
+mkdir -p "${out}"
+# One build at a time per cache directory: a second caller (a test run
+# while the first build is still going) waits, then reuses its result.
+exec 9>"${out}/.lock"
+if ! flock -n 9; then
+	echo "waiting for another build into ${out}" >&2
+	flock 9
+fi
+
 if [[ -x "${etcd_bin}" && -x "${apiserver_bin}" ]]; then
 	echo "reusing ${out}" >&2
 else
-	mkdir -p "${out}"
 	# Build into a scratch directory in the cache and rename at the end, so
 	# an interrupted build never leaves a half-written binary that a later
 	# run would reuse.

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/healthcheck"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
+)
+
+// engine is one proxy mode built for this node.
+type engine struct {
+	mode     string
+	provider proxy.Provider
+	// plan renders what a sync would write, without writing it (dry run).
+	plan func(ctx context.Context) (string, error)
+	// close releases what the engine holds (sockets, handles); may be nil.
+	close func()
+}
+
+// engineParams is everything buildEngine needs.
+type engineParams struct {
+	mode     string
+	opts     *options
+	nodeName string
+	nodeIPs  []netip.Addr
+	metrics  *metrics.Metrics
+	health   *healthcheck.ProxyHealthServer // nil in a dry run
+	log      logr.Logger
+	// dryRun builds the engine over in-memory fakes that record what it
+	// would do, so nothing on the node is read or changed.
+	dryRun bool
+}
+
+// primaryFamily is the family of the first node IP (IPv4 when unknown).
+func primaryFamily(nodeIPs []netip.Addr) v1.IPFamily {
+	if len(nodeIPs) > 0 && nodeIPs[0].Is6() {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
+}
+
+// buildEngine constructs the engine of p.mode for the node's primary IP
+// family.
+func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
+	switch p.mode {
+	case modeIPTables:
+		return buildIPTables(p)
+	}
+	return nil, fmt.Errorf("proxy mode %q is not available in this build", p.mode)
+}
+
+// buildIPTables builds the iptables engine: over the real iptables, or
+// over iptablestest.Fake for a dry run.
+func buildIPTables(p engineParams) (*engine, error) {
+	cfg := p.opts.config
+	family := primaryFamily(p.nodeIPs)
+	detector, err := localDetector(cfg, family, p.nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	npa, err := nodePortAddresses(cfg.NodePortAddresses, p.nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	icfg := iptables.Config{
+		IPFamily:          family,
+		NodeName:          p.nodeName,
+		NodeIPs:           p.nodeIPs,
+		SyncPeriod:        cfg.IPTables.SyncPeriod.Duration,
+		MinSyncPeriod:     minSync(cfg.IPTables.MinSyncPeriod.Duration),
+		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
+		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
+		LocalDetector:     detector,
+		NodePortAddresses: npa,
+		ServiceProxyName:  p.opts.serviceProxyName,
+		EndpointFilter:    proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
+		Logger:            p.log.WithName("iptables"),
+		Metrics:           p.metrics,
+	}
+	var runner iptables.Runner
+	var svcHealth *healthcheck.ServiceHealthServer
+	if p.dryRun {
+		// The node's own addresses, not the host's: the plan then depends
+		// only on the objects.
+		ips := p.nodeIPs
+		icfg.LocalAddresses = func() ([]netip.Addr, error) { return ips, nil }
+		runner = newDryRunRunner(family)
+	} else {
+		icfg.HealthServer = p.health
+		svcHealth = healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
+			NodeName:    p.nodeName,
+			NodeIPs:     serviceHealthIPs(npa, p.nodeIPs),
+			ProxyHealth: p.health,
+			Metrics:     p.metrics,
+			Logger:      p.log.WithName("service-health"),
+		})
+		icfg.ServiceHealthServer = svcHealth
+		icfg.Conntrack = iptables.NewConntrackCleaner()
+		runner, err = iptables.New(iptables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+		if err != nil {
+			return nil, err
+		}
+	}
+	proxier, err := iptables.NewProxier(icfg, runner)
+	if err != nil {
+		return nil, err
+	}
+	return &engine{
+		mode:     modeIPTables,
+		provider: proxier,
+		close: func() {
+			if svcHealth != nil {
+				_ = svcHealth.Close()
+			}
+		},
+		plan: func(context.Context) (string, error) {
+			b, err := proxier.Plan()
+			return string(b), err
+		},
+	}, nil
+}
+
+// minSync maps kube-proxy's minSyncPeriod (0: no limit) to the engines'
+// convention (0: default; negative: no limit).
+func minSync(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// masqBit maps kube-proxy's masqueradeBit to iptables.Config's (0 there
+// means the default 14; -1 means bit 0).
+func masqBit(b *int32) int {
+	if b == nil {
+		return 0
+	}
+	if *b == 0 {
+		return -1
+	}
+	return int(*b)
+}
+
+// localDetector turns detectLocalMode into the engine's detector for family.
+func localDetector(cfg *KubeProxyConfiguration, family v1.IPFamily, nodeIPs []netip.Addr) (iptables.LocalDetector, error) {
+	mode := cfg.DetectLocalMode
+	if mode == "" {
+		mode = detectClusterCIDR
+	}
+	switch mode {
+	case detectClusterCIDR:
+		cidrs, err := parseCIDRList(cfg.ClusterCIDR)
+		if err != nil {
+			return iptables.LocalDetector{}, fmt.Errorf("clusterCIDR: %w", err)
+		}
+		for _, c := range cidrs {
+			if c.Addr().Is4() == (family == v1.IPv4Protocol) {
+				return iptables.LocalDetector{Mode: iptables.LocalModeClusterCIDR, CIDR: c}, nil
+			}
+		}
+		// As kube-proxy: no cluster CIDR of this family, no detection.
+		return iptables.LocalDetector{}, nil
+	case detectNodeCIDR:
+		return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode: %s needs the node's podCIDR, which this binary does not read yet; use %s with clusterCIDR", detectNodeCIDR, detectClusterCIDR)
+	case detectBridgeInterface:
+		return iptables.LocalDetector{Mode: iptables.LocalModeBridgeInterface, Interface: cfg.DetectLocal.BridgeInterface}, nil
+	case detectInterfaceNamePrefix:
+		return iptables.LocalDetector{Mode: iptables.LocalModeInterfaceNamePrefix, Interface: cfg.DetectLocal.InterfaceNamePrefix}, nil
+	}
+	return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode: unknown mode %q", mode)
+}
+
+// nodePortAddresses parses nodePortAddresses; "primary" means the node IPs.
+func nodePortAddresses(list []string, nodeIPs []netip.Addr) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		if s == "primary" {
+			for _, ip := range nodeIPs {
+				out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+			}
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("nodePortAddresses: not a CIDR: %q", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// serviceHealthIPs are the addresses health-check node ports listen on: the
+// node IPs inside nodePortAddresses (all node IPs when it is empty), as
+// kube-proxy.
+func serviceHealthIPs(npa []netip.Prefix, nodeIPs []netip.Addr) []netip.Addr {
+	if len(npa) == 0 {
+		return nil
+	}
+	var out []netip.Addr
+	for _, ip := range nodeIPs {
+		for _, p := range npa {
+			if p.Contains(ip) {
+				out = append(out, ip)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+)
+
+// runInProcess runs the binary's run with args and returns its exit code,
+// stdout and stderr.
+func runInProcess(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestDryRunDemo is the README's first command: the demo objects, planned
+// by the iptables engine, printed, nothing touched (it runs unprivileged).
+func TestDryRunDemo(t *testing.T) {
+	code, out, errOut := runInProcess(t, context.Background(),
+		"--objects-file", "demo.yaml", "--dry-run", "--cluster-cidr", "10.244.0.0/16")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"# minimal-proxy dry run: mode iptables, node node-a, node IPs [192.168.1.10]",
+		"*nat", "*filter", "COMMIT",
+		// ClusterIP, external IP.
+		`-A KUBE-SERVICES -m comment --comment "default/web:http cluster IP" -m tcp -p tcp -d 10.96.10.10 --dport 80 -j KUBE-SVC-`,
+		`-A KUBE-SERVICES -m comment --comment "default/web:http external IP" -m tcp -p tcp -d 192.0.2.50 --dport 80 -j KUBE-EXT-`,
+		"-j DNAT --to-destination 10.244.1.2:8080",
+		"-j DNAT --to-destination 10.244.2.2:8080",
+		// NodePort.
+		"-A KUBE-NODEPORTS -m comment --comment default/shop:http -m tcp -p tcp --dport 30080 -j KUBE-EXT-",
+		// LoadBalancer with source ranges: the firewall chain and its drop.
+		`-A KUBE-SERVICES -m comment --comment "default/api:https loadbalancer IP" -m tcp -p tcp -d 203.0.113.10 --dport 443 -j KUBE-FW-`,
+		"-s 198.51.100.0/24 -j KUBE-EXT-",
+		`-A KUBE-PROXY-FIREWALL -m comment --comment "default/api:https traffic not accepted by KUBE-FW-`,
+		// eTP Local: only node-a's pod in the local chain, health-check port open.
+		`-A KUBE-SVL-FYLGM62JFGZEKHFX -m comment --comment "default/ingress:http -> 10.244.1.5:80" -j KUBE-SEP-`,
+		`-A KUBE-NODEPORTS -m comment --comment "default/ingress:http health check node port" -m tcp -p tcp --dport 32000 -j ACCEPT`,
+		// Pods of the cluster CIDR are short-circuited to the cluster chain.
+		"-s 10.244.0.0/16 -j KUBE-SVC-FYLGM62JFGZEKHFX",
+		// ClientIP affinity, UDP and TCP.
+		"-m recent --name KUBE-SEP-",
+		"--rcheck --seconds 600 --reap",
+		`"kube-system/dns:dns cluster IP" -m udp -p udp -d 10.96.0.10 --dport 53`,
+		`"kube-system/dns:dns-tcp cluster IP" -m tcp -p tcp -d 10.96.0.10 --dport 53`,
+		// No ready endpoint: rejected.
+		`-A KUBE-SERVICES -m comment --comment "default/broken:http has no endpoints" -m tcp -p tcp -d 10.96.10.14 --dport 80 -j REJECT`,
+		// Masquerading.
+		"-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %q", want)
+		}
+	}
+	// The not-ready endpoint of default/broken never becomes a backend.
+	if strings.Contains(out, "10.244.2.7") {
+		t.Errorf("dry run programs the not-ready endpoint 10.244.2.7")
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}
+
+// A dry run is deterministic: same objects, same text.
+func TestDryRunDeterministic(t *testing.T) {
+	_, a, _ := runInProcess(t, context.Background(), "--objects-file", "demo.yaml", "--dry-run")
+	_, b, _ := runInProcess(t, context.Background(), "--objects-file", "demo.yaml", "--dry-run")
+	if a != b || a == "" {
+		t.Errorf("two dry runs differ (or are empty):\n%s\n---\n%s", a, b)
+	}
+}
+
+func TestRunRefusesBadInput(t *testing.T) {
+	bad := writeFile(t, "bad.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: x, namespace: default}\nspec:\n  ports: [{port: \"eighty\"}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: ok, namespace: default}\nspec:\n  clusterIP: 10.96.0.5\n  ports: [{port: 80}]\n")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     []string
+	}{
+		{"bad flag value", []string{"--iptables-masquerade-bit=99"}, exitUsage, []string{"iptables.masqueradeBit"}},
+		{"missing objects file", []string{"--objects-file=/nonexistent/objects.yaml", "--dry-run"}, exitFailed, []string{"--objects-file", "/nonexistent/objects.yaml"}},
+		{"malformed objects file", []string{"--objects-file=" + bad, "--dry-run"}, exitFailed, []string{"--objects-file", bad, "document"}},
+		{"missing kubeconfig", []string{"--kubeconfig=/nonexistent/kubeconfig", "--dry-run"}, exitFailed, []string{"--kubeconfig", "/nonexistent/kubeconfig"}},
+		{"help", []string{"--help"}, exitOK, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runInProcess(t, context.Background(), tc.args...)
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.wantCode, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr does not mention %q:\n%s", w, errOut)
+				}
+			}
+			if strings.Contains(errOut, "panic") {
+				t.Errorf("stderr shows a panic:\n%s", errOut)
+			}
+		})
+	}
+}
+
+func TestChooseMode(t *testing.T) {
+	noIPVS := errors.New("no ip_vs")
+	oldIPT := errors.New("iptables 1.4.0 is older than 1.4.11")
+	ok := func() error { return nil }
+	fail := func(err error) func() error { return func() error { return err } }
+	for _, tc := range []struct {
+		requested string
+		ipvs      func() error
+		iptables  func() error
+		want      string
+	}{
+		{"", ok, ok, modeIPTables},
+		{"iptables", ok, ok, modeIPTables},
+		{"ipvs", ok, ok, modeIPVS},
+		{"ipvs", fail(noIPVS), ok, modeIPTables},
+		{"ipvs", fail(noIPVS), fail(oldIPT), modeUserspace},
+		{"iptables", ok, fail(oldIPT), modeUserspace},
+		{"userspace", fail(noIPVS), fail(oldIPT), modeUserspace},
+	} {
+		var logs bytes.Buffer
+		got := chooseMode(tc.requested, modeProbes{ipvs: tc.ipvs, iptables: tc.iptables}, newLogger(&logs, 0))
+		if got != tc.want {
+			t.Errorf("chooseMode(%q) = %q, want %q", tc.requested, got, tc.want)
+		}
+		if got != tc.requested && tc.requested != "" && !strings.Contains(logs.String(), "falling back") {
+			t.Errorf("chooseMode(%q) fell back to %q without logging why: %q", tc.requested, got, logs.String())
+		}
+	}
+}
+
+func TestParseIPTablesVersion(t *testing.T) {
+	for in, want := range map[string][3]int{
+		"iptables v1.8.9 (nf_tables)\n":     {1, 8, 9},
+		"iptables v1.4.21":                  {1, 4, 21},
+		"ip6tables-legacy v1.8.10 (legacy)": {1, 8, 10},
+		"iptables v1.6":                     {1, 6, 0},
+	} {
+		got, err := parseIPTablesVersion(in)
+		if err != nil || got != want {
+			t.Errorf("parseIPTablesVersion(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := parseIPTablesVersion("command not found"); err == nil {
+		t.Error("parseIPTablesVersion accepted garbage")
+	}
+}
+
+func TestNodeAddresses(t *testing.T) {
+	node := &v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
+		{Type: v1.NodeHostName, Address: "node-a"},
+		{Type: v1.NodeExternalIP, Address: "203.0.113.5"},
+		{Type: v1.NodeInternalIP, Address: "fd00::5"},
+		{Type: v1.NodeInternalIP, Address: "192.168.1.5"},
+		{Type: v1.NodeInternalIP, Address: "192.168.1.6"},
+	}}}
+	for _, tc := range []struct {
+		node *v1.Node
+		bind string
+		want []netip.Addr
+	}{
+		{node, "0.0.0.0", []netip.Addr{netip.MustParseAddr("fd00::5"), netip.MustParseAddr("192.168.1.5")}},
+		{node, "10.0.0.1", []netip.Addr{netip.MustParseAddr("10.0.0.1")}},
+		{nil, "0.0.0.0", []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
+	} {
+		got := nodeAddresses(tc.node, tc.bind, logr.Discard())
+		if len(got) != len(tc.want) {
+			t.Errorf("nodeAddresses(bind %s) = %v, want %v", tc.bind, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("nodeAddresses(bind %s) = %v, want %v", tc.bind, got, tc.want)
+			}
+		}
+	}
+}
+
+var _ = io.Discard

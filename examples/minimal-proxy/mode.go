@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/go-logr/logr"
+)
+
+// modeProbes answer whether the node can run a mode; nil means it can.
+// They are functions so tests can pretend any kernel.
+type modeProbes struct {
+	// ipvs reports why the kernel cannot do IPVS, or nil.
+	ipvs func() error
+	// iptables reports why iptables is missing or too old, or nil.
+	iptables func() error
+}
+
+// chooseMode turns the requested mode ("" is iptables, kube-proxy's Linux
+// default) into the mode that will run, falling back as kube-proxy did:
+// ipvs → iptables when the kernel has no IPVS, iptables → userspace when
+// iptables is missing or too old. Each fallback is logged with its reason.
+func chooseMode(requested string, probes modeProbes, log logr.Logger) string {
+	mode := requested
+	if mode == "" {
+		mode = modeIPTables
+	}
+	if mode == modeIPVS {
+		if err := probes.ipvs(); err != nil {
+			log.Info("Can't use the IPVS proxier, falling back to iptables", "reason", err.Error())
+			mode = modeIPTables
+		}
+	}
+	if mode == modeIPTables {
+		if err := probes.iptables(); err != nil {
+			log.Info("Can't use the iptables proxier, falling back to userspace", "reason", err.Error())
+			mode = modeUserspace
+		}
+	}
+	return mode
+}
+
+// minIPTablesVersion is the oldest iptables the iptables mode accepts:
+// kube-proxy needs -C (check) and --wait, both in 1.4.11.
+var minIPTablesVersion = [3]int{1, 4, 11}
+
+// probeIPTables reports whether iptables and iptables-restore are on PATH
+// and iptables is at least minIPTablesVersion.
+func probeIPTables() error {
+	for _, bin := range []string{"iptables", "iptables-restore", "iptables-save"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("%s not found: %w", bin, err)
+		}
+	}
+	out, err := exec.Command("iptables", "--version").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("iptables --version: %w: %s", err, bytes.TrimSpace(out))
+	}
+	v, err := parseIPTablesVersion(string(out))
+	if err != nil {
+		return err
+	}
+	for i := range v {
+		if v[i] != minIPTablesVersion[i] {
+			if v[i] < minIPTablesVersion[i] {
+				return fmt.Errorf("iptables %d.%d.%d is older than %d.%d.%d", v[0], v[1], v[2], minIPTablesVersion[0], minIPTablesVersion[1], minIPTablesVersion[2])
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// parseIPTablesVersion reads "iptables v1.8.9 (nf_tables)" and the like.
+func parseIPTablesVersion(out string) ([3]int, error) {
+	var v [3]int
+	for _, field := range strings.Fields(out) {
+		s, ok := strings.CutPrefix(field, "v")
+		if !ok {
+			continue
+		}
+		parts := strings.Split(s, ".")
+		if len(parts) < 2 || len(parts) > 3 {
+			continue
+		}
+		okAll := true
+		for i, p := range parts {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				okAll = false
+				break
+			}
+			v[i] = n
+		}
+		if okAll {
+			return v, nil
+		}
+	}
+	return v, fmt.Errorf("cannot read a version from iptables --version output %q", strings.TrimSpace(out))
+}
+
+// probeIPVSProcfs is the fallback IPVS check used until the ipvs package's
+// probe is wired: the ip_vs module shows up in /proc/net/ip_vs.
+func probeIPVSProcfs() error {
+	f, err := os.Open("/proc/net/ip_vs")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return errors.New("the kernel has no IPVS (/proc/net/ip_vs missing; is the ip_vs module loaded?)")
+		}
+		return err
+	}
+	defer f.Close()
+	_, err = bufio.NewReader(f).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("reading /proc/net/ip_vs: %w", err)
+	}
+	return nil
+}
+
+// probeIPVS returns the IPVS probe for the configured scheduler.
+func probeIPVS(scheduler string) func() error {
+	_ = scheduler
+	return probeIPVSProcfs
+}
