@@ -29,4 +29,3 @@ var nsSeq atomic.Int64
 // NamePrefix starts the name of every namespace this package creates,
 // followed by the process id, so leftovers are easy to find.
 const NamePrefix = "svcproxy-"
-

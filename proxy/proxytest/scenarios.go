@@ -468,7 +468,10 @@ func Scenarios(topo Topology) []Scenario {
 	{
 		vip := topo.ServiceIP(15)
 		svc := MakeService(topo, "dns", vip, []ServicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: portDNS, TargetPort: targetDNS, NodePort: nodePortDNS}},
-			func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort; s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster })
+			func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeNodePort
+				s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
+			})
 		sl := MakeSlice(topo, "dns", "1", []SlicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: targetDNS}}, ready(a1, b1)...)
 		dns := Backends(targetDNS, a1, b1)
 		table = append(table, Scenario{
