@@ -41,6 +41,9 @@ type sliceTracker struct {
 	applied map[string]*sliceInfo
 	// pending: a nil value means "remove this slice".
 	pending map[string]*sliceInfo
+	// built is the EndpointsMap part built from applied, kept so that the
+	// next apply need not rebuild the "before" state.
+	built EndpointsMap
 }
 
 // sliceInfo is an EndpointSlice reduced to the fields the proxy uses, with
@@ -297,7 +300,7 @@ func (t *EndpointsChangeTracker) checkoutChanges() map[types.NamespacedName]*end
 		if st == nil {
 			continue
 		}
-		change := &endpointsChange{previous: t.buildEndpoints(nn, st.applied)}
+		change := &endpointsChange{previous: st.built}
 		for name, info := range st.pending {
 			if info == nil {
 				delete(st.applied, name)
@@ -307,6 +310,7 @@ func (t *EndpointsChangeTracker) checkoutChanges() map[types.NamespacedName]*end
 		}
 		clear(st.pending)
 		change.current = t.buildEndpoints(nn, st.applied)
+		st.built = change.current
 		if len(st.applied) == 0 {
 			delete(t.services, nn)
 		}
@@ -319,58 +323,70 @@ func (t *EndpointsChangeTracker) checkoutChanges() map[types.NamespacedName]*end
 
 // buildEndpoints merges a service's slices into its endpoints per port.
 // Slices are visited in name order and an ip:port found in several slices
-// is kept once, preferring a ready copy, then a local one, then the first,
-// so the result depends only on the slices' content.
+// is kept once, preferring a ready copy, then a serving one, then a local
+// one, then the first, so the result depends only on the slices' content.
 func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied map[string]*sliceInfo) EndpointsMap {
 	if len(applied) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(applied))
-	for name := range applied {
-		names = append(names, name)
+	var names []string
+	if len(applied) > 1 {
+		names = make([]string, 0, len(applied))
+		for name := range applied {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+	} else {
+		for name := range applied {
+			names = []string{name}
+		}
 	}
-	slices.Sort(names)
 
-	type chosen struct {
+	type candidate struct {
+		key  netip.AddrPort
 		info *endpointInfo
-		port int
 	}
-	byPort := make(map[proxy.ServicePortName]map[netip.AddrPort]chosen)
+	byPort := make(map[proxy.ServicePortName][]candidate, 1)
 	for _, sliceName := range names {
 		info := applied[sliceName]
 		for _, p := range info.ports {
 			spn := proxy.ServicePortName{NamespacedName: nn, Port: p.name, Protocol: p.protocol}
-			set := byPort[spn]
-			if set == nil {
-				set = make(map[netip.AddrPort]chosen, len(info.endpoints))
-				byPort[spn] = set
+			list := byPort[spn]
+			if list == nil {
+				list = make([]candidate, 0, len(info.endpoints))
 			}
 			for i := range info.endpoints {
 				e := &info.endpoints[i]
-				key := netip.AddrPortFrom(e.addr, uint16(p.port))
-				if old, dup := set[key]; dup && !better(e, old.info) {
-					continue
-				}
-				set[key] = chosen{info: e, port: p.port}
+				list = append(list, candidate{netip.AddrPortFrom(e.addr, uint16(p.port)), e})
 			}
+			byPort[spn] = list
 		}
 	}
 	out := make(EndpointsMap, len(byPort))
-	for spn, set := range byPort {
-		if len(set) == 0 {
+	for spn, list := range byPort {
+		if len(list) == 0 {
 			continue
 		}
-		list := make([]proxy.Endpoint, 0, len(set))
-		keys := make([]netip.AddrPort, 0, len(set))
-		for k := range set {
-			keys = append(keys, k)
+		// Stable: among duplicates, slice-name order decides ties.
+		slices.SortStableFunc(list, func(a, b candidate) int { return a.key.Compare(b.key) })
+		kept := list[:1]
+		for _, c := range list[1:] {
+			last := &kept[len(kept)-1]
+			if c.key == last.key {
+				if better(c.info, last.info) {
+					*last = c
+				}
+				continue
+			}
+			kept = append(kept, c)
 		}
-		slices.SortFunc(keys, func(a, b netip.AddrPort) int { return a.Compare(b) })
-		for _, k := range keys {
-			c := set[k]
-			base := &proxy.BaseEndpoint{
+		// One allocation for all the port's base endpoints.
+		bases := make([]proxy.BaseEndpoint, len(kept))
+		eps := make([]proxy.Endpoint, len(kept))
+		for i, c := range kept {
+			bases[i] = proxy.BaseEndpoint{
 				Addr:        c.info.addr,
-				PortNum:     c.port,
+				PortNum:     int(c.key.Port()),
 				Local:       c.info.local,
 				Ready:       c.info.ready,
 				Serving:     c.info.serving,
@@ -381,12 +397,12 @@ func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied
 				ZoneName:    c.info.zone,
 			}
 			if t.makeEndpoint != nil {
-				list = append(list, t.makeEndpoint(base, &spn))
+				eps[i] = t.makeEndpoint(&bases[i], &spn)
 			} else {
-				list = append(list, base)
+				eps[i] = &bases[i]
 			}
 		}
-		out[spn] = list
+		out[spn] = eps
 	}
 	if len(out) == 0 {
 		return nil

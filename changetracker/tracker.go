@@ -116,11 +116,19 @@ func (t *Tracker) OnEndpointSliceAdd(slice *discovery.EndpointSlice) {
 // OnEndpointSliceUpdate records a changed slice. A slice labelled as
 // belonging to a headless service, or to another service proxy, is treated
 // as deleted (the informer glue normally filters them out already).
-func (t *Tracker) OnEndpointSliceUpdate(_, slice *discovery.EndpointSlice) {
+//
+// If the slice's kubernetes.io/service-name label changed (which the
+// EndpointSlice controller never does, but hand-made objects may), the old
+// slice is removed from its old service first.
+func (t *Tracker) OnEndpointSliceUpdate(oldSlice, slice *discovery.EndpointSlice) {
 	if slice == nil {
 		return
 	}
-	if t.slices.EndpointSliceUpdate(slice, t.skipSlice(slice)) {
+	changed := false
+	if oldSlice != nil && oldSlice.Labels[discovery.LabelServiceName] != slice.Labels[discovery.LabelServiceName] {
+		changed = t.slices.EndpointSliceUpdate(oldSlice, true)
+	}
+	if t.slices.EndpointSliceUpdate(slice, t.skipSlice(slice)) || changed {
 		t.changed()
 	}
 }
