@@ -15,6 +15,7 @@ import (
 
 	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -267,10 +268,13 @@ func openHandle(opts Options) (*netlink.Handle, error) {
 // ---------------------------------------------------------------- ipset
 
 // errIPSetExist is IPSET_ERR_EXIST: on add "already added", on delete "not added".
-const errIPSetExist = unix.Errno(4103)
+const errIPSetExist = nl.IPSetError(nl.IPSET_ERR_EXIST)
 
 type kernelIPSet struct {
 	h *netlink.Handle
+	// sock carries the requests netlink's ipset API cannot express (a
+	// bitmap:port entry without a protocol attribute).
+	sock *nl.NetlinkSocket
 }
 
 // NewIPSet returns the ipsets of the namespace in opts, managed through
@@ -280,7 +284,52 @@ func NewIPSet(opts Options) (IPSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kernelIPSet{h: h}, nil
+	target := netns.None()
+	if opts.NetNSPath != "" {
+		if target, err = netns.GetFromPath(opts.NetNSPath); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("netlink: open namespace %s: %w", opts.NetNSPath, err)
+		}
+		defer target.Close()
+	}
+	sock, err := nl.GetNetlinkSocketAt(target, netns.None(), unix.NETLINK_NETFILTER)
+	if err != nil {
+		h.Close()
+		return nil, kerr("ipset: open netlink socket", err)
+	}
+	tv := unix.NsecToTimeval(opts.timeout().Nanoseconds())
+	if err := sock.SetSendTimeout(&tv); err == nil {
+		err = sock.SetReceiveTimeout(&tv)
+	}
+	if err != nil {
+		sock.Close()
+		h.Close()
+		return nil, kerr("ipset: set socket timeout", err)
+	}
+	return &kernelIPSet{h: h, sock: sock}, nil
+}
+
+// portEntry adds or deletes a bitmap:port entry. netlink's IPSetEntry always
+// carries a protocol with a port, which the kernel refuses for bitmap:port
+// (IPSET_ERR_PROTOCOL); this request has only the port, as ipset(8) sends.
+func (k *kernelIPSet) portEntry(cmd int, set string, port uint16) error {
+	req := nl.NewNetlinkRequest(cmd|(unix.NFNL_SUBSYS_IPSET<<8), nl.GetIpsetFlags(cmd))
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: {Socket: k.sock}}
+	req.Flags |= unix.NLM_F_EXCL
+	req.AddData(&nl.Nfgenmsg{NfgenFamily: uint8(unix.AF_NETLINK), Version: nl.NFNETLINK_V0})
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_PROTOCOL, nl.Uint8Attr(nl.IPSET_PROTOCOL)))
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(set)))
+	data := nl.NewRtAttr(nl.IPSET_ATTR_DATA|int(nl.NLA_F_NESTED), nil)
+	buf := []byte{byte(port >> 8), byte(port)}
+	data.AddChild(nl.NewRtAttr(int(nl.IPSET_ATTR_PORT|nl.NLA_F_NET_BYTEORDER), buf))
+	data.AddChild(&nl.Uint32Attribute{Type: nl.IPSET_ATTR_LINENO | nl.NLA_F_NET_BYTEORDER, Value: 0})
+	req.AddData(data)
+	_, err := req.Execute(unix.NETLINK_NETFILTER, 0)
+	var errno unix.Errno
+	if errors.As(err, &errno) && int(errno) >= nl.IPSET_ERR_PRIVATE {
+		err = nl.IPSetError(uintptr(errno))
+	}
+	return err
 }
 
 func familyNum(f v1.IPFamily) uint8 {
@@ -299,7 +348,7 @@ func (k *kernelIPSet) CreateSet(set Set) error {
 		}
 	}
 	err := k.h.IpsetCreate(set.Name, string(set.Type), o)
-	if errors.Is(err, errIPSetExist) || errors.Is(err, unix.Errno(4101)) {
+	if errors.Is(err, errIPSetExist) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST_SETNAME2)) {
 		return &kernelError{op: "ipset: create " + set.Name, kind: ErrExists, err: err}
 	}
 	return kerr("ipset: create "+set.Name, err)
@@ -394,7 +443,11 @@ func (k *kernelIPSet) AddEntry(set string, e Entry) error {
 	if err != nil {
 		return err
 	}
-	err = k.h.IpsetAdd(set, toNetlinkEntry(t, e))
+	if t == BitmapPort {
+		err = k.portEntry(nl.IPSET_CMD_ADD, set, e.Port)
+	} else {
+		err = k.h.IpsetAdd(set, toNetlinkEntry(t, e))
+	}
 	if errors.Is(err, errIPSetExist) {
 		return &kernelError{op: "ipset: add " + e.Render(t) + " to " + set, kind: ErrExists, err: err}
 	}
@@ -406,7 +459,11 @@ func (k *kernelIPSet) DelEntry(set string, e Entry) error {
 	if err != nil {
 		return err
 	}
-	err = k.h.IpsetDel(set, toNetlinkEntry(t, e))
+	if t == BitmapPort {
+		err = k.portEntry(nl.IPSET_CMD_DEL, set, e.Port)
+	} else {
+		err = k.h.IpsetDel(set, toNetlinkEntry(t, e))
+	}
 	if errors.Is(err, errIPSetExist) { // on delete: the element is not in the set
 		return &kernelError{op: "ipset: del " + e.Render(t) + " from " + set, kind: ErrNotFound, err: err}
 	}
