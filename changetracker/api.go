@@ -69,10 +69,15 @@ type UpdateEndpointsMapResult struct {
 	// UpdatedServices are services whose endpoints changed.
 	UpdatedServices sets.Set[types.NamespacedName]
 	// DeletedUDPEndpoints are UDP endpoints that were removed or stopped
-	// being ready, whose conntrack entries should be removed.
+	// being ready, whose conntrack entries should be removed. Precisely (as
+	// kube-proxy): endpoints that were serving and are gone or no longer
+	// serving; for an endpoint that is not terminating, serving is the
+	// ready condition. A ready endpoint that starts terminating but still
+	// serves keeps its entries, so its flows can drain.
 	DeletedUDPEndpoints []proxy.ServiceEndpoint
 	// NewlyActiveUDPServices are UDP service ports that went from no ready
-	// endpoints to some (stale conntrack entries to the VIP must go).
+	// (precisely: serving) endpoints to some (stale conntrack entries to
+	// the VIP must go).
 	NewlyActiveUDPServices []proxy.ServicePortName
 	// LocalReadyEndpoints is, for each updated service, the number of ready
 	// local endpoints (for health-check node ports).

@@ -254,9 +254,11 @@ type endpointsChange struct {
 	previous, current EndpointsMap
 }
 
-// Update applies the pending slice changes of t to m and reports what
-// changed. Its cost is proportional to the size of the changed services
-// (their slices), never to the number of services.
+// Update applies the pending slice changes of t to m (which must be
+// non-nil: start from make(EndpointsMap)) and reports what changed. Its
+// cost is proportional to the size of the changed services (their slices),
+// never to the number of services. Apply one tracker's changes to one map
+// only: the tracker remembers what it last applied.
 func (m EndpointsMap) Update(t *EndpointsChangeTracker) UpdateEndpointsMapResult {
 	res, _ := m.apply(t)
 	return res

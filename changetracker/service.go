@@ -101,8 +101,10 @@ func portMapsEqual(a, b ServicePortMap) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// Update applies the pending changes of t to m and reports what changed.
-// Its cost is proportional to the number of changed services.
+// Update applies the pending changes of t to m (which must be non-nil:
+// start from make(ServicePortMap)) and reports what changed. Its cost is
+// proportional to the number of changed services. Apply one tracker's
+// changes to one map only: the tracker's "previous" state is that map's.
 func (m ServicePortMap) Update(t *ServiceChangeTracker) UpdateServiceMapResult {
 	res, _ := m.apply(t)
 	return res

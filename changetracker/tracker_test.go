@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -196,4 +197,80 @@ func TestTrackerConcurrentHandlers(t *testing.T) {
 		t.Fatalf("got %d services, %d endpoint lists; want 200 each", len(u.Services), len(u.Endpoints))
 	}
 	_ = types.NamespacedName{}
+}
+
+// TestUpdateCostIsProportionalToChange counts the MakeServicePort and
+// MakeEndpoint calls of an Update after one change among many services:
+// only the changed service is rebuilt.
+func TestUpdateCostIsProportionalToChange(t *testing.T) {
+	var portCalls, endpointCalls int
+	tr := New(Config{
+		NodeName: "n1",
+		Filter:   proxy.EndpointFilter{ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}},
+		MakeServicePort: func(_ *v1.ServicePort, _ *v1.Service, base *proxy.BaseServicePort) proxy.ServicePort {
+			portCalls++
+			return base
+		},
+		MakeEndpoint: func(base *proxy.BaseEndpoint, _ *proxy.ServicePortName) proxy.Endpoint {
+			endpointCalls++
+			return base
+		},
+	})
+	const n = 300
+	var svcs []*v1.Service
+	var eps []*discovery.EndpointSlice
+	for i := 0; i < n; i++ {
+		name := "s" + itoa(i)
+		svc := makeService("ns", name, []string{"10.0." + itoa(i/250) + "." + itoa(1+i%250)}, []int32{80}, v1.ProtocolTCP)
+		s := makeSlice("ns", name, name+"-1", []int32{80}, v1.ProtocolTCP, epSpec{ip: "10.1." + itoa(i/250) + "." + itoa(1+i%250)}, epSpec{ip: "10.2.0.1"})
+		tr.OnServiceAdd(svc)
+		tr.OnEndpointSliceAdd(s)
+		svcs = append(svcs, svc)
+		eps = append(eps, s)
+	}
+	if u := tr.Update(); len(u.Services) != n {
+		t.Fatalf("setup: %d services", len(u.Services))
+	}
+	portCalls, endpointCalls = 0, 0
+
+	changed := eps[7].DeepCopy()
+	changed.Endpoints[1].Addresses = []string{"10.2.0.2"}
+	tr.OnEndpointSliceUpdate(eps[7], changed)
+	svc2 := svcs[9].DeepCopy()
+	svc2.Spec.Ports[0].Port = 81
+	tr.OnServiceUpdate(svcs[9], svc2)
+	u := tr.Update()
+	if !u.ChangedServices.Equal(sets.New(nn("ns", "s7"), nn("ns", "s9"))) {
+		t.Fatalf("ChangedServices = %v", u.ChangedServices)
+	}
+	// One port built for the new service object (plus one for its old
+	// object, built when the change was recorded); two endpoints rebuilt.
+	if portCalls > 2 || endpointCalls > 2 {
+		t.Fatalf("one service and one slice changed, but %d ports and %d endpoints were built", portCalls, endpointCalls)
+	}
+	if sp := u.Services[spn("ns", "s9", "p80", v1.ProtocolTCP)]; sp == nil || sp.Port() != 81 {
+		t.Fatalf("filtered view not updated: %v", sp)
+	}
+}
+
+func TestHandlersDoNotSignalNoOpChanges(t *testing.T) {
+	var calls int
+	tr := New(Config{NodeName: "n1", OnChange: func() { calls++ }})
+	svc := makeService("ns", "a", []string{"10.0.0.1"}, []int32{80}, v1.ProtocolTCP)
+	tr.OnServiceAdd(svc)
+	s := makeSlice("ns", "a", "a-1", []int32{80}, v1.ProtocolTCP, epSpec{ip: "10.1.0.1"})
+	tr.OnEndpointSliceAdd(s)
+	tr.Update()
+	calls = 0
+	same := svc.DeepCopy()
+	same.ResourceVersion = "2"
+	tr.OnServiceUpdate(svc, same)
+	tr.OnEndpointSliceUpdate(s, s.DeepCopy())
+	tr.OnNodeAdd(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}})
+	if calls != 0 {
+		t.Fatalf("OnChange called %d times for no-op events", calls)
+	}
+	if sv, e := tr.Pending(); sv != 0 || e != 0 {
+		t.Fatalf("Pending = %d, %d after no-op events", sv, e)
+	}
 }
