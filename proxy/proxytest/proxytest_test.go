@@ -1,0 +1,237 @@
+package proxytest
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/svcproxy/svcproxy/proxy"
+)
+
+func TestFeederEvents(t *testing.T) {
+	topo := DefaultTopology(v1.IPv4Protocol)
+	rec := &Recorder{}
+	f := NewFeeder(rec)
+	svc := MakeService(topo, "a", topo.ServiceIP(1), []ServicePortSpec{{Name: "p", Port: 80}}, nil)
+	svcB := MakeService(topo, "b", topo.ServiceIP(2), []ServicePortSpec{{Name: "p", Port: 80}}, nil)
+	sl := MakeSlice(topo, "a", "1", []SlicePortSpec{{Name: "p", Port: 80}}, EndpointSpec{Pod: topo.LocalPods[0]})
+
+	if err := f.Apply(Objects{Services: []*v1.Service{svc, svc}}); err == nil || !strings.Contains(err.Error(), "duplicate Service") {
+		t.Errorf("duplicate service: err = %v", err)
+	}
+	if err := f.Apply(Objects{EndpointSlices: []*discovery.EndpointSlice{nil}}); err == nil {
+		t.Error("nil slice accepted")
+	}
+	if ev := rec.Events(); len(ev) != 0 {
+		t.Fatalf("rejected Apply delivered events: %v", ev)
+	}
+
+	must := func(o Objects) []string {
+		t.Helper()
+		if err := f.Apply(o); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Events()
+	}
+	got := must(Objects{Services: []*v1.Service{svcB, svc}, EndpointSlices: []*discovery.EndpointSlice{sl}})
+	want := []string{"service add conformance/a rv 1", "service add conformance/b rv 2", "endpointslice add conformance/a-1 rv 3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("adds: got %q, want %q", got, want)
+	}
+	// The same state again (even as new but equal objects) is no event.
+	if got := must(Objects{Services: []*v1.Service{svc.DeepCopy(), svcB}, EndpointSlices: []*discovery.EndpointSlice{sl}}); len(got) != 0 {
+		t.Errorf("unchanged state delivered %q", got)
+	}
+	// Mutating the caller's object after Apply does not change what was sent,
+	// and shows up as an update on the next Apply.
+	svc.Spec.Ports[0].Port = 81
+	got = must(Objects{Services: []*v1.Service{svc}, EndpointSlices: []*discovery.EndpointSlice{sl}})
+	want = []string{"service delete conformance/b rv 2", "service update conformance/a rv 1->4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("update/delete: got %q, want %q", got, want)
+	}
+	f.Synced()
+	f.Synced()
+	got = rec.Events()
+	want = []string{"service synced", "endpointslice synced", "node synced"}
+	if !slices.Equal(got, want) {
+		t.Errorf("synced: got %q, want %q", got, want)
+	}
+	// Node rename is delete then add.
+	n := MakeNode(topo, "z")
+	must(Objects{Node: n})
+	n2 := n.DeepCopy()
+	n2.Name = "other"
+	got = must(Objects{Node: n2})
+	want = []string{"node delete node-a rv 5", "node add other rv 6"}
+	if !slices.Equal(got, want) {
+		t.Errorf("node rename: got %q, want %q", got, want)
+	}
+}
+
+func TestMatch(t *testing.T) {
+	a := netip.MustParseAddrPort("10.0.0.1:80")
+	b := netip.MustParseAddrPort("10.0.0.2:80")
+	c := netip.MustParseAddrPort("10.0.0.3:80")
+	for _, tc := range []struct {
+		name      string
+		want, got Result
+		sampled   bool
+		ok        bool
+	}{
+		{"same", ForwardedTo(true, a, b), ForwardedTo(true, b, a, a), false, true},
+		{"verdict", ForwardedTo(true, a), Result{Verdict: Dropped}, false, false},
+		{"backends", ForwardedTo(false, a, b), ForwardedTo(false, a), false, false},
+		{"masquerade", ForwardedTo(false, a), ForwardedTo(true, a), false, false},
+		{"non-forwarded ignores fields", Result{Verdict: Rejected}, Result{Verdict: Rejected, Masquerade: true, Backends: []netip.AddrPort{a}}, false, true},
+		{"sticky exact", StickyTo(false, a, b), ForwardedTo(false, a, b), false, false},
+		{"sampled sticky one backend", StickyTo(false, a, b, c), StickyTo(false, b), true, true},
+		{"sampled sticky not sticky", StickyTo(false, a, b), ForwardedTo(false, a, b), true, false},
+		{"sampled sticky unknown backend", StickyTo(false, a, b), StickyTo(false, c), true, false},
+		{"sampled sticky masquerade", StickyTo(true, a, b), StickyTo(false, a), true, false},
+		{"sampled single backend stickiness unobservable", StickyTo(false, a), ForwardedTo(false, a), true, true},
+		{"sampled non-sticky seen sticky", ForwardedTo(false, a, b), StickyTo(false, a), true, false},
+	} {
+		why := Match(tc.want, tc.got, tc.sampled)
+		if (why == "") != tc.ok {
+			t.Errorf("%s: Match(%s, %s, %v) = %q, want ok=%v", tc.name, tc.want, tc.got, tc.sampled, why, tc.ok)
+		}
+	}
+}
+
+func TestValidateRejectsBadTables(t *testing.T) {
+	topo := DefaultTopology(v1.IPv4Protocol)
+	good := Check{Name: "c", Packet: FromPodTo(topo, topo.ServiceIP(1), 80), Want: Result{Verdict: NotProxied}}
+	for name, sc := range map[string]Scenario{
+		"no steps":            {Name: "s"},
+		"no checks":           {Name: "s", Steps: []Step{{Name: "st"}}},
+		"duplicate check":     {Name: "s", Steps: []Step{{Name: "st", Checks: []Check{good, good}}}},
+		"pod source not pod":  {Name: "s", Steps: []Step{{Name: "st", Checks: []Check{{Name: "c", Packet: From(good.Packet, topo.NodeIP), Want: good.Want}}}}},
+		"wrong family":        {Name: "s", Steps: []Step{{Name: "st", Checks: []Check{{Name: "c", Packet: FromPodTo(topo, netip.MustParseAddr("fd00::1"), 80), Want: good.Want}}}}},
+		"port without server": {Name: "s", Steps: []Step{{Name: "st", Checks: []Check{{Name: "c", Packet: FromPodTo(topo, topo.ServiceIP(1), 1234), Want: good.Want}}}}},
+		"backend not a pod":   {Name: "s", Steps: []Step{{Name: "st", Checks: []Check{{Name: "c", Packet: good.Packet, Want: ForwardedTo(false, netip.AddrPortFrom(topo.NodeIP, 8080))}}}}},
+		"forwarded nowhere":   {Name: "s", Steps: []Step{{Name: "st", Checks: []Check{{Name: "c", Packet: good.Packet, Want: Result{Verdict: Forwarded}}}}}},
+		"service port":        {Name: "s", Steps: []Step{{Name: "st", Objects: Objects{Services: []*v1.Service{MakeService(topo, "x", topo.ServiceIP(1), []ServicePortSpec{{Port: 9999}}, nil)}}, Checks: []Check{good}}}},
+	} {
+		if err := Validate(topo, []Scenario{sc}); err == nil {
+			t.Errorf("%s: Validate accepted it", name)
+		}
+	}
+	if err := Validate(topo, []Scenario{{Name: "s", Steps: []Step{{Name: "st", Checks: []Check{good}}}}}); err != nil {
+		t.Errorf("good table rejected: %v", err)
+	}
+}
+
+// fakeProvider records events and honours the ErrNotSynced contract
+// (unless sloppy).
+type fakeProvider struct {
+	*Recorder
+	svcSynced, epSynced bool
+	sloppy              bool
+	syncs               int
+}
+
+func (p *fakeProvider) OnServiceSynced()        { p.svcSynced = true }
+func (p *fakeProvider) OnEndpointSlicesSynced() { p.epSynced = true }
+func (p *fakeProvider) Sync(ctx context.Context) error {
+	if !p.sloppy && !(p.svcSynced && p.epSynced) {
+		return proxy.ErrNotSynced
+	}
+	p.syncs++
+	return nil
+}
+func (p *fakeProvider) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// constTracer answers every packet with the same result.
+type constTracer struct{ r Result }
+
+func (c constTracer) Trace(Packet) (Result, error) { return c.r, nil }
+func (c constTracer) Dump() string                 { return "FAKE-DUMP" }
+
+func tinyTable(topo Topology) []Scenario {
+	svc := MakeService(topo, "web", topo.ServiceIP(1), []ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080}}, nil)
+	ck := func(name string, want Result) Check {
+		return Check{Name: name, Packet: FromPodTo(topo, topo.ServiceIP(1), 80), Want: want}
+	}
+	return []Scenario{{
+		Name: "tiny",
+		Steps: []Step{
+			{Name: "one", Objects: Objects{Services: []*v1.Service{svc}}, Checks: []Check{ck("a", Result{Verdict: NotProxied})}},
+			{Name: "two", Objects: Objects{}, Checks: []Check{ck("b", Result{Verdict: NotProxied}), ck("c", Result{Verdict: Rejected})}},
+		},
+	}}
+}
+
+func TestRunScenariosPassesAndAppliesQuirks(t *testing.T) {
+	topo := DefaultTopology(v1.IPv4Protocol)
+	var p *fakeProvider
+	RunScenarios(t, topo, tinyTable(topo), Harness{
+		New: func(t *testing.T, topo Topology, opts Options) (proxy.Provider, Tracer) {
+			p = &fakeProvider{Recorder: &Recorder{}}
+			return p, constTracer{Result{Verdict: NotProxied}}
+		},
+		Quirks: []Quirk{{Scenario: "tiny", Step: "two", Check: "c", Reason: "test: this engine does not reject",
+			Adjust: func(r Result) Result { return Result{Verdict: NotProxied} }}},
+	})
+	if p.syncs != 2 {
+		t.Errorf("Sync called %d times after synced, want 2 (one per step)", p.syncs)
+	}
+}
+
+// TestRunScenariosReports runs failing harnesses in a child process and
+// checks what the runner reports.
+func TestRunScenariosReports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child test process")
+	}
+	for _, tc := range []struct {
+		mode string
+		want []string
+	}{
+		{"mismatch", []string{`scenario "tiny" step "two" check "c"`, "packet: pod 10.244.1.9 -> 10.96.0.1:80/TCP", "want:   rejected", "got:    not-proxied", "FAKE-DUMP"}},
+		{"sloppy", []string{"Sync before the initial lists were reported synced returned <nil>, want proxy.ErrNotSynced"}},
+		{"quirk-without-reason", []string{`quirk for scenario "tiny" has no Reason`}},
+		{"skip-quirk-unknown-check", []string{`scenario "tiny" has no step "one" with check "zz"`}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRunner$", "-test.v")
+			cmd.Env = append(os.Environ(), "PROXYTEST_HELPER="+tc.mode)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("child passed, want a failure; output:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestHelperRunner(t *testing.T) {
+	mode := os.Getenv("PROXYTEST_HELPER")
+	if mode == "" {
+		t.Skip("helper for TestRunScenariosReports")
+	}
+	topo := DefaultTopology(v1.IPv4Protocol)
+	h := Harness{New: func(t *testing.T, topo Topology, opts Options) (proxy.Provider, Tracer) {
+		return &fakeProvider{Recorder: &Recorder{}, sloppy: mode == "sloppy"}, constTracer{Result{Verdict: NotProxied}}
+	}}
+	switch mode {
+	case "sloppy":
+		h.Quirks = []Quirk{{Scenario: "tiny", Check: "c", Reason: "skip"}}
+	case "quirk-without-reason":
+		h.Quirks = []Quirk{{Scenario: "tiny"}}
+	case "skip-quirk-unknown-check":
+		h.Quirks = []Quirk{{Scenario: "tiny", Step: "one", Check: "zz", Reason: "skip"}}
+	}
+	RunScenarios(t, topo, tinyTable(topo), h)
+}
