@@ -28,9 +28,11 @@
 //     filtered to the family; ClientIP affinity defaults to 10800 s;
 //     externalTrafficPolicy Local only counts on an externally reachable
 //     service; the health-check node port only on a Local LoadBalancer.
-//   - Bad input (an out-of-range port, an unparsable or wrong-family address)
-//     is logged through the configured logr.Logger and skipped, just that
-//     field or port; the rest of the object is used. Nothing panics.
+//   - Bad input (an out-of-range port, an unparsable address, an unknown
+//     protocol) is logged through the configured logr.Logger, counted
+//     (Tracker.Skipped) and skipped, just that field, port or endpoint; the
+//     rest of the object is used. Addresses of the other family are dropped
+//     silently (they belong to the other family's tracker). Nothing panics.
 //   - A change that returns an object to its last applied state is no change
 //     (Update / EndpointSliceUpdate cancel the pending entry); a slice update
 //     that touches only fields the proxy ignores is no change.

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -26,6 +27,8 @@ type EndpointsChangeTracker struct {
 	filter       proxy.EndpointFilter
 	makeEndpoint MakeEndpointFunc
 	log          logr.Logger
+
+	skipped atomic.Uint64
 
 	mu       sync.Mutex
 	services map[types.NamespacedName]*sliceTracker
@@ -164,6 +167,14 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 	return true
 }
 
+// Skipped returns how many invalid ports and addresses were logged and
+// skipped since the tracker was created.
+func (t *EndpointsChangeTracker) Skipped() uint64 { return t.skipped.Load() }
+
+func (t *EndpointsChangeTracker) skip(msg string, keysAndValues ...any) {
+	reporter{t.log, &t.skipped}.skip(msg, keysAndValues...)
+}
+
 // Pending returns the number of slices with an unapplied change.
 func (t *EndpointsChangeTracker) Pending() int {
 	t.mu.Lock()
@@ -188,7 +199,7 @@ func (t *EndpointsChangeTracker) newSliceInfo(slice *discovery.EndpointSlice, nn
 			name = *p.Name
 		}
 		if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
-			t.log.V(2).Info("Ignoring EndpointSlice port without a valid number", "service", nn, "endpointSlice", slice.Name, "portName", name)
+			t.skip("Ignoring EndpointSlice port without a valid number", "service", nn, "endpointSlice", slice.Name, "portName", name)
 			continue
 		}
 		proto := v1.ProtocolTCP
@@ -209,7 +220,7 @@ func (t *EndpointsChangeTracker) newSliceInfo(slice *discovery.EndpointSlice, nn
 		// fungible and every proxy implementation ignores them.
 		addr, ok := parseIP(ep.Addresses[0])
 		if !ok {
-			t.log.Error(nil, "Ignoring EndpointSlice endpoint with an unparsable address", "service", nn, "endpointSlice", slice.Name, "address", ep.Addresses[0])
+			t.skip("Ignoring EndpointSlice endpoint with an unparsable address", "service", nn, "endpointSlice", slice.Name, "address", ep.Addresses[0])
 			continue
 		}
 		if familyOf(addr) != t.family || !t.filter.Allows(addr) {

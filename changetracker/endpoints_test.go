@@ -97,11 +97,12 @@ func TestEndpointSlicesIgnored(t *testing.T) {
 func TestEndpointsMapBuilding(t *testing.T) {
 	ten := netip.MustParsePrefix("10.0.0.0/8")
 	tests := []struct {
-		name   string
-		family v1.IPFamily
-		filter proxy.EndpointFilter
-		slices []*discovery.EndpointSlice
-		want   map[proxy.ServicePortName][]string
+		name    string
+		family  v1.IPFamily
+		filter  proxy.EndpointFilter
+		slices  []*discovery.EndpointSlice
+		want    map[proxy.ServicePortName][]string
+		skipped int
 	}{{
 		name:   "endpoints of all slices are merged, sorted by address",
 		family: v1.IPv4Protocol,
@@ -152,7 +153,8 @@ func TestEndpointsMapBuilding(t *testing.T) {
 			s.Endpoints = append(s.Endpoints, discovery.Endpoint{}) // no address
 			return s
 		}()},
-		want: map[proxy.ServicePortName][]string{spn("ns", "svc", "p80", v1.ProtocolTCP): {"10.1.0.1:80"}},
+		want:    map[proxy.ServicePortName][]string{spn("ns", "svc", "p80", v1.ProtocolTCP): {"10.1.0.1:80"}},
+		skipped: 2,
 	}, {
 		name:   "the filter's include and exclude CIDRs apply",
 		family: v1.IPv4Protocol,
@@ -184,6 +186,9 @@ func TestEndpointsMapBuilding(t *testing.T) {
 			tr := newEPTracker(tc.family, tc.filter)
 			for _, s := range tc.slices {
 				tr.EndpointSliceUpdate(s, false)
+			}
+			if want := uint64(tc.skipped); tr.Skipped() != want {
+				t.Errorf("Skipped() = %d, want %d", tr.Skipped(), want)
 			}
 			m := make(EndpointsMap)
 			m.Update(tr)

@@ -3,6 +3,9 @@ package changetracker
 import (
 	"net/netip"
 	"strings"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
 
 	v1 "k8s.io/api/core/v1"
 	netutils "k8s.io/utils/net"
@@ -63,4 +66,20 @@ func familyOf(a netip.Addr) v1.IPFamily {
 		return v1.IPv4Protocol
 	}
 	return v1.IPv6Protocol
+}
+
+// reporter logs and counts input that a tracker skips as invalid. The zero
+// value (quiet) does neither: used when rebuilding an object that was
+// already reported once.
+type reporter struct {
+	log   logr.Logger
+	count *atomic.Uint64
+}
+
+func (r reporter) skip(msg string, keysAndValues ...any) {
+	if r.count == nil {
+		return
+	}
+	r.count.Add(1)
+	r.log.Error(nil, msg, keysAndValues...)
 }

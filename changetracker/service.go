@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -24,6 +25,8 @@ type ServiceChangeTracker struct {
 	proxyName       string
 	makeServicePort MakeServicePortFunc
 	log             logr.Logger
+
+	skipped atomic.Uint64
 
 	mu sync.Mutex
 	// items holds, per service, the ports as last applied ("previous")
@@ -69,13 +72,14 @@ func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool {
 	}
 	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	// Build outside the lock: it is the expensive part.
-	curr := t.serviceToPortMap(current)
+	curr := t.serviceToPortMap(current, true)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	change, ok := t.items[nn]
 	if !ok {
-		change = &serviceChange{previous: t.serviceToPortMap(previous)}
+		// previous was reported when it was current: build it quietly.
+		change = &serviceChange{previous: t.serviceToPortMap(previous, false)}
 		t.items[nn] = change
 	}
 	change.current = curr
@@ -163,13 +167,21 @@ func (m ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16 {
 	return out
 }
 
+// Skipped returns how many invalid fields and ports were logged and
+// skipped since the tracker was created.
+func (t *ServiceChangeTracker) Skipped() uint64 { return t.skipped.Load() }
+
 // serviceToPortMap builds the ports of svc for the tracker's family; nil if
-// the service is skipped or has no cluster IP of this family.
-func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service) ServicePortMap {
+// the service is skipped or has no cluster IP of this family. report says
+// whether invalid input is logged and counted.
+func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service, report bool) ServicePortMap {
 	if svc == nil || proxy.ShouldSkipService(svc, t.proxyName) {
 		return nil
 	}
-	log := t.log.WithValues("service", types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, "ipFamily", t.family)
+	var log reporter
+	if report {
+		log = reporter{t.log.WithValues("service", types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, "ipFamily", t.family), &t.skipped}
+	}
 	clusterIP, ok := t.clusterIP(svc, log)
 	if !ok {
 		return nil
@@ -201,16 +213,16 @@ func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service) ServicePortMap 
 			if s := *c.ClientIP.TimeoutSeconds; s > 0 && s <= 86400 {
 				shared.StickyMaxAge = int(s)
 			} else {
-				log.Error(nil, "Ignoring out-of-range session affinity timeout, using the default", "timeoutSeconds", s, "default", defaultStickyMaxAgeSeconds)
+				log.skip("Ignoring out-of-range session affinity timeout, using the default", "timeoutSeconds", s, "default", defaultStickyMaxAgeSeconds)
 			}
 		}
 	}
 	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && shared.ExternalLocal {
 		switch p := svc.Spec.HealthCheckNodePort; {
 		case p == 0:
-			log.Error(nil, "Service has externalTrafficPolicy Local but no healthCheckNodePort")
+			log.skip("Service has externalTrafficPolicy Local but no healthCheckNodePort")
 		case p < 0 || p > 65535:
-			log.Error(nil, "Ignoring out-of-range healthCheckNodePort", "healthCheckNodePort", p)
+			log.skip("Ignoring out-of-range healthCheckNodePort", "healthCheckNodePort", p)
 		default:
 			shared.HealthCheckNodePortNum = int(p)
 		}
@@ -221,7 +233,7 @@ func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service) ServicePortMap 
 	for i := range svc.Spec.Ports {
 		port := &svc.Spec.Ports[i]
 		if port.Port <= 0 || port.Port > 65535 {
-			log.Error(nil, "Skipping service port with out-of-range port number", "portName", port.Name, "port", port.Port)
+			log.skip("Skipping service port with out-of-range port number", "portName", port.Name, "port", port.Port)
 			continue
 		}
 		proto := port.Protocol
@@ -229,12 +241,12 @@ func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service) ServicePortMap 
 			proto = v1.ProtocolTCP
 		}
 		if proto != v1.ProtocolTCP && proto != v1.ProtocolUDP && proto != v1.ProtocolSCTP {
-			log.Error(nil, "Skipping service port with unknown protocol", "portName", port.Name, "protocol", proto)
+			log.skip("Skipping service port with unknown protocol", "portName", port.Name, "protocol", proto)
 			continue
 		}
 		name := proxy.ServicePortName{NamespacedName: nn, Port: port.Name, Protocol: proto}
 		if _, dup := m[name]; dup {
-			log.Error(nil, "Skipping duplicate service port", "servicePort", name)
+			log.skip("Skipping duplicate service port", "servicePort", name)
 			continue
 		}
 		base := shared
@@ -242,7 +254,7 @@ func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service) ServicePortMap 
 		base.ProtocolValue = proto
 		if np := port.NodePort; np != 0 {
 			if np < 0 || np > 65535 {
-				log.Error(nil, "Ignoring out-of-range node port", "portName", port.Name, "nodePort", np)
+				log.skip("Ignoring out-of-range node port", "portName", port.Name, "nodePort", np)
 			} else {
 				base.NodePortNum = int(np)
 			}
@@ -261,7 +273,7 @@ func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service) ServicePortMap 
 
 // clusterIP picks the service's cluster IP of the tracker's family from
 // spec.clusterIPs (or spec.clusterIP when clusterIPs is unset).
-func (t *ServiceChangeTracker) clusterIP(svc *v1.Service, log logr.Logger) (netip.Addr, bool) {
+func (t *ServiceChangeTracker) clusterIP(svc *v1.Service, log reporter) (netip.Addr, bool) {
 	ips := svc.Spec.ClusterIPs
 	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
 		ips = []string{svc.Spec.ClusterIP}
@@ -269,7 +281,7 @@ func (t *ServiceChangeTracker) clusterIP(svc *v1.Service, log logr.Logger) (neti
 	for _, s := range ips {
 		a, ok := parseIP(s)
 		if !ok {
-			log.Error(nil, "Ignoring unparsable cluster IP", "clusterIP", s)
+			log.skip("Ignoring unparsable cluster IP", "clusterIP", s)
 			continue
 		}
 		if familyOf(a) == t.family {
@@ -279,12 +291,12 @@ func (t *ServiceChangeTracker) clusterIP(svc *v1.Service, log logr.Logger) (neti
 	return netip.Addr{}, false
 }
 
-func (t *ServiceChangeTracker) externalIPs(svc *v1.Service, log logr.Logger) []netip.Addr {
+func (t *ServiceChangeTracker) externalIPs(svc *v1.Service, log reporter) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range svc.Spec.ExternalIPs {
 		a, ok := parseIP(s)
 		if !ok {
-			log.Error(nil, "Ignoring unparsable external IP", "externalIP", s)
+			log.skip("Ignoring unparsable external IP", "externalIP", s)
 			continue
 		}
 		if familyOf(a) == t.family {
@@ -294,7 +306,7 @@ func (t *ServiceChangeTracker) externalIPs(svc *v1.Service, log logr.Logger) []n
 	return out
 }
 
-func (t *ServiceChangeTracker) loadBalancerVIPs(svc *v1.Service, log logr.Logger) []netip.Addr {
+func (t *ServiceChangeTracker) loadBalancerVIPs(svc *v1.Service, log reporter) []netip.Addr {
 	var out []netip.Addr
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
 		if ing.IP == "" {
@@ -305,7 +317,7 @@ func (t *ServiceChangeTracker) loadBalancerVIPs(svc *v1.Service, log logr.Logger
 		}
 		a, ok := parseIP(ing.IP)
 		if !ok {
-			log.Error(nil, "Ignoring unparsable load-balancer ingress IP", "ip", ing.IP)
+			log.skip("Ignoring unparsable load-balancer ingress IP", "ip", ing.IP)
 			continue
 		}
 		if familyOf(a) == t.family {
@@ -315,12 +327,12 @@ func (t *ServiceChangeTracker) loadBalancerVIPs(svc *v1.Service, log logr.Logger
 	return out
 }
 
-func (t *ServiceChangeTracker) sourceRanges(svc *v1.Service, log logr.Logger) []netip.Prefix {
+func (t *ServiceChangeTracker) sourceRanges(svc *v1.Service, log reporter) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range svc.Spec.LoadBalancerSourceRanges {
 		p, ok := parsePrefix(s)
 		if !ok {
-			log.Error(nil, "Ignoring unparsable load-balancer source range", "sourceRange", s)
+			log.skip("Ignoring unparsable load-balancer source range", "sourceRange", s)
 			continue
 		}
 		if familyOf(p.Addr()) != t.family {

@@ -37,7 +37,16 @@ func buildPorts(t *testing.T, family v1.IPFamily, svc *v1.Service) (ServicePortM
 	m := make(ServicePortMap)
 	tr.Update(nil, svc)
 	m.Update(tr)
-	return m, errs
+	if tr.Skipped() != uint64(errs) {
+		t.Errorf("Skipped() = %d, but %d errors were logged", tr.Skipped(), errs)
+	}
+	// Deleting it rebuilds the old object quietly: nothing logged twice.
+	before := errs
+	tr.Update(svc, nil)
+	if errs != before || tr.Skipped() != uint64(before) {
+		t.Errorf("delete logged %d more errors", errs-before)
+	}
+	return m, before
 }
 
 func TestServicePortBuilding(t *testing.T) {

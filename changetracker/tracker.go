@@ -234,6 +234,13 @@ func (t *Tracker) Pending() (services, endpointSlices int) {
 	return t.services.Pending(), t.slices.Pending()
 }
 
+// Skipped returns how many invalid fields, ports and endpoint addresses
+// were logged and skipped since the Tracker was created (for a metric or a
+// health signal: a growing count means bad objects in the cluster).
+func (t *Tracker) Skipped() uint64 {
+	return t.services.Skipped() + t.slices.Skipped()
+}
+
 // NodeLabels returns a copy of this node's labels (nil if unknown).
 func (t *Tracker) NodeLabels() map[string]string {
 	t.mu.Lock()
