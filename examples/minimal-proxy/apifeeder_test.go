@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -21,8 +22,31 @@ import (
 type apiHandlers struct {
 	client kubernetes.Interface
 
-	mu   sync.Mutex
-	errs []error
+	mu         sync.Mutex
+	errs       []error
+	namespaces map[string]bool
+}
+
+// ensureNamespace creates ns once (no namespace controller runs, so it is
+// never deleted).
+func (h *apiHandlers) ensureNamespace(ctx context.Context, ns string) {
+	h.mu.Lock()
+	done := h.namespaces[ns]
+	h.mu.Unlock()
+	if done {
+		return
+	}
+	_, err := h.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		h.fail("create namespace "+ns, err)
+		return
+	}
+	h.mu.Lock()
+	if h.namespaces == nil {
+		h.namespaces = map[string]bool{}
+	}
+	h.namespaces[ns] = true
+	h.mu.Unlock()
 }
 
 const apiCallTimeout = 30 * time.Second
@@ -68,6 +92,7 @@ func (h *apiHandlers) OnServiceAdd(svc *v1.Service) {
 	cleanMeta(&s.ObjectMeta)
 	status := s.Status
 	s.Status = v1.ServiceStatus{}
+	h.ensureNamespace(ctx, s.Namespace)
 	created, err := h.client.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 	if err != nil {
 		h.fail("create service "+s.Namespace+"/"+s.Name, err)
@@ -86,7 +111,13 @@ func (h *apiHandlers) setServiceStatus(ctx context.Context, cur *v1.Service, sta
 	h.fail("update service status "+cur.Namespace+"/"+cur.Name, err)
 }
 
-func (h *apiHandlers) OnServiceUpdate(_, svc *v1.Service) {
+func (h *apiHandlers) OnServiceUpdate(old, svc *v1.Service) {
+	if old.Spec.ClusterIP != svc.Spec.ClusterIP {
+		// The cluster IP is immutable: replace the Service, as a user must.
+		h.OnServiceDelete(old)
+		h.OnServiceAdd(svc)
+		return
+	}
 	ctx, cancel := ctxTimeout()
 	defer cancel()
 	var updated *v1.Service
@@ -120,7 +151,7 @@ func (h *apiHandlers) OnServiceDelete(svc *v1.Service) {
 	ctx, cancel := ctxTimeout()
 	defer cancel()
 	h.fail("delete service "+svc.Namespace+"/"+svc.Name,
-		h.client.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}))
+		ignoreNotFound(h.client.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{})))
 }
 
 func (h *apiHandlers) OnServiceSynced() {}
@@ -130,6 +161,7 @@ func (h *apiHandlers) OnEndpointSliceAdd(slice *discovery.EndpointSlice) {
 	defer cancel()
 	s := slice.DeepCopy()
 	cleanMeta(&s.ObjectMeta)
+	h.ensureNamespace(ctx, s.Namespace)
 	_, err := h.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 	h.fail("create endpointslice "+s.Namespace+"/"+s.Name, err)
 }
@@ -156,7 +188,7 @@ func (h *apiHandlers) OnEndpointSliceDelete(slice *discovery.EndpointSlice) {
 	ctx, cancel := ctxTimeout()
 	defer cancel()
 	h.fail("delete endpointslice "+slice.Namespace+"/"+slice.Name,
-		h.client.DiscoveryV1().EndpointSlices(slice.Namespace).Delete(ctx, slice.Name, metav1.DeleteOptions{}))
+		ignoreNotFound(h.client.DiscoveryV1().EndpointSlices(slice.Namespace).Delete(ctx, slice.Name, metav1.DeleteOptions{})))
 }
 
 func (h *apiHandlers) OnEndpointSlicesSynced() {}
@@ -175,7 +207,15 @@ func (h *apiHandlers) putNode(node *v1.Node) {
 		if err != nil {
 			n := node.DeepCopy()
 			cleanMeta(&n.ObjectMeta)
-			_, err = h.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+			created, err := h.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			// Addresses are status: written separately.
+			if !apiequality.Semantic.DeepEqual(created.Status.Addresses, node.Status.Addresses) {
+				created.Status.Addresses = node.Status.Addresses
+				_, err = h.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			}
 			return err
 		}
 		if apiequality.Semantic.DeepEqual(cur.Labels, node.Labels) {
@@ -194,3 +234,12 @@ func (h *apiHandlers) putNode(node *v1.Node) {
 func (h *apiHandlers) OnNodeDelete(*v1.Node) {}
 
 func (h *apiHandlers) OnNodeSynced() {}
+
+// ignoreNotFound: deleting what is already gone is no failure (the feeder
+// may delete an object whose create failed).
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

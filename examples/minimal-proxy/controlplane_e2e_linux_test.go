@@ -15,15 +15,15 @@ func TestControlPlaneHarness(t *testing.T) {
 	skipUnlessRoot(t)
 	bins := buildE2EBinaries(t)
 	_, inNS := newNamespace(t)
-	cp := startControlPlane(t, bins, inNS)
+	cp := startControlPlane(t, bins, inNS, "10.95.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var lastErr error
 	for ctx.Err() == nil {
 		svc, err := cp.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 		if err == nil {
-			if svc.Spec.ClusterIP != "10.96.0.1" {
-				t.Fatalf("kubernetes service cluster IP = %s, want 10.96.0.1 from %s", svc.Spec.ClusterIP, e2eServiceCIDR)
+			if svc.Spec.ClusterIP != "10.95.0.1" {
+				t.Fatalf("kubernetes service cluster IP = %s, want 10.95.0.1", svc.Spec.ClusterIP)
 			}
 			return
 		}

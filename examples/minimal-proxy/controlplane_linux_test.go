@@ -96,7 +96,6 @@ type controlPlane struct {
 
 const (
 	e2eToken            = "svcproxy-e2e-admin-token"
-	e2eServiceCIDR      = "10.96.0.0/16"
 	e2eAPIServerAddress = "127.0.0.1"
 	e2eAPIServerPort    = "6443"
 )
@@ -104,7 +103,7 @@ const (
 // startControlPlane starts etcd and kube-apiserver inside the namespace of
 // inNS, listening on its loopback only, and waits (bounded) until the API
 // server is ready. Both are stopped in t.Cleanup.
-func startControlPlane(t *testing.T, bins e2eBinaries, inNS inNamespace) *controlPlane {
+func startControlPlane(t *testing.T, bins e2eBinaries, inNS inNamespace, serviceCIDR string) *controlPlane {
 	t.Helper()
 	dir := t.TempDir()
 	pki := writePKI(t, dir)
@@ -136,7 +135,7 @@ func startControlPlane(t *testing.T, bins e2eBinaries, inNS inNamespace) *contro
 		"--service-account-key-file="+pki.saPublicKey,
 		"--service-account-signing-key-file="+pki.saPrivateKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-cluster-ip-range="+e2eServiceCIDR,
+		"--service-cluster-ip-range="+serviceCIDR,
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
@@ -322,7 +321,7 @@ func writePKI(t *testing.T, dir string) pkiFiles {
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP(e2eAPIServerAddress), net.ParseIP("10.96.0.1")},
+		IPAddresses:  []net.IP{net.ParseIP(e2eAPIServerAddress), net.ParseIP("10.95.0.1")},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}, ca, &servingKey.PublicKey, caKey)
 	if err != nil {

@@ -1,0 +1,387 @@
+package main
+
+// The end-to-end test: the minimal-proxy binary against a real
+// kube-apiserver, programming a real kernel in the conformance topology's
+// node namespace, driven through the API and checked with real connections.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+)
+
+// Bounds of the e2e test's waits.
+const (
+	// convergeTimeout: how long a check may take to hold after its step's
+	// objects were written to the API server (informer delivery, the
+	// engine's min sync period, iptables-restore).
+	convergeTimeout = 30 * time.Second
+	// readyTimeout: how long the proxy may take to answer /healthz 200.
+	readyTimeout = 60 * time.Second
+	// stopTimeout: how long the proxy may take to exit after SIGTERM. The
+	// binary aims at well under a second; this only bounds the wait.
+	stopTimeout = 5 * time.Second
+)
+
+var (
+	proxyBinaryOnce sync.Once
+	proxyBinaryPath string
+	proxyBinaryErr  error
+)
+
+// buildProxyBinary builds this package with go build into a directory
+// shared by the tests of this run.
+func buildProxyBinary(t *testing.T) string {
+	t.Helper()
+	proxyBinaryOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "minimal-proxy-e2e-")
+		if err != nil {
+			proxyBinaryErr = err
+			return
+		}
+		proxyBinaryPath = filepath.Join(dir, "minimal-proxy")
+		out, err := exec.Command("go", "build", "-o", proxyBinaryPath, ".").CombinedOutput()
+		if err != nil {
+			proxyBinaryErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if proxyBinaryErr != nil {
+		t.Fatal(proxyBinaryErr)
+	}
+	return proxyBinaryPath
+}
+
+// proxyProcess is a running minimal-proxy.
+type proxyProcess struct {
+	*process
+	logPath string
+	inNS    inNamespace
+	healthz string // host:port inside the namespace
+	metrics string
+}
+
+// startProxy starts the binary inside the namespace; t.Cleanup stops it.
+func startProxy(t *testing.T, inNS inNamespace, name string, args ...string) *proxyProcess {
+	t.Helper()
+	bin := buildProxyBinary(t)
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	p := &proxyProcess{
+		logPath: logPath, inNS: inNS,
+		healthz: "127.0.0.1:10256", metrics: "127.0.0.1:10249",
+	}
+	args = append([]string{"--healthz-bind-address=" + p.healthz, "--metrics-bind-address=" + p.metrics}, args...)
+	p.process = startProcess(t, inNS, name, logPath, bin, args...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log (last 60 lines):\n%s", name, tail(readFile(logPath), 60))
+		}
+	})
+	return p
+}
+
+// get fetches http://addr/path from inside the namespace.
+func (p *proxyProcess) get(addr, path string) (int, string, error) {
+	client := &http.Client{
+		Timeout: 2 * time.Second,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+			var conn net.Conn
+			err := p.inNS(func() error {
+				var err error
+				conn, err = (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, a)
+				return err
+			})
+			return conn, err
+		}},
+	}
+	resp, err := client.Get("http://" + addr + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(body), err
+}
+
+// waitHealthy polls /healthz until 200 (bounded), failing early if the
+// process exits.
+func (p *proxyProcess) waitHealthy(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if p.exited() {
+			t.Fatalf("minimal-proxy exited before becoming healthy (%v):\n%s", p.err, tail(readFile(p.logPath), 40))
+		}
+		code, body, err := p.get(p.healthz, "/healthz")
+		if err == nil && code == http.StatusOK {
+			return
+		}
+		last = fmt.Sprintf("%d %s %v", code, strings.TrimSpace(body), err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("minimal-proxy not healthy after %v (last /healthz: %s)", readyTimeout, last)
+}
+
+// stop sends SIGTERM and checks the process exits, with status 0, within
+// stopTimeout.
+func (p *proxyProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	if !p.wait(stopTimeout) {
+		t.Fatalf("minimal-proxy still running %v after SIGTERM", stopTimeout)
+	}
+	if p.err != nil {
+		t.Fatalf("minimal-proxy exited with %v after SIGTERM:\n%s", p.err, tail(readFile(p.logPath), 30))
+	}
+	if log := readFile(p.logPath); !strings.Contains(log, "Stopped") || strings.Contains(log, "panic") {
+		t.Errorf("minimal-proxy log does not show a clean stop:\n%s", tail(log, 20))
+	}
+}
+
+// addServiceCIDR makes cidr allocatable for Services next to the API
+// server's primary range (whose first address the default "kubernetes"
+// Service takes). With no kube-controller-manager to mark the ServiceCIDR
+// ready, the test does, as that controller would.
+func addServiceCIDR(t *testing.T, cp *controlPlane, cidr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sc, err := cp.Client.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-services"},
+		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{cidr}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating ServiceCIDR %s: %v", cidr, err)
+	}
+	sc.Status.Conditions = []metav1.Condition{{
+		Type:               networkingv1.ServiceCIDRConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             "E2ETest",
+		Message:            "marked ready by the e2e test (no kube-controller-manager)",
+		LastTransitionTime: metav1.Now(),
+	}}
+	if _, err := cp.Client.NetworkingV1().ServiceCIDRs().UpdateStatus(ctx, sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("marking ServiceCIDR %s ready: %v", cidr, err)
+	}
+	// The allocator picks the new range up from its informer: wait until a
+	// Service can take an address from it (bounded), then delete the probe.
+	probe := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-cidr-probe", Namespace: "default"},
+		Spec:       v1.ServiceSpec{ClusterIP: lastAddr(cidr), Ports: []v1.ServicePort{{Port: 1}}},
+	}
+	var lastErr error
+	for ctx.Err() == nil {
+		if _, lastErr = cp.Client.CoreV1().Services("default").Create(ctx, probe, metav1.CreateOptions{}); lastErr == nil {
+			if err := cp.Client.CoreV1().Services("default").Delete(ctx, probe.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("ServiceCIDR %s never became usable: %v", cidr, lastErr)
+}
+
+// lastAddr is the last usable address of an IPv4 CIDR (broadcast minus one).
+func lastAddr(cidr string) string {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		panic(err)
+	}
+	ip := make(net.IP, len(n.IP))
+	for i := range n.IP {
+		ip[i] = n.IP[i] | ^n.Mask[i]
+	}
+	ip[len(ip)-1]--
+	return ip.String()
+}
+
+// runScenariosThroughAPI writes each step's objects to the API server and
+// waits (bounded) until every check holds on the real kernel.
+func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, h *apiHandlers, feeder *proxytest.Feeder, scenarios []proxytest.Scenario) {
+	t.Helper()
+	prober := env.Prober()
+	node := proxytest.MakeNode(env.Topo, env.Topo.Zone)
+	for _, sc := range scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			// Start from nothing but the node: the previous scenario's
+			// objects are deleted (cluster IPs and node ports freed).
+			if err := feeder.Apply(proxytest.Objects{Node: node}); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Err(); err != nil {
+				t.Fatalf("clearing the previous scenario: %v", err)
+			}
+			for _, st := range sc.Steps {
+				if err := feeder.Apply(st.Objects); err != nil {
+					t.Fatalf("step %q: %v", st.Name, err)
+				}
+				if err := h.Err(); err != nil {
+					t.Fatalf("step %q: writing objects: %v", st.Name, err)
+				}
+				for _, c := range st.Checks {
+					if why := converge(prober, c); why != "" {
+						t.Errorf("step %q check %q: %s after %v", st.Name, c.Name, why, convergeTimeout)
+					}
+				}
+			}
+		})
+	}
+}
+
+// converge traces c until its result matches (bounded by convergeTimeout)
+// and returns "" or the last mismatch.
+func converge(prober *netnstest.Prober, c proxytest.Check) string {
+	deadline := time.Now().Add(convergeTimeout)
+	var why string
+	for {
+		got, err := prober.TraceSample(c.Packet, c.Want)
+		if err != nil {
+			why = fmt.Sprintf("%v: %v", c.Packet, err)
+		} else if why = proxytest.Match(c.Want, got, true); why == "" {
+			return ""
+		} else {
+			why = fmt.Sprintf("%v: got %v, want %v (%s)", c.Packet, got, c.Want, why)
+		}
+		if time.Now().After(deadline) {
+			return why
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestE2EKubeAPIServer runs the minimal-proxy binary against a real
+// kube-apiserver inside the conformance topology's node namespace, drives
+// the conformance scenarios through the API, checks every one with real
+// connections, and restarts the proxy over its own rules.
+func TestE2EKubeAPIServer(t *testing.T) {
+	netnstest.SkipUnlessRoot(t)
+	bins := buildE2EBinaries(t)
+	buildProxyBinary(t)
+
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	env := netnstest.NewEnv(t, topo)
+	inNS := func(fn func() error) error { return netnstest.Exec(env.Node, fn) }
+
+	// The API server's own range only holds the "kubernetes" Service; the
+	// scenarios' cluster IPs come from a second ServiceCIDR.
+	cp := startControlPlane(t, bins, inNS, "10.95.0.0/24")
+	addServiceCIDR(t, cp, topo.ServiceCIDR.String())
+
+	h := &apiHandlers{client: cp.Client}
+	h.putNode(proxytest.MakeNode(topo, topo.Zone))
+	if err := h.Err(); err != nil {
+		t.Fatal(err)
+	}
+	feeder := proxytest.NewFeeder(h)
+
+	common := []string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--hostname-override=" + topo.NodeName,
+		"--cluster-cidr=" + topo.ClusterCIDR.String(),
+		"--nodeport-addresses=" + proxytest.HostPrefix(topo.NodeIP).String(),
+		"--proxy-mode=iptables",
+		"--iptables-min-sync-period=100ms",
+		"--v=2",
+	}
+
+	var plain, masqueradeAll []proxytest.Scenario
+	for _, sc := range proxytest.Scenarios(topo) {
+		if sc.Options.MasqueradeAll {
+			masqueradeAll = append(masqueradeAll, sc)
+		} else {
+			plain = append(plain, sc)
+		}
+	}
+
+	p := startProxy(t, inNS, "minimal-proxy", common...)
+	p.waitHealthy(t)
+	if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != modeIPTables {
+		t.Errorf("/proxyMode = %d %q %v, want 200 %q", code, body, err, modeIPTables)
+	}
+	runScenariosThroughAPI(t, env, h, feeder, plain)
+	if code, body, err := p.get(p.metrics, "/metrics"); err != nil || code != 200 || !strings.Contains(body, "kubeproxy_sync_proxy_rules_duration_seconds_count") {
+		t.Errorf("/metrics = %d, %v; want kubeproxy_sync_proxy_rules_duration_seconds in:\n%.2000s", code, err, body)
+	}
+
+	// Restart over our own rules: the rules stay while no proxy runs and
+	// the next proxy adopts them without a gap.
+	keep := restartFixture(topo)
+	if err := feeder.Apply(keep.Objects); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range keep.Checks {
+		if why := converge(env.Prober(), c); why != "" {
+			t.Fatalf("before restart, %s: %s", c.Name, why)
+		}
+	}
+	p.stop(t)
+	for _, c := range keep.Checks {
+		if why := converge(env.Prober(), c); why != "" {
+			t.Errorf("with the proxy stopped, %s: %s (rules must be left in place)", c.Name, why)
+		}
+	}
+	args := common
+	if len(masqueradeAll) > 0 {
+		args = append(append([]string{}, common...), "--masquerade-all")
+	}
+	p2 := startProxy(t, inNS, "minimal-proxy-restarted", args...)
+	for _, c := range keep.Checks {
+		if why := converge(env.Prober(), c); why != "" {
+			t.Errorf("while the restarted proxy starts, %s: %s", c.Name, why)
+		}
+	}
+	p2.waitHealthy(t)
+	for _, c := range keep.Checks {
+		// The restarted proxy runs with the new flags: under
+		// --masquerade-all, pod traffic to a cluster IP is masqueraded too.
+		c.Want.Masquerade = c.Want.Masquerade || len(masqueradeAll) > 0
+		if why := converge(env.Prober(), c); why != "" {
+			t.Errorf("after the restarted proxy synced, %s: %s", c.Name, why)
+		}
+	}
+	runScenariosThroughAPI(t, env, h, feeder, masqueradeAll)
+	p2.stop(t)
+}
+
+// restartFixture is one ClusterIP service with a local and a remote
+// backend, reached from a pod, used across the proxy restart.
+func restartFixture(topo proxytest.Topology) proxytest.Step {
+	vip := topo.ServiceIP(200)
+	a1, b1 := topo.LocalPods[0], topo.RemotePods[0]
+	svc := proxytest.MakeService(topo, "survivor", vip, []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080}}, nil)
+	slice := proxytest.MakeSlice(topo, "survivor", "1", []proxytest.SlicePortSpec{{Name: "http", Port: 8080}},
+		proxytest.EndpointSpec{Pod: a1, State: proxytest.Ready}, proxytest.EndpointSpec{Pod: b1, State: proxytest.Ready})
+	return proxytest.Step{
+		Name:    "survivor",
+		Objects: proxytest.Objects{Services: []*v1.Service{svc}, EndpointSlices: []*discovery.EndpointSlice{slice}, Node: proxytest.MakeNode(topo, topo.Zone)},
+		Checks: []proxytest.Check{{
+			Name:   "pod to survivor cluster IP",
+			Packet: proxytest.FromPodTo(topo, vip, 80),
+			Want:   proxytest.ForwardedTo(false, proxytest.Backends(8080, a1, b1)...),
+		}},
+	}
+}
