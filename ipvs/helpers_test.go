@@ -20,6 +20,7 @@ import (
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -53,6 +54,13 @@ func (f *fakeConntrack) DeleteUDP(ipv6 bool, filters []ipvs.ConntrackFilter) (ui
 
 func newEnv(t testing.TB, cfg ipvs.Config) *env {
 	t.Helper()
+	return newEnvFor(t, proxytest.Topology{NodeIP: nodeIP, UplinkInterface: "eth0"}, cfg)
+}
+
+// newEnvFor builds the fakes for a node of topo: its uplink holds NodeIP,
+// the pod-facing bridge PodGateway.
+func newEnvFor(t testing.TB, topo proxytest.Topology, cfg ipvs.Config) *env {
+	t.Helper()
 	if cfg.IPFamily == "" {
 		cfg.IPFamily = v1.IPv4Protocol
 	}
@@ -65,7 +73,14 @@ func newEnv(t testing.TB, cfg ipvs.Config) *env {
 		ct:     &fakeConntrack{},
 		clock:  clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 	}
-	e.nl.AddLink("eth0", nodeIP, nodeIP6)
+	if topo.NodeIP == nodeIP {
+		e.nl.AddLink("eth0", nodeIP, nodeIP6)
+	} else {
+		e.nl.AddLink(topo.UplinkInterface, topo.NodeIP)
+		if topo.PodGateway.IsValid() {
+			e.nl.AddLink("cbr0", topo.PodGateway)
+		}
+	}
 	return e.withProxier(t, cfg)
 }
 

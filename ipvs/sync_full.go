@@ -124,7 +124,7 @@ func (p *Proxier) readKernel() (*kernelState, error) {
 		k.rss[key] = rss
 	}
 	addrs, err := p.ifs.Netlink.ListBindAddresses(DummyDevice)
-	if err != nil {
+	if err != nil && !isNotFound(err) { // no kube-ipvs0: nothing bound
 		return nil, err
 	}
 	for _, a := range addrs {
