@@ -24,6 +24,7 @@ import (
 func NewEnv(t testing.TB, topo proxytest.Topology) *Env {
 	t.Helper()
 	SkipUnlessRoot(t)
+	removeStale()
 	env := &Env{Topo: topo, Pods: map[string]*Namespace{}}
 	var all []*Namespace
 	t.Cleanup(func() {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/vishvananda/netns"
 )
@@ -121,4 +123,40 @@ func writeSysctl(ns *Namespace, path, value string) error {
 		}
 		return nil
 	})
+}
+
+// removeStale deletes namespaces this package created in processes that no
+// longer exist (a test binary killed before its cleanup ran). Namespaces
+// of live processes, and names without NamePrefix, are never touched.
+func removeStale() {
+	ents, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), NamePrefix)
+		if !ok {
+			continue
+		}
+		pidStr, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pidStr); err == nil {
+			continue // still running
+		}
+		_ = netns.DeleteNamed(e.Name())
+	}
+}
+
+// Current reports whether the calling goroutine's thread is in ns (useful
+// inside Exec, e.g. to assert an engine is being driven where it should be).
+func (n *Namespace) Current() bool {
+	cur, err := netns.Get()
+	if err != nil {
+		return false
+	}
+	defer cur.Close()
+	return n.handle.IsOpen() && cur.Equal(n.handle)
 }

@@ -18,3 +18,8 @@ func (n *Namespace) close() error { return nil }
 func Exec(ns *Namespace, f func() error) error { return errUnsupported }
 
 func writeSysctl(ns *Namespace, path, value string) error { return errUnsupported }
+
+func removeStale() {}
+
+// Current reports whether the calling thread is in ns; never on this OS.
+func (n *Namespace) Current() bool { return false }

@@ -71,27 +71,26 @@ func handRules(topo pt.Topology) string {
 
 func restore(t *testing.T, env *Env, rules string) {
 	t.Helper()
+	if err := Exec(env.Node, func() error { return restoreHere(env, rules) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restoreHere runs iptables-restore (or ip6tables-restore) in the calling
+// thread's namespace.
+func restoreHere(env *Env, rules string) error {
 	tool := "iptables-restore"
 	if env.Topo.Family == v1.IPv6Protocol {
 		tool = "ip6tables-restore"
 	}
-	path, err := exec.LookPath(tool)
-	if err != nil {
-		t.Skipf("%s not installed: %v", tool, err)
+	cmd := exec.Command(tool, "--noflush")
+	cmd.Stdin = strings.NewReader(rules)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v\n%s\nrules:\n%s", tool, err, out.String(), rules)
 	}
-	err = Exec(env.Node, func() error {
-		cmd := exec.Command(path, "--noflush")
-		cmd.Stdin = strings.NewReader(rules)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %v\n%s\nrules:\n%s", tool, err, out.String(), rules)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return nil
 }
 
 // leftovers lists this process's namespaces still in /run/netns.
