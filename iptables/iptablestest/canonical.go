@@ -3,6 +3,7 @@ package iptablestest
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -16,6 +17,16 @@ func (r *rule) canonicalize(family v1.IPFamily) {
 	for _, m := range r.matches {
 		switch m.name {
 		case "tcp", "udp", "sctp":
+			for i, o := range m.opts {
+				switch o.name {
+				case "--syn":
+					m.opts[i] = opt{name: "--tcp-flags", neg: o.neg, vals: []string{"FIN,SYN,RST,ACK", "SYN"}}
+				case "--tcp-flags":
+					mask, _ := parseTCPFlags(o.vals[0])
+					comp, _ := parseTCPFlags(o.vals[1])
+					m.opts[i].vals = []string{tcpFlagNames(mask), tcpFlagNames(comp)}
+				}
+			}
 			m.opts = reorder(m.opts, "--sport", "--dport")
 		case "addrtype":
 			m.opts = reorder(m.opts, "--src-type", "--dst-type", "--limit-iface-in", "--limit-iface-out")
@@ -114,4 +125,18 @@ func reorder(opts []opt, names ...string) []opt {
 		}
 	}
 	return out
+}
+
+// tcpFlagNames prints TCP flags as iptables-save does.
+func tcpFlagNames(f int) string {
+	if f == 0 {
+		return "NONE"
+	}
+	var names []string
+	for i, n := range []string{"FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"} {
+		if f&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
 }

@@ -188,7 +188,7 @@ const (
 
 func parseTCPFlags(s string) (int, error) {
 	names := map[string]int{"FIN": tcpFIN, "SYN": tcpSYN, "RST": tcpRST, "PSH": tcpPSH, "ACK": tcpACK,
-		"URG": tcpURG, "ECE": tcpECE, "CWR": tcpCWR, "ALL": 0xff, "NONE": 0}
+		"URG": tcpURG, "ECE": tcpECE, "CWR": tcpCWR, "ALL": 0x3f, "NONE": 0}
 	f := 0
 	for _, n := range strings.Split(s, ",") {
 		v, ok := names[strings.ToUpper(n)]
@@ -354,8 +354,8 @@ func compileStatistic(m *match) (matcher, error) {
 		}
 		return statisticMatcher{t.negate(prob.neg)}, nil
 	case "nth":
-		if !hasEvery || hasProb {
-			return nil, fmt.Errorf("--mode nth takes --every (and --packet)")
+		if !hasEvery || !hasPacket || hasProb {
+			return nil, fmt.Errorf("--mode nth takes --every and --packet")
 		}
 		n, err := strconv.Atoi(every.vals[0])
 		if err != nil || n < 1 {

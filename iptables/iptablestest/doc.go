@@ -12,7 +12,12 @@
 // and the iptables tools do, so rules the real tool refuses fail here:
 // jumps to missing chains, unknown targets, unknown options of known
 // extensions, protocol matches without -p, DNAT outside the nat table,
-// addresses of the wrong family, chain names over 28 characters, loops.
+// addresses of the wrong family, chain names over 28 characters, jump
+// loops reachable from a built-in chain (the kernel accepts a loop it
+// never walks), a policy on a user chain (iptables-legacy refuses it).
+// The package's tests check these semantics, and the saved text, against
+// the real iptables-restore/iptables-save 1.8 (nft and legacy backends)
+// in scratch network namespaces when run as root.
 // Matches of extensions the Fake does not know are accepted (the kernel
 // may well have them), parsed generically, and refused by the Tracer.
 //

@@ -61,6 +61,8 @@ type tableState struct {
 	chains map[iptables.Chain]*chainState
 	// refs counts, per user chain, the rules that jump or go to it.
 	refs map[iptables.Chain]int
+	// pendingEdges are jumps added since the last loop check.
+	pendingEdges []edge
 }
 
 func newTable(name iptables.Table) *tableState {
@@ -273,11 +275,9 @@ func (f *Fake) EnsureRule(ctx context.Context, position iptables.RulePosition, t
 		pos = 0
 	}
 	t.insert(c, pos, r)
-	if r.jumpsTo() != "" {
-		if loop := t.findLoop(); loop != nil {
-			t.remove(c, pos)
-			return false, fmt.Errorf("%w: %v", ErrLoop, loop)
-		}
+	if loop := t.findNewLoop(); loop != nil {
+		t.remove(c, pos)
+		return false, fmt.Errorf("%w: %v", ErrLoop, loop)
 	}
 	return false, nil
 }
@@ -470,6 +470,7 @@ func (t *tableState) insert(c *chainState, pos int, r *rule) {
 	c.rules = slices.Insert(c.rules, pos, r)
 	if to := r.jumpsTo(); to != "" {
 		t.refs[to]++
+		t.pendingEdges = append(t.pendingEdges, edge{c.name, to})
 	}
 }
 
@@ -560,31 +561,64 @@ func (t *tableState) clone() *tableState {
 	return n
 }
 
-// hasLoop reports a loop in the jumps among user chains, as the kernel
-// refuses such a table (ELOOP).
-func (t *tableState) findLoop() []iptables.Chain {
+// edge is a jump or goto from one chain to another.
+type edge struct{ from, to iptables.Chain }
+
+// findNewLoop reports a loop in the jumps that the kernel would refuse
+// (ELOOP): one reachable from a built-in chain (the kernel only walks
+// the chains reachable from its hooks; an unreachable loop is accepted).
+// Any such loop became reachable through an edge added since the last
+// check, so only those are examined: a new edge from -> to matters if a
+// loop is reachable from to and from is reachable from a built-in chain.
+// The pending edges are consumed.
+func (t *tableState) findNewLoop() []iptables.Chain {
+	edges := t.pendingEdges
+	t.pendingEdges = nil
+	var fromBuiltin map[iptables.Chain]bool // computed only when needed
+	for _, e := range edges {
+		if _, ok := t.chains[e.from]; !ok {
+			continue // the rule's chain was deleted since
+		}
+		loop := t.loopFrom(e.to)
+		if loop == nil {
+			continue
+		}
+		if fromBuiltin == nil {
+			fromBuiltin = t.reachableFromBuiltins()
+		}
+		if fromBuiltin[e.from] {
+			return loop
+		}
+	}
+	return nil
+}
+
+// loopFrom returns a loop of jumps reachable from chain start, or nil.
+func (t *tableState) loopFrom(start iptables.Chain) []iptables.Chain {
 	const (
-		unvisited = iota
-		visiting
-		done
+		visiting = 1
+		done     = 2
 	)
 	state := map[iptables.Chain]int{}
 	var stack []iptables.Chain
 	var visit func(c iptables.Chain) []iptables.Chain
 	visit = func(c iptables.Chain) []iptables.Chain {
+		switch state[c] {
+		case visiting:
+			i := slices.Index(stack, c)
+			return append(slices.Clone(stack[i:]), c)
+		case done:
+			return nil
+		}
+		cs, ok := t.chains[c]
+		if !ok {
+			return nil
+		}
 		state[c] = visiting
 		stack = append(stack, c)
-		for _, r := range t.chains[c].rules {
-			to := r.jumpsTo()
-			if to == "" {
-				continue
-			}
-			switch state[to] {
-			case visiting:
-				i := slices.Index(stack, to)
-				return append(slices.Clone(stack[i:]), to)
-			case unvisited:
-				if loop := visit(to); loop != nil {
+		for _, r := range cs.rules {
+			if next := r.jumpsTo(); next != "" {
+				if loop := visit(next); loop != nil {
 					return loop
 				}
 			}
@@ -593,14 +627,29 @@ func (t *tableState) findLoop() []iptables.Chain {
 		state[c] = done
 		return nil
 	}
-	for _, name := range t.chainOrder() {
-		if state[name] == unvisited {
-			if loop := visit(name); loop != nil {
-				return loop
+	return visit(start)
+}
+
+func (t *tableState) reachableFromBuiltins() map[iptables.Chain]bool {
+	seen := map[iptables.Chain]bool{}
+	var walk func(c iptables.Chain)
+	walk = func(c iptables.Chain) {
+		if seen[c] {
+			return
+		}
+		seen[c] = true
+		if cs, ok := t.chains[c]; ok {
+			for _, r := range cs.rules {
+				if next := r.jumpsTo(); next != "" {
+					walk(next)
+				}
 			}
 		}
 	}
-	return nil
+	for _, c := range builtinChains[t.name] {
+		walk(c)
+	}
+	return seen
 }
 
 // restore applies iptables-restore --noflush input. Each table is applied
@@ -656,7 +705,7 @@ func (f *Fake) restore(data []byte) error {
 			if cur == nil {
 				return tableErr(line, fmt.Errorf("%w: COMMIT outside a table", ErrBadRule))
 			}
-			if loop := cur.findLoop(); loop != nil {
+			if loop := cur.findNewLoop(); loop != nil {
 				return tableErr(line, fmt.Errorf("%w: %v", ErrLoop, loop))
 			}
 			f.tables[cur.name] = cur
@@ -687,6 +736,8 @@ func (f *Fake) restore(data []byte) error {
 				continue
 			}
 			if policy != "-" {
+				// iptables-legacy-restore refuses this; iptables-nft-restore
+				// ignores the policy. The fake is strict.
 				return tableErr(line, fmt.Errorf("%w: cannot set policy %q on user chain %q", ErrBuiltinChain, policy, name))
 			}
 			if err := validateChainName(name); err != nil {

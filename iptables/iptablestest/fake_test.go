@@ -154,6 +154,15 @@ COMMIT
 	if got, want := strings.Join(rules, "\n"), "-j KUBE-SEP-2\n-m comment --comment replaced -j RETURN"; got != want {
 		t.Errorf("rules =\n%s\nwant\n%s", got, want)
 	}
+	// Loops the kernel never walks (not reachable from a built-in chain)
+	// are accepted, as by the real tool.
+	mustRestore(t, f, "*nat\n:KUBE-L1 - [0:0]\n:KUBE-L2 - [0:0]\n-A KUBE-L1 -j KUBE-L2\n-A KUBE-L2 -j KUBE-L1\nCOMMIT\n")
+	if _, err := f.EnsureRule(ctx, iptables.Append, iptables.TableNAT, iptables.ChainOutput, "-j", "KUBE-L1"); !errors.Is(err, ErrLoop) {
+		t.Errorf("EnsureRule making a loop reachable: %v", err)
+	}
+	if rules, _ := f.Rules(iptables.TableNAT, iptables.ChainOutput); len(rules) != 0 {
+		t.Errorf("refused rule was kept: %q", rules)
+	}
 }
 
 func TestRestoreErrors(t *testing.T) {
@@ -190,7 +199,8 @@ COMMIT
 		{"IPv6 address in IPv4", "*nat\n-A KUBE-A -d fd00::1 -j ACCEPT\nCOMMIT\n", 2, ErrBadRule},
 		{"policy on user chain", "*nat\n:KUBE-C ACCEPT [0:0]\nCOMMIT\n", 2, ErrBuiltinChain},
 		{"bad policy", "*filter\n:INPUT REJECT [0:0]\nCOMMIT\n", 2, ErrBadRule},
-		{"loop", "*nat\n-A KUBE-B -j KUBE-A\nCOMMIT\n", 3, ErrLoop},
+		{"loop reachable from a built-in chain", "*nat\n-A PREROUTING -j KUBE-A\n-A KUBE-B -j KUBE-A\nCOMMIT\n", 4, ErrLoop},
+		{"loop made reachable", "*nat\n:KUBE-C - [0:0]\n-A KUBE-C -j KUBE-C\n-A OUTPUT -j KUBE-C\nCOMMIT\n", 5, ErrLoop},
 		{"chain name too long", "*nat\n:KUBE-SVC-0123456789ABCDEFGHIJ - [0:0]\nCOMMIT\n", 2, ErrBadRule},
 		{"new existing chain", "*nat\n-N KUBE-A\nCOMMIT\n", 2, ErrChainExists},
 		{"two targets", "*nat\n-A KUBE-A -j ACCEPT -j DROP\nCOMMIT\n", 2, ErrBadRule},
@@ -416,11 +426,11 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 func TestSplitArgs(t *testing.T) {
-	got, err := splitArgs(`-A X -m comment --comment "a \"quoted\" \\ text" -j ACCEPT`)
+	got, err := splitArgs(`-A X -m comment --comment "a \"quoted\" \\ \'text\q" -j ACCEPT`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"-A", "X", "-m", "comment", "--comment", `a "quoted" \ text`, "-j", "ACCEPT"}
+	want := []string{"-A", "X", "-m", "comment", "--comment", `a "quoted" \ 'textq`, "-j", "ACCEPT"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("got %q", got)
 	}
@@ -431,5 +441,14 @@ func TestSplitArgs(t *testing.T) {
 	back, _ := splitArgs(r.text())
 	if strings.Join(back, "|") != strings.Join(got[2:], "|") {
 		t.Errorf("quoting does not round-trip: %q -> %q", r.text(), back)
+	}
+	for _, bad := range []string{`-A X "unterminated`, `-A X -m comment --comment "q"x`} {
+		if _, err := splitArgs(bad); !errors.Is(err, ErrBadRule) {
+			t.Errorf("splitArgs(%q) = %v", bad, err)
+		}
+	}
+	got, _ = splitArgs(`-A X -m comment --comment "" -j a\b`)
+	if len(got) != 8 || got[5] != "" || got[7] != `a\b` {
+		t.Errorf("empty quoted argument / literal backslash: %q", got)
 	}
 }

@@ -256,7 +256,7 @@ func quoteArg(a string, isComment bool) string {
 	var b strings.Builder
 	b.WriteByte('"')
 	for _, c := range a {
-		if c == '"' || c == '\\' {
+		if c == '"' || c == '\\' || c == '\'' {
 			b.WriteByte('\\')
 		}
 		b.WriteRune(c)
@@ -266,8 +266,10 @@ func quoteArg(a string, isComment bool) string {
 }
 
 // splitArgs splits one line of iptables-restore input into arguments the
-// way iptables-restore does: on blanks, with double quotes grouping and
-// backslash escaping a quote or backslash inside quotes.
+// way iptables-restore does: on blanks; a double quote at the start of an
+// argument groups up to the closing quote, which ends the argument;
+// inside quotes a backslash makes the next character literal. Outside
+// quotes a backslash is an ordinary character.
 func splitArgs(line string) ([]string, error) {
 	var args []string
 	var cur strings.Builder
@@ -275,12 +277,18 @@ func splitArgs(line string) ([]string, error) {
 	for i := 0; i < len(line); i++ {
 		c := line[i]
 		switch {
-		case quoted && c == '\\' && i+1 < len(line) && (line[i+1] == '"' || line[i+1] == '\\'):
+		case quoted && c == '\\' && i+1 < len(line):
 			cur.WriteByte(line[i+1])
 			i++
-		case c == '"':
-			quoted = !quoted
-			inArg = true
+		case quoted && c == '"':
+			args = append(args, cur.String())
+			cur.Reset()
+			inArg, quoted = false, false
+			if i+1 < len(line) && line[i+1] != ' ' && line[i+1] != '\t' {
+				return nil, fmt.Errorf("%w: text right after a closing quote", ErrBadRule)
+			}
+		case !quoted && c == '"' && !inArg:
+			quoted = true
 		case !quoted && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
 			if inArg {
 				args = append(args, cur.String())
@@ -593,7 +601,8 @@ func (r *rule) addOption(table iptables.Table, args []string, i int, neg bool) (
 		m.opts = append(m.opts, opt{name: name, neg: neg, vals: vals})
 		return n, nil
 	}
-	for _, m := range r.matches {
+	for i := len(r.matches) - 1; i >= 0; i-- {
+		m := r.matches[i]
 		if name, n, ok := matchModules[m.name].lookup(a); ok {
 			return attach(m, name, n)
 		}
