@@ -24,7 +24,8 @@
 // Restore behaves as "iptables-restore --noflush":
 //   - "*table" starts a table, "COMMIT" applies it. Each table is applied
 //     atomically at its COMMIT: a failing line leaves that table as it
-//     was, and returns a *RestoreError naming the line. As with the real
+//     was, and returns an *iptables.RestoreError naming the line (as the
+//     real Runner does) that wraps one of this package's errors. As with the real
 //     tool (both the legacy and the nft backends), tables committed before
 //     the failing one in the same input stay committed. A failure injected
 //     with FailNextRestore or SetRestoreHook changes nothing at all.

@@ -2,7 +2,8 @@ package iptablestest
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/svcproxy/svcproxy/iptables"
 )
 
 // Errors the Fake returns, wrapped with detail; test them with errors.Is.
@@ -32,18 +33,10 @@ var (
 	ErrLoop = errors.New("chains form a loop")
 )
 
-// RestoreError is returned by Restore (and NewFakeFromDump) when a line
-// fails. Line is 1-based; Text is the line as given. As with the real
-// iptables-restore, tables committed before the failing line stay
-// committed; the table being parsed is left unchanged.
-type RestoreError struct {
-	Line int
-	Text string
-	Err  error
+// restoreError builds the error Restore returns for a failing line: an
+// *iptables.RestoreError, as the real Runner returns (so errors.Is(err,
+// iptables.ErrRestore) and errors.As work the same on both), whose Err
+// wraps one of the errors above.
+func restoreError(line int, text string, err error) error {
+	return &iptables.RestoreError{Line: line, LineText: text, Output: err.Error(), Err: err}
 }
-
-func (e *RestoreError) Error() string {
-	return fmt.Sprintf("iptables-restore: line %d failed: %v (line: %q)", e.Line, e.Err, e.Text)
-}
-
-func (e *RestoreError) Unwrap() error { return e.Err }

@@ -35,7 +35,7 @@ COMMIT
 
 	fmt.Print(fake.Dump())
 	// Output:
-	// iptables-restore: line 2 failed: no chain/target/match by that name: jump target "KUBE-SVC-NOPE" does not exist in table "nat" (line: "-A KUBE-SERVICES -j KUBE-SVC-NOPE")
+	// iptables-restore failed at line 2 ("-A KUBE-SERVICES -j KUBE-SVC-NOPE"): no chain/target/match by that name: jump target "KUBE-SVC-NOPE" does not exist in table "nat"
 	// *nat
 	// :PREROUTING ACCEPT [0:0]
 	// :INPUT ACCEPT [0:0]

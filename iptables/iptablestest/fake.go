@@ -325,7 +325,10 @@ func (f *Fake) SaveInto(ctx context.Context, table iptables.Table, buf *bytes.Bu
 }
 
 // Restore implements iptables.Runner: iptables-restore --noflush. See the
-// package documentation for the exact semantics.
+// package documentation for the exact semantics. A failing line gives an
+// *iptables.RestoreError (Line, LineText) wrapping one of this package's
+// errors (ErrNoSuchChain, ErrBadRule, ...); an error injected with
+// FailNextRestore or SetRestoreHook is returned as is.
 func (f *Fake) Restore(ctx context.Context, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -661,7 +664,7 @@ func (f *Fake) restore(data []byte) error {
 		cur      *tableState // copy being edited, nil outside *table ... COMMIT
 		owned    map[*chainState]bool
 		lineNo   int
-		tableErr = func(line string, err error) error { return &RestoreError{Line: lineNo, Text: line, Err: err} }
+		tableErr = func(line string, err error) error { return restoreError(lineNo, line, err) }
 	)
 	// own returns a chain of cur that may be mutated.
 	own := func(name iptables.Chain) (*chainState, bool) {
@@ -757,7 +760,7 @@ func (f *Fake) restore(data []byte) error {
 		}
 	}
 	if cur != nil {
-		return &RestoreError{Line: lineNo + 1, Text: "", Err: fmt.Errorf("%w: COMMIT expected for table %q", ErrBadRule, cur.name)}
+		return restoreError(lineNo+1, "", fmt.Errorf("%w: COMMIT expected for table %q", ErrBadRule, cur.name))
 	}
 	return nil
 }

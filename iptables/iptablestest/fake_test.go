@@ -221,9 +221,9 @@ COMMIT
 			}
 			before := f.Dump()
 			err = f.Restore(ctx, []byte(tc.input))
-			var re *RestoreError
-			if !errors.As(err, &re) {
-				t.Fatalf("Restore error = %v, want a *RestoreError", err)
+			var re *iptables.RestoreError
+			if !errors.As(err, &re) || !errors.Is(err, iptables.ErrRestore) {
+				t.Fatalf("Restore error = %v, want an *iptables.RestoreError", err)
 			}
 			if !errors.Is(err, tc.want) {
 				t.Errorf("error %v is not %v", err, tc.want)
