@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcproxy/svcproxy/proxy"
@@ -609,6 +610,153 @@ func Scenarios(topo Topology) []Scenario {
 				Checks: []Check{
 					chk("pod-to-endpoint", pod(a1.IP, targetHTTP), notProxied),
 					chk("external-ip", ext(eip, portHTTP), notProxied),
+				},
+			}},
+		})
+	}
+
+	// --- several slices per service, and slices to ignore ---
+	{
+		vip := topo.ServiceIP(21)
+		svc := web("sliced", vip, nil)
+		first := httpSlice("sliced", ready(a1))
+		second := MakeSlice(topo, "sliced", "2", httpSlicePorts, ready(b1)...)
+		secondMoved := MakeSlice(topo, "sliced", "2", httpSlicePorts, ready(b1, a2)...)
+		// Slices the proxier must ignore: the other address family, FQDN,
+		// and one that names no service.
+		foreign := MakeSlice(topo, "sliced", "foreign", httpSlicePorts, ready(b2)...)
+		if topo.Family == v1.IPv4Protocol {
+			foreign.AddressType = discovery.AddressTypeIPv6
+			foreign.Endpoints[0].Addresses = []string{"fd00:10:244:2::77"}
+		} else {
+			foreign.AddressType = discovery.AddressTypeIPv4
+			foreign.Endpoints[0].Addresses = []string{"10.244.2.77"}
+		}
+		fqdn := MakeSlice(topo, "sliced", "fqdn", httpSlicePorts, ready(b2)...)
+		fqdn.AddressType = discovery.AddressTypeFQDN
+		fqdn.Endpoints[0].Addresses = []string{"backend.example.com"}
+		orphan := MakeSlice(topo, "sliced", "orphan", httpSlicePorts, ready(b2)...)
+		delete(orphan.Labels, discovery.LabelServiceName)
+		table = append(table, Scenario{
+			Name: "multiple-slices",
+			Doc:  "a service's endpoints are the union of its slices of this family; other families, FQDN slices and slices naming no service are ignored",
+			Steps: []Step{{
+				Name:    "two-slices",
+				Objects: objs(svcs(svc), first, second, foreign, fqdn, orphan),
+				Checks:  []Check{chk("pod", pod(vip, portHTTP), fwd(false, http(a1, b1)))},
+			}, {
+				Name:    "endpoint-moves-between-slices",
+				Objects: objs(svcs(svc), httpSlice("sliced", ready(b2)), secondMoved, foreign, fqdn, orphan),
+				Checks:  []Check{chk("pod", pod(vip, portHTTP), fwd(false, http(a2, b1, b2)))},
+			}, {
+				Name:    "first-slice-deleted",
+				Objects: objs(svcs(svc), second, foreign, fqdn, orphan),
+				Checks:  []Check{chk("pod", pod(vip, portHTTP), fwd(false, http(b1)))},
+			}},
+		})
+	}
+
+	// --- named target port ---
+	{
+		vip := topo.ServiceIP(22)
+		svc := web("named", vip, func(s *v1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromString("web") })
+		table = append(table, Scenario{
+			Name: "named-target-port",
+			Doc:  "a named targetPort is resolved by the EndpointSlice's port, not by the service",
+			Steps: []Step{{
+				Name:    "slice-resolves-port",
+				Objects: objs(svcs(svc), MakeSlice(topo, "named", "1", []SlicePortSpec{{Name: "http", Port: targetMetrics}}, ready(a1, b1)...)),
+				Checks:  []Check{chk("pod", pod(vip, portHTTP), fwd(false, Backends(targetMetrics, a1, b1)))},
+			}},
+		})
+	}
+
+	// --- load-balancer ipMode Proxy, type changes, source-range changes ---
+	{
+		vip, lbVIP, lbProxy := topo.ServiceIP(23), topo.LoadBalancerIP(4), topo.LoadBalancerIP(5)
+		svc := web("ip-mode", vip, func(s *v1.Service) {
+			loadBalancer(lbVIP)(s)
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress,
+				v1.LoadBalancerIngress{IP: lbProxy.String(), IPMode: ptr.To(v1.LoadBalancerIPModeProxy)})
+		})
+		table = append(table, Scenario{
+			Name: "load-balancer-ip-mode-proxy",
+			Doc:  "ingress IPs with ipMode Proxy are left to the load balancer; ipMode VIP ones are served",
+			Steps: []Step{{
+				Name:    "one-of-each",
+				Objects: objs(svcs(svc), httpSlice("ip-mode", ready(a1, b1))),
+				Checks: []Check{
+					chk("vip-mode", ext(lbVIP, portHTTP), fwd(true, http(a1, b1))),
+					chk("proxy-mode", ext(lbProxy, portHTTP), notProxied),
+				},
+			}},
+		})
+	}
+	{
+		vip, lb := topo.ServiceIP(24), topo.LoadBalancerIP(6)
+		clusterIP := web("retyped", vip, nil)
+		lbSvc := web("retyped", vip, loadBalancer(lb))
+		sl := httpSlice("retyped", ready(a1, b1))
+		table = append(table, Scenario{
+			Name: "type-changes",
+			Doc:  "a service turned into a LoadBalancer and back gains and loses its external addresses",
+			Steps: []Step{{
+				Name:    "cluster-ip",
+				Objects: objs(svcs(clusterIP), sl),
+				Checks: []Check{
+					chk("pod", pod(vip, portHTTP), fwd(false, http(a1, b1))),
+					chk("external-lb", ext(lb, portHTTP), notProxied),
+				},
+			}, {
+				Name:    "load-balancer",
+				Objects: objs(svcs(lbSvc), sl),
+				Checks: []Check{
+					chk("pod", pod(vip, portHTTP), fwd(false, http(a1, b1))),
+					chk("external-lb", ext(lb, portHTTP), fwd(true, http(a1, b1))),
+					chk("external-node-port", ext(nodeIP, nodePortHTTP), fwd(true, http(a1, b1))),
+				},
+			}, {
+				Name:    "cluster-ip-again",
+				Objects: objs(svcs(clusterIP), sl),
+				Checks: []Check{
+					chk("pod", pod(vip, portHTTP), fwd(false, http(a1, b1))),
+					chk("external-lb", ext(lb, portHTTP), notProxied),
+				},
+			}},
+		})
+	}
+	{
+		vip, lb := topo.ServiceIP(25), topo.LoadBalancerIP(7)
+		ranged := func(src netip.Addr) *v1.Service {
+			return web("ranges-change", vip, func(s *v1.Service) {
+				loadBalancer(lb)(s)
+				s.Spec.LoadBalancerSourceRanges = []string{HostPrefix(src).String()}
+			})
+		}
+		sl := httpSlice("ranges-change", ready(a1, b1))
+		table = append(table, Scenario{
+			Name: "load-balancer-source-range-changes",
+			Doc:  "changing or removing loadBalancerSourceRanges takes effect on the next sync",
+			Steps: []Step{{
+				Name:    "first-client-allowed",
+				Objects: objs(svcs(ranged(topo.ExternalClient)), sl),
+				Checks: []Check{
+					chk("first-client", ext(lb, portHTTP), fwd(true, http(a1, b1))),
+					chk("second-client", ext2(lb, portHTTP), dropped),
+				},
+			}, {
+				Name:    "second-client-allowed",
+				Objects: objs(svcs(ranged(topo.ExternalClient2)), sl),
+				Checks: []Check{
+					chk("first-client", ext(lb, portHTTP), dropped),
+					chk("second-client", ext2(lb, portHTTP), fwd(true, http(a1, b1))),
+				},
+			}, {
+				Name:    "ranges-removed",
+				Objects: objs(svcs(web("ranges-change", vip, loadBalancer(lb))), sl),
+				Checks: []Check{
+					chk("first-client", ext(lb, portHTTP), fwd(true, http(a1, b1))),
+					chk("second-client", ext2(lb, portHTTP), fwd(true, http(a1, b1))),
 				},
 			}},
 		})
