@@ -863,6 +863,7 @@ func (s snatTarget) apply(tc *traceCtx, st *pktState) (pathEnd, error) {
 		st.src = s.to.addr
 	}
 	st.snat = true
+	st.masqueraded = true
 	return endAccept, nil
 }
 
