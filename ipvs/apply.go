@@ -43,6 +43,7 @@ func (p *Proxier) applyOp(o *op) error {
 			return err
 		}
 	case opAddVS:
+		p.owned[o.vs.Key()] = struct{}{}
 		err := ipvs.AddVirtualServer(&o.vs)
 		if isExists(err) {
 			err = ipvs.UpdateVirtualServer(&o.vs)
@@ -53,8 +54,10 @@ func (p *Proxier) applyOp(o *op) error {
 	case opDelVS:
 		p.graceful.removeVS(o.vs.Key())
 		if err := ipvs.DeleteVirtualServer(&o.vs); err != nil && !isNotFound(err) {
+			p.owned[o.vs.Key()] = struct{}{}
 			return err
 		}
+		delete(p.owned, o.vs.Key())
 		if o.vs.Protocol == v1.ProtocolUDP {
 			p.conntrackFilters = append(p.conntrackFilters, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port)})
 		}

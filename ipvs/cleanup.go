@@ -58,7 +58,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 			if !p.ourFamily(key.Address) || p.excluded(key.Address) {
 				continue
 			}
-			if k.addrs[key.Address] || p.dp.vss[key] != nil || p.ownedNodePort(k, key) {
+			if p.owns(k, key) {
 				if err := p.ifs.IPVS.DeleteVirtualServer(vs); err != nil && !isNotFound(err) {
 					errs = append(errs, err)
 				}
@@ -87,6 +87,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 		}
 	}
 	p.dp = newDataplane()
+	clear(p.owned)
 	p.plans = make(map[proxy.ServicePortName]*servicePlan)
 	p.needFull = true
 	if len(errs) > 0 {

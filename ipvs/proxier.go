@@ -40,7 +40,11 @@ type Proxier struct {
 	plans  map[proxy.ServicePortName]*servicePlan
 	byName map[types.NamespacedName][]proxy.ServicePortName
 	// dp is what we believe the kernel holds (after the last sync).
-	dp            *dataplane
+	dp *dataplane
+	// owned are the virtual servers this proxier created and has not yet
+	// seen deleted: a failed delete stays ours even after its address is
+	// unbound.
+	owned         map[VirtualServerKey]struct{}
 	graceful      *gracefulQueue
 	nodePortAddrs []netip.Addr
 	needFull      bool
@@ -92,6 +96,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		plans:    make(map[proxy.ServicePortName]*servicePlan),
 		byName:   make(map[types.NamespacedName][]proxy.ServicePortName),
 		dp:       newDataplane(),
+		owned:    make(map[VirtualServerKey]struct{}),
 		graceful: newGracefulQueue(),
 		needFull: true,
 		setSpecs: make(map[string]Set),

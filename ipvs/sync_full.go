@@ -239,7 +239,7 @@ func (p *Proxier) diffKernel(want *dataplane, k *kernelState) opList {
 		if _, ok := want.vss[key]; ok || !p.ourFamily(key.Address) || p.excluded(key.Address) {
 			continue
 		}
-		if k.addrs[key.Address] || p.dp.vss[key] != nil || p.ownedNodePort(k, key) {
+		if p.owns(k, key) {
 			ops = append(ops, op{kind: opDelVS, vs: *vs})
 		}
 	}
@@ -267,6 +267,12 @@ func (p *Proxier) diffKernel(want *dataplane, k *kernelState) opList {
 	}
 	sortOps(ops)
 	return ops
+}
+
+// owns: key is a virtual server of ours (see diffKernel).
+func (p *Proxier) owns(k *kernelState, key VirtualServerKey) bool {
+	_, created := p.owned[key]
+	return created || k.addrs[key.Address] || p.dp.vss[key] != nil || p.ownedNodePort(k, key)
 }
 
 // ownedNodePort: key is a node-port virtual server we made (its port is in

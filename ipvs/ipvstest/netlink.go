@@ -18,6 +18,9 @@ type Netlink struct {
 	faults
 	mu    sync.Mutex
 	links map[string]*fakeLink
+	// changes counts calls that changed something (an Ensure call that
+	// found its object does not).
+	changes int
 }
 
 type fakeLink struct {
@@ -62,6 +65,7 @@ func (f *Netlink) EnsureDummyDevice(name string) (bool, error) {
 		return true, nil
 	}
 	f.links[name] = &fakeLink{dummy: true}
+	f.changes++
 	return false, nil
 }
 
@@ -80,6 +84,7 @@ func (f *Netlink) DeleteDummyDevice(name string) error {
 		return fmt.Errorf("ipvstest: link %s is not a dummy link: %w", name, ErrInvalid)
 	}
 	delete(f.links, name)
+	f.changes++
 	return nil
 }
 
@@ -109,6 +114,7 @@ func (f *Netlink) EnsureAddressBind(addr netip.Addr, dev string) (bool, error) {
 		return true, nil
 	}
 	l.addrs = append(l.addrs, addr.Unmap())
+	f.changes++
 	return false, nil
 }
 
@@ -128,6 +134,7 @@ func (f *Netlink) UnbindAddress(addr netip.Addr, dev string) error {
 		return fmt.Errorf("ipvstest: %s not on %s: %w", addr, dev, ipvs.ErrNotFound)
 	}
 	l.addrs = slices.Delete(l.addrs, i, i+1)
+	f.changes++
 	return nil
 }
 
@@ -193,9 +200,21 @@ func (f *Netlink) AllAddresses() []netip.Addr {
 	return slices.Compact(out)
 }
 
-// Mutations is the number of calls that change links or addresses.
+// Mutations is the number of calls that changed links or addresses since
+// the fake was made or ResetCalls (Ensure calls that found what they
+// ensure are not counted).
 func (f *Netlink) Mutations() int {
-	return f.countOf("EnsureDummyDevice", "DeleteDummyDevice", "EnsureAddressBind", "UnbindAddress")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changes
+}
+
+// ResetCalls zeroes the call counters and Mutations.
+func (f *Netlink) ResetCalls() {
+	f.faults.ResetCalls()
+	f.mu.Lock()
+	f.changes = 0
+	f.mu.Unlock()
 }
 
 // Deletions is the number of calls that remove links or addresses.

@@ -1,0 +1,64 @@
+package ipvs_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+)
+
+// A Proxier over the fakes of ipvstest: feed it a Service and its
+// EndpointSlice, sync, and look at the IPVS table and where a packet goes.
+// On a node, use ipvs.New, ipvs.NewIPSet, ipvs.NewNetlink, ipvs.NewSysctl
+// and iptables.New instead.
+func Example() {
+	fakeIPVS, fakeIPSet, fakeNetlink := ipvstest.NewIPVS(), ipvstest.NewIPSet(), ipvstest.NewNetlink()
+	fakeNetlink.AddLink("eth0", netip.MustParseAddr("192.168.0.10"))
+	fakeIPT := iptablestest.NewFake(v1.IPv4Protocol)
+	p, err := ipvs.NewProxier(ipvs.Config{NodeName: "node-a"}, ipvs.Interfaces{
+		IPVS: fakeIPVS, IPSet: fakeIPSet, Netlink: fakeNetlink, IPTables: fakeIPT, Sysctl: ipvstest.NewSysctl(nil),
+	})
+	if err != nil {
+		panic(err)
+	}
+	p.OnServiceAdd(service("default", "web", "10.96.0.10", 80, withNodePort(30080)))
+	p.OnEndpointSliceAdd(slice("default", "web", 8080, v1.ProtocolTCP, ready("10.244.1.5", "node-a"), ready("10.244.2.6", "node-b")))
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	if err := p.Sync(context.Background()); err != nil {
+		panic(err)
+	}
+	fmt.Print(fakeIPVS.Dump())
+
+	tr := ipvstest.NewTracer(ipvstest.TracerConfig{}, fakeIPVS, fakeIPSet, fakeNetlink, fakeIPT)
+	res, err := tr.Trace(proxytest.Packet{Origin: proxytest.FromExternal, Src: netip.MustParseAddr("203.0.113.1"),
+		Dst: netip.MustParseAddr("192.168.0.10"), Port: 30080, Protocol: v1.ProtocolTCP})
+	fmt.Println(res, err)
+	// Output:
+	// Prot LocalAddress:Port Scheduler Flags
+	//   -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+	// TCP  10.96.0.10:80 rr
+	//   -> 10.244.1.5:8080              Masq    1      0          0
+	//   -> 10.244.2.6:8080              Masq    1      0          0
+	// TCP  192.168.0.10:30080 rr
+	//   -> 10.244.1.5:8080              Masq    1      0          0
+	//   -> 10.244.2.6:8080              Masq    1      0          0
+	// forwarded to [10.244.1.5:8080 10.244.2.6:8080] masquerade <nil>
+}
+
+// Probe tells whether this kernel can run the IPVS engine, for falling
+// back to the iptables engine (the result depends on the machine).
+func ExampleProbe() {
+	r := ipvs.Probe(ipvs.ProbeOptions{})
+	if err := r.Usable("rr"); err != nil {
+		fmt.Println("falling back to iptables:", err != nil)
+		return
+	}
+	fmt.Println("IPVS", r.Version, "schedulers", r.Schedulers)
+}
