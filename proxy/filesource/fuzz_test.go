@@ -13,6 +13,11 @@ import (
 // returns is one of the four kinds with a name and a consistent key, that
 // every error is a positioned *ParseError, and that parsing is
 // deterministic. Seeds: testdata/fuzz/FuzzParse and testdata/objects.yaml.
+//
+// Run it with minimisation off: the k8s.io/api types make the coverage map
+// so large that minimising each new input stalls the worker for minutes.
+//
+//	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 60s -fuzzminimizetime 0 -parallel 1 ./proxy/filesource/
 func FuzzParse(f *testing.F) {
 	if data, err := os.ReadFile("testdata/objects.yaml"); err == nil {
 		f.Add(data)
