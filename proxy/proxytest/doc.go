@@ -19,6 +19,11 @@
 //		})
 //	}
 //
+// Shuffle replays each scenario's steps in random orders (every step is a
+// complete state), which shows that every transition converges:
+//
+//	proxytest.RunScenarios(t, topo, proxytest.Shuffle(proxytest.Scenarios(topo), seed, 3), h)
+//
 // The real-kernel variant is internal/netnstest.RunKernel, which builds the
 // same topology in network namespaces and answers with real packets.
 //
@@ -33,8 +38,8 @@
 //     informer would deliver (Feeder) and calls Sync before tracing.
 //   - Every failure names scenario, step and check, and shows the packet,
 //     the wanted and the actual result, and why they differ.
-//   - Quirks are explicit: each has a reason, and a quirk that no longer
-//     matches any check fails the run.
+//   - Quirks are explicit: each has a reason, and a quirk that matches no
+//     check of its scenario fails the run.
 //   - Expectations follow kube-proxy's iptables mode; where another mode
 //     legitimately differs, its test states so with a Quirk.
 //

@@ -235,3 +235,37 @@ func TestHelperRunner(t *testing.T) {
 	}
 	RunScenarios(t, topo, tinyTable(topo), h)
 }
+
+func TestShuffle(t *testing.T) {
+	topo := DefaultTopology(v1.IPv4Protocol)
+	table := Scenarios(topo)
+	a, b := Shuffle(table, 7, 3), Shuffle(table, 7, 3)
+	if len(a) == 0 || Validate(topo, a) != nil {
+		t.Fatalf("shuffled table empty or invalid: %v", Validate(topo, a))
+	}
+	if !slices.Equal(Names(a), Names(b)) {
+		t.Error("same seed, different order")
+	}
+	if slices.Equal(Names(a), Names(Shuffle(table, 8, 3))) {
+		t.Error("different seeds, same order")
+	}
+	multi := 0
+	for _, sc := range table {
+		if len(sc.Steps) > 1 {
+			multi++
+		}
+	}
+	if len(a) != multi {
+		t.Errorf("%d shuffled scenarios, want the %d with several steps", len(a), multi)
+	}
+	for _, sc := range a {
+		orig := table[slices.IndexFunc(table, func(s Scenario) bool { return s.Name == sc.Name })]
+		if len(sc.Steps) != 3*len(orig.Steps) {
+			t.Errorf("%s: %d steps, want %d", sc.Name, len(sc.Steps), 3*len(orig.Steps))
+		}
+	}
+	q := Quirk{Scenario: "x", Step: "step", Reason: "r"}
+	if !q.matches("x", "step#3", "c") || q.matches("x", "steps", "c") {
+		t.Error("quirks must match repeated steps by their original name only")
+	}
+}

@@ -57,7 +57,7 @@ type Quirk struct {
 }
 
 func (q Quirk) matches(scenario, step, check string) bool {
-	return q.Scenario == scenario && (q.Step == "" || q.Step == step) && (q.Check == "" || q.Check == check)
+	return q.Scenario == scenario && (q.Step == "" || q.Step == baseStepName(step)) && (q.Check == "" || q.Check == check)
 }
 
 // Packet constructors over a topology.
