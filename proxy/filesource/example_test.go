@@ -45,10 +45,7 @@ func Example() {
 	// Any proxy.Provider (an engine) goes here; a bare tracker shows what
 	// arrives.
 	tracker := changetracker.New(changetracker.Config{IPFamily: v1.IPv4Protocol, NodeName: "node-a"})
-	src, err := filesource.New(path, tracker, filesource.Options{NodeName: "node-a"})
-	if err != nil {
-		panic(err)
-	}
+	src := filesource.New(path, tracker, filesource.Options{NodeName: "node-a"})
 	if err := src.Load(context.Background()); err != nil {
 		fmt.Println("skipped:", err)
 	}

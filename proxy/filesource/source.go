@@ -59,6 +59,8 @@ type Source struct {
 	handlers Handlers
 	opts     Options
 	selector labels.Selector
+	// configErr is an invalid Options field; Load and Run return it.
+	configErr error
 
 	mu       sync.Mutex
 	loaded   bool // a first read succeeded and Synced handlers were called
@@ -68,10 +70,11 @@ type Source struct {
 }
 
 // New returns a Source for the file at path; nothing is read until Load or
-// Run. It fails only for a ServiceProxyName that is not a label value.
-func New(path string, handlers Handlers, opts Options) (*Source, error) {
+// Run. It panics if handlers is nil. An invalid Options.ServiceProxyName
+// (not a label value) is reported by Load and Run.
+func New(path string, handlers Handlers, opts Options) *Source {
 	if handlers == nil {
-		return nil, errors.New("filesource: nil handlers")
+		panic("filesource.New: nil handlers")
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -80,10 +83,7 @@ func New(path string, handlers Handlers, opts Options) (*Source, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	sel, err := labelSelector(opts.ServiceProxyName)
-	if err != nil {
-		return nil, err
-	}
-	return &Source{path: path, handlers: handlers, opts: opts, selector: sel, state: map[Key]Object{}}, nil
+	return &Source{path: path, handlers: handlers, opts: opts, selector: sel, configErr: err, state: map[Key]Object{}}
 }
 
 // labelSelector is the informers' selector (see proxy/informers).
@@ -120,6 +120,9 @@ func (s *Source) Load(ctx context.Context) error {
 
 // load reports whether the content changed since the last read.
 func (s *Source) load(ctx context.Context) (changed bool, err error) {
+	if s.configErr != nil {
+		return false, s.configErr
+	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -317,7 +320,12 @@ func (s *Source) Objects() []Object {
 // file while it is being replaced, say) keep the last good state and are
 // logged when they start and when they stop; bad documents are logged
 // each time the content changes.
+//
+// Run returns an error at once only when the Options are invalid.
 func (s *Source) Run(ctx context.Context) error {
+	if s.configErr != nil {
+		return s.configErr
+	}
 	failing := false
 	poll := func() {
 		changed, err := s.load(ctx)

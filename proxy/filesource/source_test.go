@@ -96,10 +96,7 @@ func TestLoadDiffs(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "objects.yaml")
 	rec := &recorder{}
-	src, err := New(path, rec, Options{NodeName: "node-a", Logger: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := New(path, rec, Options{NodeName: "node-a", Logger: testr.New(t)})
 
 	steps := []struct {
 		name    string
@@ -181,7 +178,7 @@ func TestLoadUnreadableKeepsState(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "objects.yaml")
 	rec := &recorder{}
-	src, _ := New(path, rec, Options{})
+	src := New(path, rec, Options{})
 	if err := src.Load(ctx); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Load of a missing file = %v, want ErrNotExist", err)
 	}
@@ -224,10 +221,7 @@ func TestSelectors(t *testing.T) {
 		{"net2", []string{"service add default/mine"}},
 	} {
 		rec := &recorder{}
-		src, err := New(path, rec, Options{ServiceProxyName: tc.proxyName})
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := New(path, rec, Options{ServiceProxyName: tc.proxyName})
 		if err := src.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -236,12 +230,21 @@ func TestSelectors(t *testing.T) {
 			t.Errorf("proxy name %q: events %q, want %q", tc.proxyName, got, tc.want)
 		}
 	}
-	if _, err := New(path, &recorder{}, Options{ServiceProxyName: "bad name!"}); err == nil {
-		t.Error("invalid service proxy name accepted")
+	bad := New(path, &recorder{}, Options{ServiceProxyName: "bad name!"})
+	if err := bad.Load(ctx); err == nil || !strings.Contains(err.Error(), "bad name!") {
+		t.Errorf("Load with an invalid service proxy name = %v", err)
 	}
-	if _, err := New(path, nil, Options{}); err == nil {
-		t.Error("nil handlers accepted")
+	if err := bad.Run(ctx); err == nil {
+		t.Error("Run with an invalid service proxy name succeeded")
 	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("New(nil handlers) did not panic")
+			}
+		}()
+		New(path, nil, Options{})
+	}()
 }
 
 func TestRunPolls(t *testing.T) {
@@ -249,7 +252,7 @@ func TestRunPolls(t *testing.T) {
 	writeFile(t, path, svcDoc("a", "10.0.0.1", ""))
 	rec := &recorder{}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	src, _ := New(path, rec, Options{Interval: 5 * time.Second, Clock: clk, Logger: testr.New(t)})
+	src := New(path, rec, Options{Interval: 5 * time.Second, Clock: clk, Logger: testr.New(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx) }()
