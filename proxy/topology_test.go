@@ -152,8 +152,13 @@ func TestCategorizeEndpoints(t *testing.T) {
 		endpoints: []*BaseEndpoint{ep(1), ep(2, "local")},
 		cluster:   addrs(1, 2), reachable: addrs(1, 2), hasAny: true,
 	}, {
-		name:      "both policies Local use only local endpoints",
+		name:      "both policies Local on a node port still compute cluster endpoints for short-circuited traffic",
 		svc:       svc(externalLocal, internalLocal),
+		endpoints: []*BaseEndpoint{ep(1), ep(2, "local")},
+		cluster:   addrs(1, 2), local: addrs(2), reachable: addrs(1, 2), hasAny: true,
+	}, {
+		name:      "both policies Local without external access use only local endpoints",
+		svc:       svc(internalLocal, func(s *BaseServicePort) { s.ExternalLocal = true }),
 		endpoints: []*BaseEndpoint{ep(1), ep(2, "local")},
 		local:     addrs(2), reachable: addrs(2), hasAny: true,
 	}, {

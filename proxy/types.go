@@ -71,7 +71,9 @@ type ServicePort interface {
 	// ExternallyAccessible reports a NodePort, external IP or load-balancer VIP.
 	ExternallyAccessible() bool
 	// UsesClusterEndpoints reports whether any traffic is sent to the
-	// cluster-wide endpoint set (not both policies Local).
+	// cluster-wide endpoint set: internalTrafficPolicy Cluster, or an
+	// externally accessible service (whose traffic from inside the node is
+	// short-circuited to the cluster set even under eTP Local).
 	UsesClusterEndpoints() bool
 	// UsesLocalEndpoints reports whether any traffic is restricted to
 	// node-local endpoints (either policy Local).
@@ -125,8 +127,10 @@ func (s *BaseServicePort) ExternallyAccessible() bool {
 
 func (s *BaseServicePort) UsesClusterEndpoints() bool {
 	// Cluster endpoints are used by internal traffic unless iTP is Local,
-	// and by external traffic unless eTP is Local.
-	return !s.InternalLocal || (s.ExternallyAccessible() && !s.ExternalLocal)
+	// and whenever the service is externally accessible: even with eTP
+	// Local, traffic from pods and from the node itself to an external
+	// address is short-circuited to the cluster-wide set (as kube-proxy).
+	return !s.InternalLocal || s.ExternallyAccessible()
 }
 
 func (s *BaseServicePort) UsesLocalEndpoints() bool {

@@ -46,7 +46,8 @@ func TestTrafficPolicyPredicates(t *testing.T) {
 		{"LB VIP, both Cluster", BaseServicePort{LoadBalancerVIPAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}}, true, true, false},
 		{"iTP Local only", BaseServicePort{InternalLocal: true}, false, false, true},
 		{"iTP Local, NodePort eTP Cluster", BaseServicePort{InternalLocal: true, NodePortNum: 30000}, true, true, true},
-		{"both Local", BaseServicePort{InternalLocal: true, ExternalLocal: true, NodePortNum: 30000}, true, false, true},
+		{"both Local, externally accessible: cluster set kept for short-circuiting", BaseServicePort{InternalLocal: true, ExternalLocal: true, NodePortNum: 30000}, true, true, true},
+		{"both Local, not externally accessible", BaseServicePort{InternalLocal: true, ExternalLocal: true}, false, false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
