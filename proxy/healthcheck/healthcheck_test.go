@@ -434,3 +434,33 @@ func TestServiceHealthWithProxyHealthServer(t *testing.T) {
 		t.Errorf("after the first sync: %+v", p)
 	}
 }
+
+func TestStdListenerAndPortReuse(t *testing.T) {
+	// Find a free loopback port, then hand it from one service to another
+	// within one SyncServices: the old listener must be gone at once.
+	probe, err := StdListener{}.Listen(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(probe.Addr().(*net.TCPAddr).Port)
+	probe.Close()
+
+	s := NewServiceHealthServer(ServiceHealthConfig{NodeIPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
+	defer s.Close()
+	if err := s.SyncServices(map[types.NamespacedName]uint16{svcA: port}); err != nil {
+		t.Skipf("loopback port %d taken meanwhile: %v", port, err)
+	}
+	for i := range 20 {
+		from, to := svcA, svcB
+		if i%2 == 1 {
+			from, to = svcB, svcA
+		}
+		if err := s.SyncServices(map[types.NamespacedName]uint16{to: port}); err != nil {
+			t.Fatalf("moving port %d from %s to %s: %v", port, from, to, err)
+		}
+	}
+	_ = s.SyncEndpoints(map[types.NamespacedName]int{svcA: 1})
+	if p := probeService(t, s, svcA); p.code != 200 {
+		t.Errorf("%+v", p)
+	}
+}

@@ -78,10 +78,11 @@ type ServiceHealthServer struct {
 
 // hcInstance is one service's open health-check port.
 type hcInstance struct {
-	name    types.NamespacedName
-	port    uint16
-	servers []*http.Server
-	addrs   []net.Addr
+	name      types.NamespacedName
+	port      uint16
+	servers   []*http.Server
+	listeners []net.Listener
+	addrs     []net.Addr
 }
 
 // NewServiceHealthServer returns a server with no ports open.
@@ -155,6 +156,7 @@ func (s *ServiceHealthServer) open(name types.NamespacedName, port uint16) (*hcI
 		}
 		srv := newHTTPServer(serviceHandler{name: name, s: s})
 		inst.servers = append(inst.servers, srv)
+		inst.listeners = append(inst.listeners, ln)
 		inst.addrs = append(inst.addrs, ln.Addr())
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -177,11 +179,18 @@ func (s *ServiceHealthServer) listenAddrs(port uint16) []string {
 	return out
 }
 
+// close stops serving and frees the ports at once: the listeners are
+// closed here too, because a Serve goroutine that has not started yet
+// would only close its listener later, and the port may be reused by
+// another service in the same SyncServices.
 func (inst *hcInstance) close() {
 	for _, srv := range inst.servers {
 		_ = srv.Close()
 	}
-	inst.servers = nil
+	for _, ln := range inst.listeners {
+		_ = ln.Close()
+	}
+	inst.servers, inst.listeners = nil, nil
 }
 
 // SyncEndpoints sets, for each service, the number of ready endpoints on
