@@ -7,8 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
@@ -39,6 +39,9 @@ func kernelHarness(backend string) netnstest.KernelHarness {
 // TestConformanceKernel runs the conformance table with real packets in
 // namespaces of its own (root only), for both iptables backends.
 func TestConformanceKernel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-kernel conformance takes minutes; skipped with -short")
+	}
 	for _, backend := range []string{BackendNFT, BackendLegacy} {
 		for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 			t.Run(backend+"/"+string(fam), func(t *testing.T) {

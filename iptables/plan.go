@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -49,6 +50,13 @@ type servicePlan struct {
 	// chains are the nat chains this service port owns (KUBE-SVC/SVL/EXT/
 	// FW/SEP), in the order they are declared.
 	chains []Chain
+	// sticky records ClientIP affinity, on which the KUBE-SEP chains'
+	// content depends.
+	sticky bool
+	// decl are the chains whose rules planService wrote (transient: the
+	// render declares them, then drops the slice). A KUBE-SEP chain that
+	// exists with the same content is kept, not rewritten.
+	decl []Chain
 }
 
 func (p *servicePlan) reset() {
@@ -56,6 +64,7 @@ func (p *servicePlan) reset() {
 		p.shared[i] = p.shared[i][:0]
 	}
 	p.chains = p.chains[:0]
+	p.decl = p.decl[:0]
 }
 
 // planEnv is everything besides the service and its endpoints that a
@@ -69,7 +78,12 @@ type planEnv struct {
 	// ifLocal / ifNotLocal are the local-detector matches (nil: none).
 	ifLocal, ifNotLocal []string
 	masqMark            string // "0x4000"
-	spec                specBuilder
+	// keepEndpointChains, when set, are KUBE-SEP chains that exist with the
+	// content planService would write (partial syncs).
+	keepEndpointChains []Chain
+	// terse leaves out the per-endpoint comments (large clusters).
+	terse bool
+	spec  specBuilder
 }
 
 // decision is the per-service routing decision of kube-proxy's iptables
@@ -153,6 +167,7 @@ func decide(env *planEnv, svc *servicePortInfo, endpoints []proxy.Endpoint) deci
 // always give the same output, and it reads nothing else.
 func planService(env *planEnv, svc *servicePortInfo, endpoints []proxy.Endpoint, out *servicePlan, rules *lineWriter) {
 	out.reset()
+	out.sticky = svc.SessionAffinityType() == v1.ServiceAffinityClientIP
 	d := decide(env, svc, endpoints)
 
 	// Dispatch rules, in the shared chains.
@@ -166,23 +181,32 @@ func planService(env *planEnv, svc *servicePortInfo, endpoints []proxy.Endpoint,
 	planInternalMasquerade(env, svc, &d, rules)
 	if d.usesExternalChain {
 		out.chains = append(out.chains, svc.chains.external)
+		out.decl = append(out.decl, svc.chains.external)
 		planExternalChain(env, svc, &d, rules)
 	}
 	if d.usesFirewallChain {
 		out.chains = append(out.chains, svc.chains.firewall)
+		out.decl = append(out.decl, svc.chains.firewall)
 		planFirewallChain(env, svc, &d, rules)
 	}
 	if d.usesClusterChain {
 		out.chains = append(out.chains, svc.chains.cluster)
-		planServiceToEndpoints(svc, svc.chains.cluster, d.clusterEndpoints, rules)
+		out.decl = append(out.decl, svc.chains.cluster)
+		planServiceToEndpoints(env, svc, svc.chains.cluster, d.clusterEndpoints, rules)
 	}
 	if d.usesLocalChain {
 		out.chains = append(out.chains, svc.chains.local)
-		planServiceToEndpoints(svc, svc.chains.local, d.localEndpoints, rules)
+		out.decl = append(out.decl, svc.chains.local)
+		planServiceToEndpoints(env, svc, svc.chains.local, d.localEndpoints, rules)
 	}
 	for _, ep := range d.reachable {
-		chain := planEndpointChain(svc, ep, rules)
+		chain, _, _ := epStrings(svc.name, ep)
 		out.chains = append(out.chains, chain)
+		if slices.Contains(env.keepEndpointChains, chain) {
+			continue
+		}
+		planEndpointChain(env, svc, ep, rules)
+		out.decl = append(out.decl, chain)
 	}
 }
 

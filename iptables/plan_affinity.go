@@ -13,20 +13,29 @@ import (
 // sends a client seen within the timeout back to its endpoint; then the
 // random spread, endpoint i of n taken with probability 1/(n-i), the last
 // one unconditionally.
-func planServiceToEndpoints(svc *servicePortInfo, chain Chain, endpoints []proxy.Endpoint, rules *lineWriter) {
+//
+// In large clusters (env.terse) the per-endpoint comments are left out, as
+// kube-proxy does above 1,000 endpoints: they are a third of the bytes.
+func planServiceToEndpoints(env *planEnv, svc *servicePortInfo, chain Chain, endpoints []proxy.Endpoint, rules *lineWriter) {
 	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
 		timeout := strconv.Itoa(svc.StickyMaxAgeSeconds())
 		for _, ep := range endpoints {
 			epChain, epStr, _ := epStrings(svc.name, ep)
-			rules.rule(chain).comment(svc.nameStr, " -> ", epStr).
-				w("-m", "recent", "--name", string(epChain), "--rcheck", "--seconds", timeout, "--reap").
+			w := rules.rule(chain)
+			if !env.terse {
+				w.comment(svc.nameStr, " -> ", epStr)
+			}
+			w.w("-m", "recent", "--name", string(epChain), "--rcheck", "--seconds", timeout, "--reap").
 				jump(string(epChain))
 		}
 	}
 	n := len(endpoints)
 	for i, ep := range endpoints {
 		epChain, epStr, _ := epStrings(svc.name, ep)
-		w := rules.rule(chain).comment(svc.nameStr, " -> ", epStr)
+		w := rules.rule(chain)
+		if !env.terse {
+			w.comment(svc.nameStr, " -> ", epStr)
+		}
 		if i < n-1 {
 			w.w("-m", "statistic", "--mode", "random", "--probability")
 			w.buf = append(w.buf, ' ')
@@ -39,10 +48,17 @@ func planServiceToEndpoints(svc *servicePortInfo, chain Chain, endpoints []proxy
 // planEndpointChain writes a KUBE-SEP chain: hairpin traffic (the endpoint
 // reaching itself through the service) is masqueraded, the client is
 // recorded for session affinity, and the packet is DNATed.
-func planEndpointChain(svc *servicePortInfo, ep proxy.Endpoint, rules *lineWriter) Chain {
+func planEndpointChain(env *planEnv, svc *servicePortInfo, ep proxy.Endpoint, rules *lineWriter) Chain {
 	epChain, epStr, epIP := epStrings(svc.name, ep)
-	rules.rule(epChain).comment(svc.nameStr).w("-s", epIP).jump(string(ChainKubeMarkMasq))
-	w := rules.rule(epChain).comment(svc.nameStr)
+	w := rules.rule(epChain)
+	if !env.terse {
+		w.comment(svc.nameStr)
+	}
+	w.w("-s", epIP).jump(string(ChainKubeMarkMasq))
+	w = rules.rule(epChain)
+	if !env.terse {
+		w.comment(svc.nameStr)
+	}
 	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
 		w.w("-m", "recent", "--name", string(epChain), "--set")
 	}

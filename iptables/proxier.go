@@ -135,6 +135,12 @@ func (p *Proxier) syncLocked(ctx context.Context, u *changetracker.Update) error
 		}
 	}
 
+	// Large clusters get terse rules (as kube-proxy above 1,000
+	// endpoints); the switch needs every service rewritten.
+	if terse := countEndpoints(u.Endpoints) > largeClusterEndpoints; terse != p.r.env.terse {
+		p.r.env.terse = terse
+		full = true
+	}
 	var payload []byte
 	if full {
 		if err := p.ensureBase(ctx); err != nil {
@@ -150,10 +156,12 @@ func (p *Proxier) syncLocked(ctx context.Context, u *changetracker.Update) error
 	if len(payload) > 0 {
 		if err := p.ipt.Restore(ctx, payload); err != nil {
 			p.r.discard()
+			p.r.releaseLarge()
 			return p.failed(full, "restore", err)
 		}
 	}
 	p.r.commit()
+	p.r.releaseLarge()
 	p.needFull = false
 	if full {
 		p.lastFull = start
@@ -172,6 +180,17 @@ func (p *Proxier) syncLocked(ctx context.Context, u *changetracker.Update) error
 		"changed", len(u.ChangedServices), "lines", p.r.out.lines, "bytes", len(payload), "elapsed", clk.Since(start))
 	p.afterSync(u)
 	return nil
+}
+
+// largeClusterEndpoints is kube-proxy's threshold for terse rules.
+const largeClusterEndpoints = 1000
+
+func countEndpoints(m changetracker.EndpointsMap) int {
+	n := 0
+	for _, eps := range m {
+		n += len(eps)
+	}
+	return n
 }
 
 func (p *Proxier) failed(full bool, step string, err error) error {
@@ -335,8 +354,10 @@ func (p *Proxier) Plan() ([]byte, error) {
 	p.r.env.nodeLabels = u.NodeLabels
 	p.r.setTail(p.cfg.IPFamily, p.cfg.NodePortAddresses, p.localAddresses())
 	p.r.randomFull = p.ipt.HasRandomFully()
+	p.r.env.terse = countEndpoints(u.Endpoints) > largeClusterEndpoints
 	out := bytes.Clone(p.r.renderFull(u.Services, u.Endpoints, nil))
 	p.r.discard()
+	p.r.releaseLarge()
 	return out, nil
 }
 
@@ -360,6 +381,7 @@ func Render(cfg Config, services changetracker.ServicePortMap, endpoints changet
 	}
 	r.mark = fmt.Sprintf("%#x", 1<<uint(cfg.MasqueradeBit))
 	r.randomFull = randomFully
+	r.env.terse = countEndpoints(endpoints) > largeClusterEndpoints
 	r.setTail(cfg.IPFamily, cfg.NodePortAddresses, localAddresses)
 	return bytes.Clone(r.renderFull(services, endpoints, nil)), nil
 }

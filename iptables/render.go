@@ -37,6 +37,9 @@ type renderer struct {
 	names  []proxy.ServicePortName
 	// natLines and filterLines count the rules of the last payload.
 	natLines, filterLines int
+	// sizeHint is the payload size of the last full sync, to allocate the
+	// next one in one go; the buffer itself is not kept when large.
+	sizeHint int
 	// fullRender is set while renderFull runs.
 	fullRender bool
 }
@@ -55,6 +58,9 @@ type renderStats struct {
 // exist in the kernel (from iptables-save); those not wanted are deleted.
 func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing map[Chain]struct{}) []byte {
 	r.out.reset()
+	if cap(r.out.buf) < r.sizeHint {
+		r.out.buf = make([]byte, 0, r.sizeHint+r.sizeHint/8)
+	}
 	r.filter.reset()
 	r.stale.reset()
 	r.staleX.reset()
@@ -87,7 +93,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 		p := &servicePlan{}
 		r.writeService(name, services[name], endpoints[name], p, nil)
 		plans[name] = p
-		if old := r.applied[name]; old != nil {
+		if old := r.applied[name]; old != nil && !slices.Equal(old.chains, p.chains) {
 			for _, c := range old.chains {
 				if !slices.Contains(p.chains, c) {
 					gone = append(gone, c)
@@ -187,23 +193,29 @@ func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoint
 func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePort, eps []proxy.Endpoint, p *servicePlan, old *servicePlan) {
 	info := asServicePortInfo(name, svc)
 	mark := len(r.out.buf)
+	r.env.keepEndpointChains = nil
+	if old != nil && !r.fullRender && old.sticky == (info.SessionAffinityType() == v1.ServiceAffinityClientIP) {
+		r.env.keepEndpointChains = old.chains
+	}
 	planService(&r.env, info, eps, p, &r.out)
-	if len(p.chains) > 0 {
+	r.env.keepEndpointChains = nil
+	if len(p.decl) > 0 {
 		// The chain list is known only once the rules are written; move
 		// the rules up and declare the chains in front of them (a jump
 		// target must exist before a rule names it).
 		n := len(r.out.buf) - mark
-		decl := r.declSize(p.chains)
+		decl := r.declSize(p.decl)
 		r.out.buf = slices.Grow(r.out.buf, decl)[:len(r.out.buf)+decl]
 		copy(r.out.buf[mark+decl:], r.out.buf[mark:mark+n])
 		d := r.out.buf[mark:mark]
-		for _, c := range p.chains {
+		for _, c := range p.decl {
 			d = append(d, ':')
 			d = append(d, c...)
 			d = append(d, " - [0:0]\n"...)
 		}
-		r.out.lines += len(p.chains)
+		r.out.lines += len(p.decl)
 	}
+	p.decl = nil
 	if r.fullRender {
 		r.writeShared(p)
 		return
@@ -304,6 +316,18 @@ func (r *renderer) finish(full bool) []byte {
 		r.out.raw("COMMIT")
 	}
 	return r.out.buf
+}
+
+// releaseLarge drops a payload buffer too large to be worth keeping for
+// the (small) partial syncs; the next full sync allocates it at the right
+// size in one go.
+func (r *renderer) releaseLarge() {
+	const keep = 4 << 20
+	if r.fullRender || cap(r.out.buf) <= keep {
+		return
+	}
+	r.sizeHint = len(r.out.buf)
+	r.out.buf = nil
 }
 
 // commit makes the pending state the applied one (after a successful restore).

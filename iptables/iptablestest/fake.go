@@ -688,7 +688,7 @@ func (f *Fake) restore(data []byte) error {
 		line, text, _ = strings.Cut(text, "\n")
 		lineNo++
 		line = strings.TrimRight(line, "\r")
-		trimmed := strings.TrimSpace(line)
+		trimmed := strings.Trim(line, " \t")
 		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
 			continue
 		}
@@ -719,7 +719,7 @@ func (f *Fake) restore(data []byte) error {
 			return tableErr(line, fmt.Errorf("%w: no table specified (missing *table line)", ErrBadRule))
 		}
 		if strings.HasPrefix(trimmed, ":") {
-			fields := strings.Fields(trimmed[1:])
+			fields := strings.FieldsFunc(trimmed[1:], func(r rune) bool { return r == ' ' || r == '\t' })
 			if len(fields) < 2 || len(fields) > 3 {
 				return tableErr(line, fmt.Errorf("%w: chain line needs a name and a policy", ErrBadRule))
 			}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -395,7 +396,7 @@ func validateChainName(chain iptables.Chain) error {
 		return fmt.Errorf("%w: chain name %q longer than %d characters", ErrBadRule, s, maxChainNameLen)
 	case strings.HasPrefix(s, "-") || s == "!":
 		return fmt.Errorf("%w: invalid chain name %q", ErrBadRule, s)
-	case strings.ContainsAny(s, " \t\n\"'"):
+	case strings.ContainsAny(s, "\"'") || strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f || unicode.IsSpace(r) }) >= 0:
 		return fmt.Errorf("%w: invalid chain name %q", ErrBadRule, s)
 	}
 	if _, ok := targets[s]; ok {
