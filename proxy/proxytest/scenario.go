@@ -83,7 +83,7 @@ func UDP(p Packet) Packet { p.Protocol = v1.ProtocolUDP; return p }
 // From returns p with another source address.
 func From(p Packet, src netip.Addr) Packet { p.Src = src; return p }
 
-// Forwarded is the result "forwarded to backends", masqueraded or not.
+// ForwardedTo is the result "forwarded to backends", masqueraded or not.
 func ForwardedTo(masquerade bool, backends ...netip.AddrPort) Result {
 	return Result{Verdict: Forwarded, Masquerade: masquerade, Backends: backends}
 }

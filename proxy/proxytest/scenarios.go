@@ -256,7 +256,9 @@ func Scenarios(topo Topology) []Scenario {
 					chk("external-node-port", ext(nodeIP, nodePortHTTP), dropped),
 					chk("external-lb", ext(lb, portHTTP), dropped),
 					chk("pod-node-port", pod(nodeIP, nodePortHTTP), fwd(false, http(b1))),
+					chk("pod-lb", pod(lb, portHTTP), fwd(false, http(b1))),
 					chk("node-node-port", host(nodeIP, nodePortHTTP), fwd(true, http(b1))),
+					chk("node-lb", host(lb, portHTTP), fwd(true, http(b1))),
 					chk("pod-cluster-ip", pod(vip, portHTTP), fwd(false, http(b1))),
 				},
 			}, {
