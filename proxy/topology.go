@@ -33,11 +33,12 @@ const (
 //     none is usable from this node; engines use it to choose between
 //     "reject, no endpoints" and "drop, no local endpoints".
 //
-// Topology: hints are considered only when the service opts in, through
-// spec.trafficDistribution (PreferClose, PreferSameZone or PreferSameNode)
-// or the annotation service.kubernetes.io/topology-mode: Auto (or the older
-// service.kubernetes.io/topology-aware-hints: auto/Auto). Then, with the
-// all-or-nothing rule of kube-proxy:
+// Topology, as kube-proxy 1.34: the hints on the endpoints decide, not the
+// Service (the EndpointSlice controller writes hints only for services that
+// ask for them through spec.trafficDistribution or the topology-mode
+// annotation, so honouring them wherever they are present is the same rule
+// seen from the data plane, and it keeps working when another controller
+// writes hints). With the all-or-nothing rule:
 //
 //   - if every ready endpoint carries node hints and at least one is hinted
 //     for nodeName, only endpoints hinted for nodeName are used;
@@ -57,9 +58,7 @@ func CategorizeEndpoints(endpoints []Endpoint, svc ServicePort, nodeName string,
 	var inCluster func(Endpoint) bool
 	if svc.UsesClusterEndpoints() {
 		zone := nodeLabels[LabelTopologyZone]
-		if TopologyEnabled(svc) {
-			mode = topologyMode(endpoints, nodeName, zone)
-		}
+		mode = topologyMode(endpoints, nodeName, zone)
 		inCluster = func(ep Endpoint) bool {
 			return ep.IsReady() && availableForTopology(ep, mode, nodeName, zone)
 		}
@@ -115,30 +114,6 @@ func CategorizeEndpoints(endpoints []Endpoint, svc ServicePort, nodeName string,
 		return inCluster(ep) || (inLocal != nil && inLocal(ep))
 	})
 	return clusterEndpoints, localEndpoints, allReachableEndpoints, hasAnyEndpoints
-}
-
-// TopologyEnabled reports whether svc opted in to topology-aware routing:
-// spec.trafficDistribution is PreferClose, PreferSameZone or PreferSameNode,
-// or the annotation service.kubernetes.io/topology-mode is "Auto", or the
-// deprecated service.kubernetes.io/topology-aware-hints is "auto" or "Auto".
-// When the annotations map is not available (nil), HintsAnnotation is
-// checked for "Auto" or "auto" instead.
-func TopologyEnabled(svc ServicePort) bool {
-	switch svc.TrafficDistribution() {
-	case v1.ServiceTrafficDistributionPreferClose,
-		v1.ServiceTrafficDistributionPreferSameZone,
-		v1.ServiceTrafficDistributionPreferSameNode:
-		return true
-	}
-	if ann := svc.Annotations(); ann != nil {
-		if v, ok := ann[AnnotationTopologyMode]; ok {
-			return v == "Auto"
-		}
-		v := ann[AnnotationTopologyAwareHints]
-		return v == "Auto" || v == "auto"
-	}
-	v := svc.HintsAnnotation()
-	return v == "Auto" || v == "auto"
 }
 
 // topologyMode applies the all-or-nothing rule to the ready endpoints: node

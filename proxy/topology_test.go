@@ -174,11 +174,11 @@ func TestCategorizeEndpoints(t *testing.T) {
 		endpoints:  []*BaseEndpoint{zones(ep(1), "zone-a"), zones(ep(2), "zone-b")},
 		cluster:    addrs(1), reachable: addrs(1), hasAny: true,
 	}, {
-		name:       "zone hints are ignored when the service does not opt in",
+		name:       "zone hints are used whenever every ready endpoint carries them, as upstream",
 		svc:        svc(),
 		nodeLabels: zoneA,
 		endpoints:  []*BaseEndpoint{zones(ep(1), "zone-a"), zones(ep(2), "zone-b")},
-		cluster:    addrs(1, 2), reachable: addrs(1, 2), hasAny: true,
+		cluster:    addrs(1), reachable: addrs(1), hasAny: true,
 	}, {
 		name:       "zone hints are used with topology-mode Auto",
 		svc:        svc(annotations(AnnotationTopologyMode, "Auto")),
@@ -186,26 +186,8 @@ func TestCategorizeEndpoints(t *testing.T) {
 		endpoints:  []*BaseEndpoint{zones(ep(1), "zone-a"), zones(ep(2), "zone-b")},
 		cluster:    addrs(1), reachable: addrs(1), hasAny: true,
 	}, {
-		name:       "topology-mode must be spelled Auto",
-		svc:        svc(annotations(AnnotationTopologyMode, "auto")),
-		nodeLabels: zoneA,
-		endpoints:  []*BaseEndpoint{zones(ep(1), "zone-a"), zones(ep(2), "zone-b")},
-		cluster:    addrs(1, 2), reachable: addrs(1, 2), hasAny: true,
-	}, {
 		name:       "deprecated topology-aware-hints auto is honoured",
 		svc:        svc(annotations(AnnotationTopologyAwareHints, "auto")),
-		nodeLabels: zoneA,
-		endpoints:  []*BaseEndpoint{zones(ep(1), "zone-a"), zones(ep(2), "zone-b")},
-		cluster:    addrs(1), reachable: addrs(1), hasAny: true,
-	}, {
-		name:       "topology-mode Disabled overrides the deprecated annotation",
-		svc:        svc(annotations(AnnotationTopologyMode, "Disabled", AnnotationTopologyAwareHints, "Auto")),
-		nodeLabels: zoneA,
-		endpoints:  []*BaseEndpoint{zones(ep(1), "zone-a"), zones(ep(2), "zone-b")},
-		cluster:    addrs(1, 2), reachable: addrs(1, 2), hasAny: true,
-	}, {
-		name:       "hints annotation value is used when annotations are unknown",
-		svc:        svc(func(s *BaseServicePort) { s.HintsAnnotationValue = "Auto" }),
 		nodeLabels: zoneA,
 		endpoints:  []*BaseEndpoint{zones(ep(1), "zone-a"), zones(ep(2), "zone-b")},
 		cluster:    addrs(1), reachable: addrs(1), hasAny: true,
