@@ -14,6 +14,8 @@
 // when the node has local ready endpoints for it and the proxy is healthy,
 // 503 otherwise. A port that cannot be opened is a logged, counted
 // *ListenError for that service only; it is retried on the next sync.
+// The engines of a dual-stack proxy share one server through per-family
+// views (Family), so neither overwrites the other's services or counts.
 //
 // Sockets are opened through the Listener interface and time is read from
 // an injectable clock, so tests run on loopback ephemeral ports with a fake

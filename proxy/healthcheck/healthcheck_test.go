@@ -464,3 +464,49 @@ func TestStdListenerAndPortReuse(t *testing.T) {
 		t.Errorf("%+v", p)
 	}
 }
+
+func TestServiceHealthFamilyViews(t *testing.T) {
+	ll := &loopbackListener{}
+	s := NewServiceHealthServer(ServiceHealthConfig{Listener: ll})
+	defer s.Close()
+	v4, v6 := s.Family(v1.IPv4Protocol), s.Family(v1.IPv6Protocol)
+
+	// Both engines report the same dual-stack service: one port, opened once.
+	if err := v4.SyncServices(map[types.NamespacedName]uint16{svcA: 30001, svcB: 30002}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v6.SyncServices(map[types.NamespacedName]uint16{svcA: 30001, svcC: 30003}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ll.requested, " "); got != ":30001 :30002 :30003" {
+		t.Errorf("listened on %q", got)
+	}
+	// One family's endpoints do not wipe the other's.
+	_ = v4.SyncEndpoints(map[types.NamespacedName]int{svcA: 2, svcB: 1})
+	_ = v6.SyncEndpoints(map[types.NamespacedName]int{svcA: 2, svcC: 4})
+	for name, want := range map[types.NamespacedName]string{svcA: "2", svcB: "1", svcC: "4"} {
+		if p := probeService(t, s, name); p.code != 200 || p.weight != want {
+			t.Errorf("%s: %+v, want 200 with weight %s", name, p, want)
+		}
+	}
+	// A service leaves only when no family has it.
+	if err := v4.SyncServices(map[types.NamespacedName]uint16{svcB: 30002}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Addrs(svcA) == nil {
+		t.Error("service a closed while IPv6 still has it")
+	}
+	if err := v6.SyncServices(map[types.NamespacedName]uint16{svcC: 30003}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Addrs(svcA) != nil {
+		t.Error("service a still open after both families dropped it")
+	}
+	_ = v4.SyncEndpoints(nil)
+	if p := probeService(t, s, svcB); p.code != 503 {
+		t.Errorf("service b after IPv4 lost its endpoints: %+v", p)
+	}
+	if p := probeService(t, s, svcC); p.code != 200 {
+		t.Errorf("service c lost IPv6 endpoints to an IPv4 sync: %+v", p)
+	}
+}

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"sort"
 	"strconv"
 	"sync"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcproxy/svcproxy/proxy/metrics"
@@ -74,6 +77,9 @@ type ServiceHealthServer struct {
 	services  map[types.NamespacedName]*hcInstance
 	endpoints map[types.NamespacedName]int
 	closed    bool
+	// The last maps each view (IP family, or anyFamily) gave.
+	familyServices  map[v1.IPFamily]map[types.NamespacedName]uint16
+	familyEndpoints map[v1.IPFamily]map[types.NamespacedName]int
 }
 
 // hcInstance is one service's open health-check port.
@@ -91,9 +97,11 @@ func NewServiceHealthServer(cfg ServiceHealthConfig) *ServiceHealthServer {
 		cfg.Listener = StdListener{}
 	}
 	return &ServiceHealthServer{
-		cfg:       cfg,
-		services:  map[types.NamespacedName]*hcInstance{},
-		endpoints: map[types.NamespacedName]int{},
+		cfg:             cfg,
+		services:        map[types.NamespacedName]*hcInstance{},
+		endpoints:       map[types.NamespacedName]int{},
+		familyServices:  map[v1.IPFamily]map[types.NamespacedName]uint16{},
+		familyEndpoints: map[v1.IPFamily]map[types.NamespacedName]int{},
 	}
 }
 
@@ -105,21 +113,34 @@ func NewServiceHealthServer(cfg ServiceHealthConfig) *ServiceHealthServer {
 // returned error (a join of *ListenError, one per failed service); every
 // other service is still served, and the failed one is retried on the next
 // call. Engines should log this error rather than fail their sync.
+//
+// With several engines (one per IP family) sharing the server, give each
+// its own view with Family instead.
 func (s *ServiceHealthServer) SyncServices(newServices map[types.NamespacedName]uint16) error {
+	return s.syncServices(anyFamily, newServices)
+}
+
+// anyFamily is the view used by the server's own Sync methods.
+const anyFamily v1.IPFamily = ""
+
+func (s *ServiceHealthServer) syncServices(family v1.IPFamily, newServices map[types.NamespacedName]uint16) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errors.New("healthcheck: service health server is closed")
 	}
+	s.familyServices[family] = maps.Clone(newServices)
+	wanted := s.mergedServices()
 	for name, inst := range s.services {
-		if port, ok := newServices[name]; !ok || port != inst.port {
+		if port, ok := wanted[name]; !ok || port != inst.port {
 			s.cfg.Logger.V(2).Info("Closing health check", "service", name, "port", inst.port)
 			inst.close()
 			delete(s.services, name)
 		}
 	}
 	var errs []error
-	for name, port := range newServices {
+	for _, name := range sortedNames(wanted) {
+		port := wanted[name]
 		if s.services[name] != nil {
 			continue
 		}
@@ -136,6 +157,30 @@ func (s *ServiceHealthServer) SyncServices(newServices map[types.NamespacedName]
 		s.services[name] = inst
 	}
 	return errors.Join(errs...)
+}
+
+// mergedServices is the union of every view's services; if two views
+// disagree on a service's port (briefly, while a change reaches one engine
+// before the other), the lower port wins until they agree.
+func (s *ServiceHealthServer) mergedServices() map[types.NamespacedName]uint16 {
+	out := map[types.NamespacedName]uint16{}
+	for _, m := range s.familyServices {
+		for name, port := range m {
+			if cur, ok := out[name]; !ok || port < cur {
+				out[name] = port
+			}
+		}
+	}
+	return out
+}
+
+func sortedNames(m map[types.NamespacedName]uint16) []types.NamespacedName {
+	names := make([]types.NamespacedName, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+	return names
 }
 
 func (s *ServiceHealthServer) listenFailed(err *ListenError) error {
@@ -197,16 +242,52 @@ func (inst *hcInstance) close() {
 // this node; services not in the map have none. Counts may be given before
 // the service's port is open; they apply as soon as it is.
 func (s *ServiceHealthServer) SyncEndpoints(newEndpoints map[types.NamespacedName]int) error {
-	counts := make(map[types.NamespacedName]int, len(newEndpoints))
-	for name, n := range newEndpoints {
-		if n < 0 {
-			n = 0
-		}
-		counts[name] = n
-	}
+	s.syncEndpoints(anyFamily, newEndpoints)
+	return nil
+}
+
+func (s *ServiceHealthServer) syncEndpoints(family v1.IPFamily, newEndpoints map[types.NamespacedName]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.familyEndpoints[family] = maps.Clone(newEndpoints)
+	// A dual-stack pod is a local endpoint in each family: the largest
+	// count, not the sum, is the number of local pods.
+	counts := map[types.NamespacedName]int{}
+	for _, m := range s.familyEndpoints {
+		for name, n := range m {
+			if n > counts[name] {
+				counts[name] = n
+			}
+		}
+	}
 	s.endpoints = counts
+}
+
+// Family returns the view of the server for the engine of one IP family.
+// Each view's SyncServices and SyncEndpoints replace only that view's
+// part: the server serves the union of the views' services, and for each
+// the largest local endpoint count any view reports. Engines of a
+// dual-stack proxy each take their own view of one shared server (two
+// servers would fight over the same ports).
+func (s *ServiceHealthServer) Family(family v1.IPFamily) *FamilyView {
+	return &FamilyView{s: s, family: family}
+}
+
+// FamilyView is one IP family's view of a ServiceHealthServer; it has the
+// same SyncServices and SyncEndpoints methods.
+type FamilyView struct {
+	s      *ServiceHealthServer
+	family v1.IPFamily
+}
+
+// SyncServices is ServiceHealthServer.SyncServices for this view.
+func (v *FamilyView) SyncServices(newServices map[types.NamespacedName]uint16) error {
+	return v.s.syncServices(v.family, newServices)
+}
+
+// SyncEndpoints is ServiceHealthServer.SyncEndpoints for this view.
+func (v *FamilyView) SyncEndpoints(newEndpoints map[types.NamespacedName]int) error {
+	v.s.syncEndpoints(v.family, newEndpoints)
 	return nil
 }
 
