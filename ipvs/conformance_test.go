@@ -108,6 +108,8 @@ func ipvsQuirks(topo proxytest.Topology) []proxytest.Quirk {
 		{"external-traffic-policy-local", "local-and-remote", "node-node-port"},
 		{"external-traffic-policy-local", "remote-only", "pod-node-port"},
 		{"external-traffic-policy-local", "remote-only", "node-node-port"},
+		{"external-traffic-policy-local", "remote-only", "pod-lb"},
+		{"external-traffic-policy-local", "remote-only", "node-lb"},
 	} {
 		q = append(q, proxytest.Quirk{Scenario: c[0], Step: c[1], Check: c[2], Reason: reasonOneVirtualServer, Adjust: localOnly})
 	}

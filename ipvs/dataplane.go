@@ -3,6 +3,7 @@ package ipvs
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/svcproxy/svcproxy/proxy"
 )
@@ -70,13 +71,24 @@ func (d *dataplane) replace(spn proxy.ServicePortName, old, new *servicePlan, si
 			idx := slices.IndexFunc(e.claims, func(c vsClaim) bool { return c.owner == spn })
 			switch {
 			case idx < 0:
-				e.claims = append(e.claims, vsClaim{owner: spn, pvs: *pvs})
-				if len(e.claims) == 1 {
+				// claims stay sorted by owner, so the same services always
+				// resolve a conflict the same way, whatever the order of events
+				at, _ := slices.BinarySearchFunc(e.claims, spn, func(c vsClaim, n proxy.ServicePortName) int { return compareSPN(c.owner, n) })
+				e.claims = slices.Insert(e.claims, at, vsClaim{owner: spn, pvs: *pvs})
+				switch {
+				case len(e.claims) == 1:
 					if sink != nil {
 						sink.vsChanged(nil, pvs)
 					}
-				} else if sink != nil {
-					sink.conflict(spn, key, e.claims[0].owner)
+				case at == 0:
+					if sink != nil {
+						sink.vsChanged(&e.claims[1].pvs, pvs)
+						sink.conflict(e.claims[1].owner, key, spn)
+					}
+				default:
+					if sink != nil {
+						sink.conflict(spn, key, e.claims[0].owner)
+					}
 				}
 			case idx == 0:
 				prev := e.claims[0].pvs
@@ -145,4 +157,16 @@ func (d *dataplane) replace(spn proxy.ServicePortName, old, new *servicePlan, si
 			}
 		}
 	}
+}
+
+func compareSPN(a, b proxy.ServicePortName) int {
+	switch {
+	case a.Namespace != b.Namespace:
+		return strings.Compare(a.Namespace, b.Namespace)
+	case a.Name != b.Name:
+		return strings.Compare(a.Name, b.Name)
+	case a.Port != b.Port:
+		return strings.Compare(a.Port, b.Port)
+	}
+	return strings.Compare(string(a.Protocol), string(b.Protocol))
 }

@@ -212,28 +212,7 @@ func (p *Proxier) diffKernel(want *dataplane, k *kernelState) opList {
 		if !cur.Equal(&pvs.vs) {
 			ops = append(ops, op{kind: opUpdateVS, vs: pvs.vs})
 		}
-		have := make(map[netip.AddrPort]*RealServer, len(k.rss[key]))
-		for _, rs := range k.rss[key] {
-			have[rs.AddrPort()] = rs
-		}
-		for _, ap := range pvs.rss {
-			rs, ok := have[ap]
-			switch {
-			case !ok:
-				ops = append(ops, op{kind: opAddRS, vs: pvs.vs, rs: RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1}})
-			case rs.Weight != 1:
-				ops = append(ops, op{kind: opUpdateRS, vs: pvs.vs, rs: RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1}})
-			}
-			delete(have, ap)
-		}
-		for _, rs := range have {
-			if rs.Weight == 0 && pvs.vs.Protocol != v1.ProtocolUDP {
-				// draining already (perhaps since before a restart)
-				p.graceful.add(pvs.vs, *rs, p.clock.Now().Add(p.cfg.GracefulTerminationPeriod))
-				continue
-			}
-			ops = p.removeRealServer(ops, pvs.vs, *rs)
-		}
+		ops = p.diffKernelRealServers(ops, pvs, k.rss[key])
 	}
 	for key, vs := range k.vss {
 		if _, ok := want.vss[key]; ok || !p.ourFamily(key.Address) || p.excluded(key.Address) {
@@ -275,6 +254,50 @@ func (p *Proxier) owns(k *kernelState, key VirtualServerKey) bool {
 	return created || k.addrs[key.Address] || p.dp.vss[key] != nil || p.ownedNodePort(k, key)
 }
 
+// diffKernelRealServers compares the wanted real servers (sorted) with the
+// kernel's by a merge walk (no per-service maps: this runs for every
+// virtual server on every full sync).
+func (p *Proxier) diffKernelRealServers(ops opList, pvs *plannedVS, have []*RealServer) opList {
+	if !slices.IsSortedFunc(have, func(a, b *RealServer) int { return a.AddrPort().Compare(b.AddrPort()) }) {
+		have = slices.Clone(have)
+		slices.SortFunc(have, func(a, b *RealServer) int { return a.AddrPort().Compare(b.AddrPort()) })
+	}
+	want := pvs.rss
+	i, j := 0, 0
+	for i < len(want) || j < len(have) {
+		var c int
+		switch {
+		case i == len(want):
+			c = 1
+		case j == len(have):
+			c = -1
+		default:
+			c = want[i].Compare(have[j].AddrPort())
+		}
+		switch {
+		case c < 0: // wanted, missing
+			ops = append(ops, op{kind: opAddRS, vs: pvs.vs, rs: RealServer{Address: want[i].Addr(), Port: want[i].Port(), Weight: 1}})
+			i++
+		case c > 0: // in the kernel, not wanted
+			rs := have[j]
+			if rs.Weight == 0 && pvs.vs.Protocol != v1.ProtocolUDP {
+				// draining already (perhaps since before a restart)
+				p.graceful.add(pvs.vs, *rs, p.clock.Now().Add(p.cfg.GracefulTerminationPeriod))
+			} else {
+				ops = p.removeRealServer(ops, pvs.vs, *rs)
+			}
+			j++
+		default:
+			if have[j].Weight != 1 {
+				ops = append(ops, op{kind: opUpdateRS, vs: pvs.vs, rs: RealServer{Address: want[i].Addr(), Port: want[i].Port(), Weight: 1}})
+			}
+			i++
+			j++
+		}
+	}
+	return ops
+}
+
 // ownedNodePort: key is a node-port virtual server we made (its port is in
 // our node-port set of its protocol, as read back from the kernel).
 func (p *Proxier) ownedNodePort(k *kernelState, key VirtualServerKey) bool {
@@ -290,9 +313,9 @@ func (p *Proxier) ownedNodePort(k *kernelState, key VirtualServerKey) bool {
 }
 
 // sortOps orders ops by kind (creations before additions before removals),
-// then by their text, so plans are deterministic.
+// then by what they touch, so plans are deterministic.
 func sortOps(ops opList) {
-	slices.SortStableFunc(ops, func(a, b op) int {
+	slices.SortFunc(ops, func(a, b op) int {
 		if a.kind != b.kind {
 			return int(a.kind) - int(b.kind)
 		}

@@ -192,9 +192,7 @@ func sortedEntries(s *fakeSet) []ipvs.Entry {
 	for e := range s.entries {
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b ipvs.Entry) int {
-		return strings.Compare(a.Render(s.spec.Type), b.Render(s.spec.Type))
-	})
+	slices.SortFunc(out, compareEntries)
 	return out
 }
 
@@ -293,4 +291,25 @@ func (f *IPSet) Dump() string {
 		}
 	}
 	return b.String()
+}
+
+// compareEntries orders entries by address, protocol, port, second address
+// and net (cheap: no rendering).
+func compareEntries(a, b ipvs.Entry) int {
+	if c := a.IP.Compare(b.IP); c != 0 {
+		return c
+	}
+	if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	if c := a.IP2.Compare(b.IP2); c != 0 {
+		return c
+	}
+	if c := a.Net.Addr().Compare(b.Net.Addr()); c != 0 {
+		return c
+	}
+	return a.Net.Bits() - b.Net.Bits()
 }
