@@ -3,14 +3,113 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/userspace"
 )
 
-// cleanupAll removes what any proxy mode left on the node (ours or
-// kube-proxy's).
+// cleanupAll removes what any proxy mode left on the node, ours or
+// kube-proxy's: the iptables mode's chains and jump rules, the userspace
+// mode's capture rules (both in every iptables backend and family present),
+// and, when the kernel has IPVS, the IPVS mode's virtual servers, ipsets,
+// kube-ipvs0 link and rules. Nothing else is touched. It tries everything
+// and returns the failures joined.
 func cleanupAll(ctx context.Context, log logr.Logger) error {
-	_ = ctx
-	_ = log
-	return errors.New("--cleanup: not wired yet")
+	var errs []error
+	for _, backend := range []string{iptables.BackendNFT, iptables.BackendLegacy} {
+		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+			l := log.WithValues("backend", backend, "family", family)
+			ipt, err := iptables.New(iptables.RunnerConfig{Family: family, Backend: backend, Logger: l})
+			if errors.Is(err, iptables.ErrNoBinary) {
+				l.V(1).Info("No iptables binaries for this backend and family; nothing to clean")
+				continue
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("iptables %s %s: %w", backend, family, err))
+				continue
+			}
+			ipt = missingChainTolerant{ipt}
+			if err := iptables.Cleanup(ctx, ipt); err != nil {
+				errs = append(errs, fmt.Errorf("iptables mode (%s, %s): %w", backend, family, err))
+			}
+			if err := userspace.CleanupLeftovers(ctx, ipt); err != nil {
+				errs = append(errs, fmt.Errorf("userspace mode (%s, %s): %w", backend, family, err))
+			}
+			l.Info("Removed iptables and userspace mode rules")
+		}
+	}
+	if err := ipvs.Probe(ipvs.ProbeOptions{}).Usable(""); err != nil {
+		log.Info("No IPVS in this kernel; nothing of the ipvs mode to clean", "reason", err.Error())
+		return errors.Join(errs...)
+	}
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		if err := cleanupIPVS(ctx, family, log.WithValues("family", family)); err != nil {
+			errs = append(errs, fmt.Errorf("ipvs mode (%s): %w", family, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cleanupIPVS builds an IPVS proxier over the kernel only to call its Cleanup.
+func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error {
+	opts := ipvs.Options{}
+	kernel, err := ipvs.New(opts)
+	if err != nil {
+		return err
+	}
+	ipset, err := ipvs.NewIPSet(opts)
+	if err != nil {
+		return err
+	}
+	link, err := ipvs.NewNetlink(opts)
+	if err != nil {
+		return err
+	}
+	ipt, err := iptables.New(iptables.RunnerConfig{Family: family, Logger: log})
+	if err != nil {
+		return err
+	}
+	ipt = missingChainTolerant{ipt}
+	p, err := ipvs.NewProxier(ipvs.Config{IPFamily: family, Logger: log}, ipvs.Interfaces{
+		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.Cleanup(ctx); err != nil {
+		return err
+	}
+	log.Info("Removed ipvs mode state")
+	return nil
+}
+
+// missingChainTolerant works around the exec runner's DeleteRule failing
+// (iptables -C exits 2) when the rule's jump target chain does not exist,
+// although iptables.Runner documents "no error when missing": a rule that
+// jumps to a chain that does not exist cannot exist either, so there is
+// nothing to delete. Only --cleanup needs this; it runs on nodes where
+// some modes never ran.
+type missingChainTolerant struct{ iptables.Runner }
+
+// builtinTargets are targets that are not chains.
+var builtinTargets = map[string]bool{
+	"ACCEPT": true, "DROP": true, "REJECT": true, "RETURN": true, "MARK": true, "CONNMARK": true,
+	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true, "LOG": true, "NOTRACK": true,
+}
+
+func (r missingChainTolerant) DeleteRule(ctx context.Context, table iptables.Table, chain iptables.Chain, args ...string) error {
+	for i := 0; i+1 < len(args); i++ {
+		if (args[i] == "-j" || args[i] == "-g" || args[i] == "--jump" || args[i] == "--goto") && !builtinTargets[args[i+1]] {
+			exists, err := r.ChainExists(ctx, table, iptables.Chain(args[i+1]))
+			if err == nil && !exists {
+				return nil
+			}
+		}
+	}
+	return r.Runner.DeleteRule(ctx, table, chain, args...)
 }

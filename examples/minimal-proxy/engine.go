@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,8 +54,12 @@ func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 	switch p.mode {
 	case modeIPTables:
 		return buildIPTables(p)
+	case modeIPVS:
+		return buildIPVS(p)
+	case modeUserspace:
+		return buildUserspace(p)
 	}
-	return nil, fmt.Errorf("proxy mode %q is not available in this build", p.mode)
+	return nil, fmt.Errorf("proxy mode %q is not available on %s", p.mode, runtime.GOOS)
 }
 
 // buildIPTables builds the iptables engine: over the real iptables, or

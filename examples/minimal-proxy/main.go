@@ -145,6 +145,11 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 		stopServers()
 		return err
 	}
+	if ctx.Err() != nil { // SIGTERM while waiting for the API server
+		stopServers()
+		log.Info("Stopped before the first sync")
+		return nil
+	}
 	nodeIPs := nodeAddresses(node, cfg.BindAddress, log)
 	eng, err := buildEngine(ctx, engineParams{
 		mode: mode, opts: o, nodeName: nodeName, nodeIPs: nodeIPs,

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 
 	"github.com/go-logr/logr"
+
+	"github.com/svcproxy/svcproxy/ipvs"
 )
 
 // modeProbes answer whether the node can run a mode; nil means it can.
@@ -105,26 +104,9 @@ func parseIPTablesVersion(out string) ([3]int, error) {
 	return v, fmt.Errorf("cannot read a version from iptables --version output %q", strings.TrimSpace(out))
 }
 
-// probeIPVSProcfs is the fallback IPVS check used until the ipvs package's
-// probe is wired: the ip_vs module shows up in /proc/net/ip_vs.
-func probeIPVSProcfs() error {
-	f, err := os.Open("/proc/net/ip_vs")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return errors.New("the kernel has no IPVS (/proc/net/ip_vs missing; is the ip_vs module loaded?)")
-		}
-		return err
-	}
-	defer f.Close()
-	_, err = bufio.NewReader(f).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("reading /proc/net/ip_vs: %w", err)
-	}
-	return nil
-}
-
-// probeIPVS returns the IPVS probe for the configured scheduler.
+// probeIPVS returns the IPVS probe for the configured scheduler: the
+// kernel must answer IPVS and ipset netlink requests and have the
+// scheduler (ipvs.Probe).
 func probeIPVS(scheduler string) func() error {
-	_ = scheduler
-	return probeIPVSProcfs
+	return func() error { return ipvs.Probe(ipvs.ProbeOptions{}).Usable(scheduler) }
 }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/svcproxy/svcproxy/internal/conntrack"
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/healthcheck"
+)
+
+// buildIPVS builds the IPVS engine: over the kernel (IPVS and ipset
+// through netlink, the kube-ipvs0 dummy link, sysctls, iptables), or for a
+// dry run over ipvstest's and iptablestest's in-memory fakes, whose state
+// after one sync is the plan.
+func buildIPVS(p engineParams) (*engine, error) {
+	cfg := p.opts.config
+	family := primaryFamily(p.nodeIPs)
+	itDetector, err := localDetector(cfg, family, p.nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	npa, err := nodePortAddresses(cfg.NodePortAddresses, p.nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	var exclude []netip.Prefix
+	for _, c := range cfg.IPVS.ExcludeCIDRs {
+		pfx, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("ipvs.excludeCIDRs: not a CIDR: %q", c)
+		}
+		exclude = append(exclude, pfx.Masked())
+	}
+	if b := cfg.IPTables.MasqueradeBit; b != nil && *b == 0 {
+		return nil, fmt.Errorf("iptables.masqueradeBit: the ipvs mode cannot use bit 0 (ipvs.Config reads 0 as the default, 14)")
+	}
+	vcfg := ipvs.Config{
+		IPFamily:          family,
+		NodeName:          p.nodeName,
+		NodeIPs:           p.nodeIPs,
+		SyncPeriod:        cfg.IPVS.SyncPeriod.Duration,
+		MinSyncPeriod:     minSync(cfg.IPVS.MinSyncPeriod.Duration),
+		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
+		MasqueradeBit:     masqBitIPVS(cfg.IPTables.MasqueradeBit),
+		LocalDetector:     ipvs.LocalDetector{Mode: ipvs.LocalMode(itDetector.Mode), CIDR: itDetector.CIDR, Interface: itDetector.Interface},
+		NodePortAddresses: npa,
+		Scheduler:         cfg.IPVS.Scheduler,
+		ExcludeCIDRs:      exclude,
+		StrictARP:         cfg.IPVS.StrictARP,
+		TCPTimeout:        cfg.IPVS.TCPTimeout.Duration,
+		TCPFinTimeout:     cfg.IPVS.TCPFinTimeout.Duration,
+		UDPTimeout:        cfg.IPVS.UDPTimeout.Duration,
+		ServiceProxyName:  p.opts.serviceProxyName,
+		EndpointFilter:    proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
+		Logger:            p.log.WithName("ipvs"),
+		Metrics:           p.metrics,
+	}
+
+	if p.dryRun {
+		fakeIPVS, fakeSet, fakeLink := ipvstest.NewIPVS(), ipvstest.NewIPSet(), ipvstest.NewNetlink()
+		fakeLink.AddLink("eth0", p.nodeIPs...)
+		fakeSysctl := ipvstest.NewSysctl(nil)
+		fakeIPT := iptablestest.NewFake(family)
+		proxier, err := ipvs.NewProxier(vcfg, ipvs.Interfaces{
+			IPVS: fakeIPVS, IPSet: fakeSet, Netlink: fakeLink, IPTables: fakeIPT, Sysctl: fakeSysctl,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &engine{
+			mode:     modeIPVS,
+			provider: proxier,
+			plan: func(ctx context.Context) (string, error) {
+				if err := proxier.Sync(ctx); err != nil {
+					return "", err
+				}
+				var b strings.Builder
+				fmt.Fprintf(&b, "# IPVS virtual and real servers (ipvsadm -Ln)\n%s\n", fakeIPVS.Dump())
+				fmt.Fprintf(&b, "# ipsets (ipset list)\n%s\n", fakeSet.Dump())
+				fmt.Fprintf(&b, "# addresses bound to kube-ipvs0 (ip addr show kube-ipvs0)\n%s\n", fakeLink.Dump("kube-ipvs0"))
+				fmt.Fprintf(&b, "# sysctls\n%s\n", fakeSysctl.Dump())
+				fmt.Fprintf(&b, "# iptables (iptables-save)\n%s", fakeIPT.Dump())
+				return b.String(), nil
+			},
+		}, nil
+	}
+
+	opts := ipvs.Options{}
+	kernel, err := ipvs.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: %w", err)
+	}
+	ipset, err := ipvs.NewIPSet(opts)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: ipset: %w", err)
+	}
+	link, err := ipvs.NewNetlink(opts)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: netlink: %w", err)
+	}
+	ipt, err := iptables.New(iptables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+	if err != nil {
+		return nil, err
+	}
+	svcHealth := newServiceHealth(p, npa)
+	vcfg.HealthCheck = svcHealth
+	proxier, err := ipvs.NewProxier(vcfg, ipvs.Interfaces{
+		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
+		Conntrack: conntrack.New(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &engine{
+		mode:     modeIPVS,
+		provider: newWithHealthUpdates(proxier, p.health, family, vcfg.MinSyncPeriod, vcfg.SyncPeriod, p.log.WithName("ipvs-sync")),
+		close:    func() { _ = svcHealth.Close() },
+	}, nil
+}
+
+// masqBitIPVS maps masqueradeBit to ipvs.Config's (0 there means 14, and
+// bit 0 cannot be asked for: it is refused with a clear error).
+func masqBitIPVS(b *int32) int {
+	if b == nil {
+		return 0
+	}
+	return int(*b)
+}
+
+// newServiceHealth is the health-check node-port server of an engine.
+func newServiceHealth(p engineParams, npa []netip.Prefix) *healthcheck.ServiceHealthServer {
+	return healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
+		NodeName:    p.nodeName,
+		NodeIPs:     serviceHealthIPs(npa, p.nodeIPs),
+		ProxyHealth: p.health,
+		Metrics:     p.metrics,
+		Logger:      p.log.WithName("service-health"),
+	})
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/userspace"
+)
+
+// buildUserspace builds the userspace engine: proxy sockets on bindAddress
+// in portRange, with iptables capture rules when iptables is there (else
+// it serves node ports and bindAddress only: the fallback for nodes
+// without a usable iptables).
+func buildUserspace(p engineParams) (*engine, error) {
+	if p.dryRun {
+		return nil, errors.New("--dry-run: the userspace mode has no plan to print (it opens sockets rather than programming the kernel); use --proxy-mode iptables or ipvs")
+	}
+	cfg := p.opts.config
+	family := primaryFamily(p.nodeIPs)
+	portRange, err := userspace.ParsePortRange(cfg.PortRange)
+	if err != nil {
+		return nil, fmt.Errorf("portRange: %w", err)
+	}
+	clusterCIDRs, err := parseCIDRList(cfg.ClusterCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("clusterCIDR: %w", err)
+	}
+	var listen netip.Addr
+	if a, err := netip.ParseAddr(cfg.BindAddress); err == nil && !a.IsUnspecified() {
+		listen = a.Unmap()
+	}
+	ucfg := userspace.Config{
+		NodeName:         p.nodeName,
+		IPFamily:         family,
+		ListenAddress:    listen,
+		NodeIPs:          p.nodeIPs,
+		ClusterCIDRs:     clusterCIDRs,
+		PortRange:        portRange,
+		UDPIdleTimeout:   cfg.UDPIdleTimeout.Duration,
+		ServiceProxyName: p.opts.serviceProxyName,
+		EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
+		Logger:           p.log.WithName("userspace"),
+		Metrics:          p.metrics,
+		SyncPeriod:       cfg.IPTables.SyncPeriod.Duration,
+		MinSyncPeriod:    minSync(cfg.IPTables.MinSyncPeriod.Duration),
+	}
+	if err := probeIPTables(); err == nil {
+		ipt, err := iptables.New(iptables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+		if err != nil {
+			return nil, err
+		}
+		ucfg.Capture, ucfg.IPTables = userspace.CaptureIPTables, ipt
+	} else {
+		p.log.Info("No usable iptables: the userspace mode serves node ports and the bind address only, without capturing service IPs", "reason", err.Error())
+		ucfg.Capture = userspace.CaptureNone
+	}
+	proxier, err := userspace.New(ucfg)
+	if err != nil {
+		return nil, err
+	}
+	return &engine{
+		mode:     modeUserspace,
+		provider: newWithHealthUpdates(proxier, p.health, family, ucfg.MinSyncPeriod, ucfg.SyncPeriod, p.log.WithName("userspace-sync")),
+		close:    func() { _ = proxier.Close() },
+	}, nil
+}
