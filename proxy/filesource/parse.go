@@ -182,40 +182,48 @@ func isJSON(data []byte) bool {
 
 func (p *parser) parseJSONStream(data []byte) {
 	dec := json.NewDecoder(bytes.NewReader(data))
+	lines := lineCounter{data: data}
 	for doc := 1; ; doc++ {
 		start := dec.InputOffset()
+		start += leadingSpace(data[start:])
 		var raw json.RawMessage
 		err := dec.Decode(&raw)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			line := lineAt(data, start+leadingSpace(data[start:]))
+			line := lines.at(start)
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				line = lineAt(data, se.Offset)
+				line = lines.at(se.Offset)
 			}
 			p.fail(Position{Document: doc, Item: -1, Line: line}, Key{}, fmt.Errorf("%w: %v", ErrSyntax, err))
 			return
 		}
-		pos := Position{Document: doc, Item: -1, Line: lineAt(data, start+leadingSpace(data[start:]))}
-		p.parseDocument(raw, pos)
+		p.parseDocument(raw, Position{Document: doc, Item: -1, Line: lines.at(start)})
 	}
+}
+
+// lineCounter maps byte offsets to 1-based lines, counting each byte once
+// as long as offsets do not go backwards (a big JSON stream stays linear).
+type lineCounter struct {
+	data []byte
+	off  int64
+	line int
+}
+
+func (c *lineCounter) at(off int64) int {
+	off = min(max(off, 0), int64(len(c.data)))
+	if c.line == 0 || off < c.off {
+		c.off, c.line = 0, 1
+	}
+	c.line += bytes.Count(c.data[c.off:off], []byte{'\n'})
+	c.off = off
+	return c.line
 }
 
 func leadingSpace(b []byte) int64 {
 	return int64(len(b) - len(bytes.TrimLeftFunc(b, unicode.IsSpace)))
-}
-
-// lineAt returns the 1-based line of byte offset off.
-func lineAt(data []byte, off int64) int {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	if off < 0 {
-		off = 0
-	}
-	return bytes.Count(data[:off], []byte{'\n'}) + 1
 }
 
 // yamlDocument is one document's text and its first line.
