@@ -33,8 +33,9 @@ type MakeEndpointFunc func(base *proxy.BaseEndpoint, svcPortName *proxy.ServiceP
 type ServiceTrackerConfig struct {
 	// IPFamily is the family this tracker keeps (required).
 	IPFamily v1.IPFamily
-	// ServiceProxyName: services labelled service.kubernetes.io/service-proxy-name
-	// are skipped unless the label equals this.
+	// ServiceProxyName: see proxy.ShouldSkipService. Empty: services labelled
+	// service.kubernetes.io/service-proxy-name are skipped. Set: only services
+	// labelled with exactly this name are kept.
 	ServiceProxyName string
 	// MakeServicePort wraps each port; nil keeps *proxy.BaseServicePort.
 	MakeServicePort MakeServicePortFunc

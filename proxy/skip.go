@@ -7,9 +7,15 @@ import v1 "k8s.io/api/core/v1"
 //   - a nil service;
 //   - a headless service (cluster IP "None" or no cluster IP at all);
 //   - an ExternalName service (DNS only, nothing to proxy);
-//   - a service labelled service.kubernetes.io/service-proxy-name, unless
-//     serviceProxyName is not empty and equals the label's value (the label
-//     hands the service to another proxy; an empty label value still does).
+//   - for an unnamed proxy (serviceProxyName ""), a service labelled
+//     service.kubernetes.io/service-proxy-name (with any value, even empty):
+//     the label hands the service to another proxy, as in kube-proxy;
+//   - for a named proxy, every service whose label is not exactly
+//     serviceProxyName, unlabelled ones included. A named proxy serves only
+//     the services handed to it, so it can share a node with kube-proxy (or
+//     another svcproxy) without both programming the same service; this is
+//     what the informer and file sources select too, and what other named
+//     proxies (e.g. multus-proxy) do.
 //
 // Whether the service has a cluster IP of a given IP family is decided per
 // family by the service change tracker, not here.
@@ -29,8 +35,9 @@ func ShouldSkipService(svc *v1.Service, serviceProxyName string) bool {
 	if svc.Spec.Type == v1.ServiceTypeExternalName {
 		return true
 	}
-	if name, labelled := svc.Labels[LabelServiceProxyName]; labelled {
-		return serviceProxyName == "" || name != serviceProxyName
+	name, labelled := svc.Labels[LabelServiceProxyName]
+	if serviceProxyName == "" {
+		return labelled
 	}
-	return false
+	return !labelled || name != serviceProxyName
 }

@@ -44,7 +44,7 @@ func TestShouldSkipService(t *testing.T) {
 		{"service with an empty proxy-name label is skipped", base(label("")), "", true},
 		{"service of another named proxy is skipped by a named proxy", base(label("other")), "mine", true},
 		{"service of this proxy is proxied", base(label("mine")), "mine", false},
-		{"unlabelled service is proxied by a named proxy", base(nil), "mine", false},
+		{"unlabelled service is left to the default proxy by a named proxy", base(nil), "mine", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
