@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcproxy/svcproxy/proxy"
@@ -38,6 +39,9 @@ func newSource(o *options, log logr.Logger) (source, string, error) {
 		s, err := newFileSource(o.objectsFile, log)
 		if err != nil {
 			return nil, "", err
+		}
+		if s.selector, err = informers.LabelSelector(o.serviceProxyName); err != nil {
+			return nil, "", fmt.Errorf("--service-proxy-name: %w", err)
 		}
 		name := o.config.HostnameOverride
 		if name == "" && len(s.nodes) == 1 {
@@ -82,6 +86,9 @@ type fileSource struct {
 	log      logr.Logger
 	nodes    []*v1.Node
 	nodeObj  *v1.Node
+	// selector is the API source's watch selector, applied to the file's
+	// Services and EndpointSlices.
+	selector labels.Selector
 }
 
 // fileReloadInterval is how often a running proxy checks the objects file
@@ -116,11 +123,11 @@ func (s *fileSource) options() fsOptions {
 }
 
 func (s *fileSource) run(ctx context.Context, h proxy.Provider) error {
-	return filesource.New(s.path, h, s.options()).Run(ctx)
+	return filesource.New(s.path, labelFiltered{Provider: h, sel: s.selector}, s.options()).Run(ctx)
 }
 
 func (s *fileSource) load(ctx context.Context, h proxy.Provider) error {
-	return filesource.New(s.path, h, s.options()).Load(ctx)
+	return filesource.New(s.path, labelFiltered{Provider: h, sel: s.selector}, s.options()).Load(ctx)
 }
 
 // apiSource watches the API server through client-go informers.

@@ -1,0 +1,66 @@
+// Command minimal-proxy is svcproxy's reference binary: a Kubernetes
+// service proxy with kube-proxy's flags and configuration file, built from
+// the library in a few short files. Read it to see how to embed svcproxy:
+//
+//   - flags.go, config.go, validate.go: kube-proxy's flags (pflag) and its
+//     KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1),
+//     decoded strictly into our own struct; flags given on the command line
+//     override the file; every refused setting is named in the error.
+//   - source.go: where objects come from: client-go informers
+//     (proxy/informers, with kube-proxy's label selectors) or an objects
+//     file (--objects-file), and the node's addresses.
+//   - mode.go, engine*.go: mode selection with kube-proxy's fallbacks
+//     (ipvs → iptables when the kernel has no IPVS, iptables → userspace
+//     when iptables is missing or older than 1.4.11; each logged with its
+//     reason) and the construction of the engine for the node's primary IP
+//     family.
+//   - health.go, serve.go: /healthz and /livez on the healthz address
+//     (proxy/healthcheck), /metrics, /proxyMode and /configz on the metrics
+//     address (proxy/metrics), health-check node ports for
+//     externalTrafficPolicy: Local services.
+//   - dryrun.go: --dry-run prints what the engine would program and exits
+//     0 without reading or changing the node: the iptables mode's
+//     iptables-restore input, or the IPVS mode's virtual servers, ipsets,
+//     bound addresses and rules as its in-memory fakes received them. It
+//     needs neither root nor iptables.
+//   - cleanup.go: --cleanup removes what any mode left behind, ours or
+//     kube-proxy's, and nothing else.
+//   - main.go: run until SIGTERM or SIGINT, then stop within a second,
+//     leaving the rules in place; a restarted proxy adopts them without
+//     flushing (traffic keeps flowing across the restart).
+//
+// # Quick start
+//
+//	go run ./examples/minimal-proxy --objects-file examples/minimal-proxy/demo.yaml --dry-run
+//
+// With --objects-file and no --hostname-override, a file holding exactly
+// one Node makes that Node this proxy's node. Against a cluster (as root):
+//
+//	minimal-proxy --kubeconfig /var/lib/kube-proxy/kubeconfig.conf --proxy-mode iptables
+//
+// # Guarantees
+//
+//   - Nothing on the node changes before the Services and EndpointSlices
+//     have been listed in full (the library's contract); /healthz answers
+//     503 until the first successful sync, and while the API server is
+//     unreachable the proxy keeps retrying and logs each failure.
+//   - Bad flags, a bad configuration file or a malformed objects file exit
+//     with status 2 (flags, configuration) or 1 (everything else) and a
+//     message naming the setting or the document; never a panic.
+//   - SIGTERM exits with status 0.
+//
+// # Exit codes
+//
+// 0: stopped by a signal, --cleanup or --dry-run done, or --help.
+// 1: a runtime failure (unreachable kubeconfig file, unreadable objects
+// file, a failing engine). 2: bad flags or configuration.
+//
+// # Not done
+//
+// The conntrack section of the configuration is validated but not applied
+// (the node's conntrack sysctls are left as they are); detectLocalMode
+// NodeCIDR is refused; dual stack runs only the node's primary family; the
+// userspace mode has no --dry-run. The end-to-end test is
+// TestE2EKubeAPIServer (root; it builds etcd and kube-apiserver with
+// hack/e2e/build.sh).
+package main
