@@ -141,6 +141,11 @@ type portsMatcher struct {
 
 func compilePorts(m *match) (matcher, error) {
 	pm := &portsMatcher{}
+	_, syn := m.get("--syn")
+	_, flags := m.get("--tcp-flags")
+	if syn && flags {
+		return nil, fmt.Errorf("only one of --syn and --tcp-flags is allowed")
+	}
 	for _, o := range m.opts {
 		switch o.name {
 		case "--dport", "--sport":

@@ -13,16 +13,18 @@ import (
 // FuzzRestore: any input either fails cleanly or yields a state whose
 // Dump seeds an identical Fake; tracing never panics.
 func FuzzRestore(f *testing.F) {
-	for _, name := range []string{"testdata/kubeproxy-v4.restore", "testdata/kubeproxy-style.restore"} {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(b))
+	// Small seeds only: coverage-guided mutation of the 11 KB kube-proxy
+	// fixture stalls the fuzzing engine.
+	b, err := os.ReadFile("testdata/kubeproxy-style.restore")
+	if err != nil {
+		f.Fatal(err)
 	}
+	f.Add(string(b))
 	for _, tc := range differentialCases {
 		for _, in := range tc.inputs {
-			f.Add(in)
+			if len(in) < 2000 {
+				f.Add(in)
+			}
 		}
 	}
 	f.Add("*filter\n-A INPUT -p tcp -m comment --comment \"a \\\"b\\\"\" --dport 1:2 ! -s 1.2.3.0/24 -j REJECT\nCOMMIT\n")
