@@ -12,11 +12,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcproxy/svcproxy/proxy"
 
+	"github.com/svcproxy/svcproxy/proxy/filesource"
 	"github.com/svcproxy/svcproxy/proxy/informers"
 )
 
@@ -40,9 +40,10 @@ func newSource(o *options, log logr.Logger) (source, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		if s.selector, err = informers.LabelSelector(o.serviceProxyName); err != nil {
+		if _, err := informers.LabelSelector(o.serviceProxyName); err != nil {
 			return nil, "", fmt.Errorf("--service-proxy-name: %w", err)
 		}
+		s.serviceProxyName = o.serviceProxyName
 		name := o.config.HostnameOverride
 		if name == "" && len(s.nodes) == 1 {
 			name = s.nodes[0].Name
@@ -86,9 +87,8 @@ type fileSource struct {
 	log      logr.Logger
 	nodes    []*v1.Node
 	nodeObj  *v1.Node
-	// selector is the API source's watch selector, applied to the file's
-	// Services and EndpointSlices.
-	selector labels.Selector
+	// serviceProxyName selects objects as the API source's watches do.
+	serviceProxyName string
 }
 
 // fileReloadInterval is how often a running proxy checks the objects file
@@ -109,7 +109,7 @@ func newFileSource(path string, log logr.Logger) (*fileSource, error) {
 	}
 	s := &fileSource{path: path, log: log.WithName("objects-file")}
 	for _, obj := range objs {
-		if n, ok := obj.(*v1.Node); ok {
+		if n, ok := obj.Object.(*v1.Node); ok {
 			s.nodes = append(s.nodes, n)
 		}
 	}
@@ -118,16 +118,19 @@ func newFileSource(path string, log logr.Logger) (*fileSource, error) {
 
 func (s *fileSource) node(context.Context) (*v1.Node, error) { return s.nodeObj, nil }
 
-func (s *fileSource) options() fsOptions {
-	return fsOptions{NodeName: s.nodeName, Interval: fileReloadInterval, Logger: s.log}
+func (s *fileSource) options() filesource.Options {
+	return filesource.Options{NodeName: s.nodeName, ServiceProxyName: s.serviceProxyName, Interval: fileReloadInterval, Logger: s.log}
 }
 
+// run feeds h and re-reads the file every fileReloadInterval; a bad
+// document in a later version of the file is logged and skipped, the rest
+// applies.
 func (s *fileSource) run(ctx context.Context, h proxy.Provider) error {
-	return filesource.New(s.path, labelFiltered{Provider: h, sel: s.selector}, s.options()).Run(ctx)
+	return filesource.New(s.path, h, s.options()).Run(ctx)
 }
 
 func (s *fileSource) load(ctx context.Context, h proxy.Provider) error {
-	return filesource.New(s.path, labelFiltered{Provider: h, sel: s.selector}, s.options()).Load(ctx)
+	return filesource.New(s.path, h, s.options()).Load(ctx)
 }
 
 // apiSource watches the API server through client-go informers.
