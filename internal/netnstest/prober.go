@@ -36,7 +36,10 @@ const (
 // traffic: for each Packet it connects (TCP) or sends a datagram (UDP) from
 // the namespace its Origin and Src name — the pod with that address, the
 // node (bound to the node IP), or the external client with that address —
-// to Dst:Port, several times, and derives the Result from what happened:
+// to Dst:Port, several times, and derives the Result from what happened.
+// Each attempt uses a fresh socket and so a fresh conntrack entry, except
+// for UDP packets with a SrcPort, which reuse their flow on purpose.
+// Results:
 //
 //   - answers from pods: Forwarded, with the set of pod:port that answered;
 //     Masquerade when the pods saw a node address (NodeIP or PodGateway)
@@ -255,6 +258,10 @@ func (p *Prober) once(ns *Namespace, pk proxytest.Packet) (attempt, error) {
 	var a attempt
 	var ferr error
 	err := Exec(ns, func() error {
+		if pk.SrcPort != 0 && pk.Protocol != v1.ProtocolUDP {
+			ferr = fmt.Errorf("netnstest: %s: a fixed source port is only supported for UDP", pk)
+			return nil
+		}
 		switch pk.Protocol {
 		case v1.ProtocolTCP:
 			network := "tcp4"
@@ -279,7 +286,7 @@ func (p *Prober) once(ns *Namespace, pk proxytest.Packet) (attempt, error) {
 			if v6 {
 				network = "udp6"
 			}
-			c, err := net.DialUDP(network, &net.UDPAddr{IP: src}, net.UDPAddrFromAddrPort(dst))
+			c, err := net.DialUDP(network, &net.UDPAddr{IP: src, Port: pk.SrcPort}, net.UDPAddrFromAddrPort(dst))
 			if err != nil {
 				a, ferr = classify(err)
 				return nil

@@ -41,6 +41,11 @@ type Packet struct {
 	Dst      netip.Addr
 	Port     int
 	Protocol v1.Protocol
+	// SrcPort, when not 0, is the UDP source port, kept the same across a
+	// scenario's steps so that a stale conntrack entry would catch the
+	// datagram: real-kernel probes bind it, computed tracers ignore it.
+	// Only for UDP, and only where one backend is wanted.
+	SrcPort int
 }
 
 // Verdict is what the node does with the packet.

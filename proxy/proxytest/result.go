@@ -7,9 +7,13 @@ import (
 	"strings"
 )
 
-// String renders the packet as "origin src -> dst:port/proto".
+// String renders the packet as "origin src[:srcport] -> dst:port/proto".
 func (p Packet) String() string {
-	return fmt.Sprintf("%s %s -> %s/%s", p.Origin, p.Src, netip.AddrPortFrom(p.Dst, uint16(p.Port)), p.Protocol)
+	src := p.Src.String()
+	if p.SrcPort != 0 {
+		src = netip.AddrPortFrom(p.Src, uint16(p.SrcPort)).String()
+	}
+	return fmt.Sprintf("%s %s -> %s/%s", p.Origin, src, netip.AddrPortFrom(p.Dst, uint16(p.Port)), p.Protocol)
 }
 
 // String renders the result, e.g. "forwarded to [10.244.1.2:8080] masquerade sticky".

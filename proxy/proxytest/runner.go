@@ -258,6 +258,12 @@ func validateCheck(topo Topology, c Check) error {
 	default:
 		return fmt.Errorf("packet %s: protocol must be TCP or UDP", p)
 	}
+	if p.SrcPort < 0 || p.SrcPort > 65535 || (p.SrcPort != 0 && p.Protocol != v1.ProtocolUDP) {
+		return fmt.Errorf("packet %s: a source port must be valid and is only for UDP", p)
+	}
+	if p.SrcPort != 0 && c.Want.Verdict == Forwarded && len(c.Want.Backends) != 1 {
+		return fmt.Errorf("packet %s: with a fixed source port every datagram follows one conntrack entry; want exactly one backend", p)
+	}
 	switch p.Origin {
 	case FromPod:
 		if pod, ok := topo.PodByIP(p.Src); !ok || pod.Node != topo.NodeName {

@@ -22,6 +22,10 @@ type Scenario struct {
 	Doc string
 	// Options the engine must be built with.
 	Options Options
+	// Ordered says the checks of a step rely on the transition from the
+	// previous step (for example conntrack entries that only the listed
+	// transitions clear); Shuffle leaves such scenarios out.
+	Ordered bool
 	Steps   []Step
 }
 

@@ -493,6 +493,52 @@ func Scenarios(topo Topology) []Scenario {
 		})
 	}
 
+	// --- UDP conntrack: one flow across service and endpoint changes ---
+	{
+		vip := topo.ServiceIP(26)
+		svc := MakeService(topo, "udp-flow", vip, []ServicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: portDNS, TargetPort: targetDNS, NodePort: nodePortDNS}},
+			func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort; s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal })
+		sl := func(pods ...Pod) *discovery.EndpointSlice {
+			return MakeSlice(topo, "udp-flow", "1", []SlicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: targetDNS}}, ready(pods...)...)
+		}
+		flow := UDP(pod(vip, portDNS))
+		flow.SrcPort = 20053
+		extFlow := UDP(ext(nodeIP, nodePortDNS))
+		extFlow.SrcPort = 20054
+		dns := func(p Pod) Result { return fwd(false, []netip.AddrPort{Backend(p, targetDNS)}) }
+		table = append(table, Scenario{
+			Name: "udp-conntrack",
+			Doc: "one UDP flow (fixed source port) must follow every change: the proxier clears conntrack entries for a " +
+				"service that gains endpoints, for removed endpoints and for deleted services",
+			Ordered: true,
+			Steps: []Step{{
+				Name:    "no-service",
+				Objects: objs(nil),
+				Checks:  []Check{chk("pod", flow, notProxied)},
+			}, {
+				Name:    "service-created",
+				Objects: objs(svcs(svc), sl(a1)),
+				Checks:  []Check{chk("pod", flow, dns(a1)), chk("external-node-port", extFlow, dns(a1))},
+			}, {
+				Name:    "endpoint-replaced",
+				Objects: objs(svcs(svc), sl(a2)),
+				Checks:  []Check{chk("pod", flow, dns(a2)), chk("external-node-port", extFlow, dns(a2))},
+			}, {
+				Name:    "endpoints-gone",
+				Objects: objs(svcs(svc), sl()),
+				Checks:  []Check{chk("pod", flow, rejected), chk("external-node-port", extFlow, rejected)},
+			}, {
+				Name:    "endpoint-back",
+				Objects: objs(svcs(svc), sl(b2)),
+				Checks:  []Check{chk("pod", flow, dns(b2))},
+			}, {
+				Name:    "service-deleted",
+				Objects: objs(nil, sl(b2)),
+				Checks:  []Check{chk("pod", flow, notProxied)},
+			}},
+		})
+	}
+
 	// --- multiple ports ---
 	{
 		vip := topo.ServiceIP(16)

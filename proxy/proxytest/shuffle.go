@@ -8,7 +8,8 @@ import (
 
 // Shuffle returns the scenarios with the steps of each multi-step scenario
 // replayed in random orders: rounds random permutations, one after the
-// other (rounds < 1 counts as 1). Single-step scenarios are left out.
+// other (rounds < 1 counts as 1). Single-step and Ordered scenarios are
+// left out.
 //
 // Every step is a complete desired state whose checks depend on nothing
 // else, so an engine must pass its checks whatever state it comes from:
@@ -23,7 +24,7 @@ func Shuffle(scenarios []Scenario, seed uint64, rounds int) []Scenario {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var out []Scenario
 	for _, sc := range scenarios {
-		if len(sc.Steps) < 2 {
+		if len(sc.Steps) < 2 || sc.Ordered {
 			continue
 		}
 		sh := sc
