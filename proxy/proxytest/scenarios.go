@@ -497,7 +497,10 @@ func Scenarios(topo Topology) []Scenario {
 	{
 		vip := topo.ServiceIP(26)
 		svc := MakeService(topo, "udp-flow", vip, []ServicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: portDNS, TargetPort: targetDNS, NodePort: nodePortDNS}},
-			func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort; s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal })
+			func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeNodePort
+				s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+			})
 		sl := func(pods ...Pod) *discovery.EndpointSlice {
 			return MakeSlice(topo, "udp-flow", "1", []SlicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: targetDNS}}, ready(pods...)...)
 		}
