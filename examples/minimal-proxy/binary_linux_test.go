@@ -169,3 +169,60 @@ COMMIT
 		}
 	}
 }
+
+// TestObjectsFileRun runs the binary (root, in a namespace of its own) on
+// an objects file: it becomes healthy, programs the file's services, and
+// follows edits of the file.
+func TestObjectsFileRun(t *testing.T) {
+	skipUnlessRoot(t)
+	_, inNS := newNamespace(t)
+	objects := filepath.Join(t.TempDir(), "objects.yaml")
+	one := strings.SplitN(multiNetworkObjects, "\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: theirs", 2)[0]
+	if err := os.WriteFile(objects, []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &proxyProcess{inNS: inNS, healthz: "127.0.0.1:10256", metrics: "127.0.0.1:10249"}
+	p.logPath = filepath.Join(t.TempDir(), "proxy.log")
+	p.process = startProcess(t, inNS, "minimal-proxy", p.logPath, buildProxyBinary(t),
+		"--objects-file="+objects, "--healthz-bind-address="+p.healthz, "--metrics-bind-address="+p.metrics,
+		"--iptables-min-sync-period=100ms", "--v=2")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("proxy log:\n%s", tail(readFile(p.logPath), 40))
+		}
+	})
+	p.waitHealthy(t)
+	if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != modeIPTables {
+		t.Errorf("/proxyMode = %d %q %v", code, body, err)
+	}
+	natRules := func() string {
+		var out []byte
+		_ = inNS(func() error {
+			var err error
+			out, err = exec.Command("iptables-save", "-t", "nat").CombinedOutput()
+			return err
+		})
+		return string(out)
+	}
+	waitFor := func(what string, cond func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond(natRules()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not seen within 20s:\n%s", what, natRules())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitFor("default/mine programmed", func(s string) bool { return strings.Contains(s, "-d 10.96.20.1/32") })
+
+	// Add default/net2 (an unlabelled service) by rewriting the file.
+	if err := os.WriteFile(objects, []byte(multiNetworkObjects), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("default/net2 programmed after the file changed", func(s string) bool { return strings.Contains(s, "-d 10.96.20.3/32") })
+	if s := natRules(); strings.Contains(s, "10.96.20.2") {
+		t.Errorf("default/theirs (another proxy's) programmed:\n%s", s)
+	}
+	p.stop(t)
+}
