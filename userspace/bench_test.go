@@ -74,7 +74,8 @@ func startSink(b *testing.B, ip string) netip.AddrPort {
 	return addrPortOf(ln.Addr())
 }
 
-// BenchmarkTCPStream: one long stream of 64 KiB writes, direct and proxied.
+// BenchmarkTCPStream: one long stream of 64 KiB writes, direct and
+// proxied; also reports the process's CPU time per byte.
 func BenchmarkTCPStream(b *testing.B) {
 	sink := startSink(b, "127.0.0.2")
 	p := newTestProxier(b, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1")})
@@ -95,6 +96,7 @@ func BenchmarkTCPStream(b *testing.B) {
 			defer c.Close()
 			b.SetBytes(int64(len(chunk)))
 			b.ResetTimer()
+			cpu0 := processCPU()
 			for range b.N {
 				if _, err := c.Write(chunk); err != nil {
 					b.Fatal(err)
@@ -106,6 +108,12 @@ func BenchmarkTCPStream(b *testing.B) {
 				b.Fatalf("sink got %d bytes (%v), want %d", n, err, b.N*len(chunk))
 			}
 			b.StopTimer()
+			// CPU per byte for sender, proxy and sink together: unlike
+			// MB/s it does not depend on how busy the machine's other
+			// cores are.
+			if cpu := processCPU() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(chunk)), "cpu-ns/B")
+			}
 		})
 	}
 }
