@@ -12,8 +12,9 @@
 //   - mode.go, engine*.go: mode selection with kube-proxy's fallbacks
 //     (ipvs → iptables when the kernel has no IPVS, iptables → userspace
 //     when iptables is missing or older than 1.4.11; each logged with its
-//     reason) and the construction of the engine for the node's primary IP
-//     family.
+//     reason) and the construction of the engines: one per IP family of the
+//     node's addresses (dual stack through proxy.NewDualStack) in the
+//     iptables and ipvs modes, the primary family in the userspace mode.
 //   - health.go, serve.go: /healthz and /livez on the healthz address
 //     (proxy/healthcheck), /metrics, /proxyMode and /configz on the metrics
 //     address (proxy/metrics), health-check node ports for
@@ -59,8 +60,8 @@
 //
 // The conntrack section of the configuration is validated but not applied
 // (the node's conntrack sysctls are left as they are); detectLocalMode
-// NodeCIDR is refused; dual stack runs only the node's primary family; the
-// userspace mode has no --dry-run. The end-to-end test is
+// NodeCIDR is refused; the userspace mode serves only the node's primary
+// family and has no --dry-run. The end-to-end test is
 // TestE2EKubeAPIServer (root; it builds etcd and kube-apiserver with
 // hack/e2e/build.sh).
 package main

@@ -38,6 +38,68 @@ type engineParams struct {
 	// dryRun builds the engine over in-memory fakes that record what it
 	// would do, so nothing on the node is read or changed.
 	dryRun bool
+	// dualStack: one engine per family is being built.
+	dualStack bool
+}
+
+// nodeFamilies are the IP families of the node IPs, primary first (IPv4
+// alone when there are none).
+func nodeFamilies(nodeIPs []netip.Addr) []v1.IPFamily {
+	out := []v1.IPFamily{primaryFamily(nodeIPs)}
+	for _, ip := range nodeIPs {
+		if f := familyOf(ip); f != out[0] {
+			return append(out, f)
+		}
+	}
+	return out
+}
+
+func familyOf(ip netip.Addr) v1.IPFamily {
+	if ip.Unmap().Is4() {
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}
+
+// ipsOf keeps the addresses of family.
+func ipsOf(ips []netip.Addr, family v1.IPFamily) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range ips {
+		if familyOf(ip) == family {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// dualStack combines the engines of two families.
+func dualStack(a, b *engine, families []v1.IPFamily) *engine {
+	v4, v6 := a, b
+	if families[0] == v1.IPv6Protocol {
+		v4, v6 = b, a
+	}
+	e := &engine{mode: a.mode, provider: proxy.NewDualStack(v4.provider, v6.provider)}
+	if a.plan != nil && b.plan != nil {
+		e.plan = func(ctx context.Context) (string, error) {
+			pa, err := a.plan(ctx)
+			if err != nil {
+				return "", err
+			}
+			pb, err := b.plan(ctx)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("# %s\n%s# %s\n%s", families[0], pa, families[1], pb), nil
+		}
+	}
+	e.close = func() {
+		for _, x := range []*engine{a, b} {
+			if x.close != nil {
+				x.close()
+			}
+		}
+	}
+	return e
 }
 
 // primaryFamily is the family of the first node IP (IPv4 when unknown).
@@ -51,22 +113,38 @@ func primaryFamily(nodeIPs []netip.Addr) v1.IPFamily {
 // buildEngine constructs the engine of p.mode for the node's primary IP
 // family.
 func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
+	var build func(engineParams, v1.IPFamily) (*engine, error)
 	switch p.mode {
 	case modeIPTables:
-		return buildIPTables(p)
+		build = buildIPTables
 	case modeIPVS:
-		return buildIPVS(p)
+		build = buildIPVS
 	case modeUserspace:
-		return buildUserspace(p)
+		return buildUserspace(p, primaryFamily(p.nodeIPs))
+	default:
+		return nil, fmt.Errorf("proxy mode %q is not available on %s", p.mode, runtime.GOOS)
 	}
-	return nil, fmt.Errorf("proxy mode %q is not available on %s", p.mode, runtime.GOOS)
+	families := nodeFamilies(p.nodeIPs)
+	p.dualStack = len(families) == 2
+	primary, err := build(p, families[0])
+	if err != nil || len(families) == 1 {
+		return primary, err
+	}
+	// Dual stack: one engine per family, every event handed to both.
+	secondary, err := build(p, families[1])
+	if err != nil {
+		if primary.close != nil {
+			primary.close()
+		}
+		return nil, fmt.Errorf("%s (the node's second IP family): %w", families[1], err)
+	}
+	return dualStack(primary, secondary, families), nil
 }
 
 // buildIPTables builds the iptables engine: over the real iptables, or
 // over iptablestest.Fake for a dry run.
-func buildIPTables(p engineParams) (*engine, error) {
+func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 	cfg := p.opts.config
-	family := primaryFamily(p.nodeIPs)
 	detector, err := localDetector(cfg, family, p.nodeIPs)
 	if err != nil {
 		return nil, err
@@ -95,19 +173,14 @@ func buildIPTables(p engineParams) (*engine, error) {
 	if p.dryRun {
 		// The node's own addresses, not the host's: the plan then depends
 		// only on the objects.
-		ips := p.nodeIPs
+		ips := ipsOf(p.nodeIPs, family)
 		icfg.LocalAddresses = func() ([]netip.Addr, error) { return ips, nil }
 		runner = newDryRunRunner(family)
 	} else {
 		icfg.HealthServer = p.health
-		svcHealth = healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
-			NodeName:    p.nodeName,
-			NodeIPs:     serviceHealthIPs(npa, p.nodeIPs),
-			ProxyHealth: p.health,
-			Metrics:     p.metrics,
-			Logger:      p.log.WithName("service-health"),
-		})
-		icfg.ServiceHealthServer = svcHealth
+		if svcHealth = newServiceHealth(p, npa, family); svcHealth != nil {
+			icfg.ServiceHealthServer = svcHealth
+		}
 		icfg.Conntrack = iptables.NewConntrackCleaner()
 		runner, err = iptables.New(iptables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
 		if err != nil {
@@ -202,15 +275,21 @@ func nodePortAddresses(list []string, nodeIPs []netip.Addr) ([]netip.Prefix, err
 	return out, nil
 }
 
-// serviceHealthIPs are the addresses health-check node ports listen on: the
-// node IPs inside nodePortAddresses (all node IPs when it is empty), as
-// kube-proxy.
-func serviceHealthIPs(npa []netip.Prefix, nodeIPs []netip.Addr) []netip.Addr {
+// serviceHealthIPs are the addresses the health-check node ports of
+// family's engine listen on: its node IPs inside nodePortAddresses. nil
+// (every address) when single-stack with no nodePortAddresses, as
+// kube-proxy; with two engines each listens on its own family's addresses
+// so they do not collide.
+func serviceHealthIPs(npa []netip.Prefix, nodeIPs []netip.Addr, family v1.IPFamily, dual bool) []netip.Addr {
+	ips := ipsOf(nodeIPs, family)
 	if len(npa) == 0 {
+		if dual {
+			return ips
+		}
 		return nil
 	}
-	var out []netip.Addr
-	for _, ip := range nodeIPs {
+	out := []netip.Addr{}
+	for _, ip := range ips {
 		for _, p := range npa {
 			if p.Contains(ip) {
 				out = append(out, ip)

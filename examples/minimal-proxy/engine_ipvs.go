@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/svcproxy/svcproxy/internal/conntrack"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
@@ -19,9 +21,8 @@ import (
 // through netlink, the kube-ipvs0 dummy link, sysctls, iptables), or for a
 // dry run over ipvstest's and iptablestest's in-memory fakes, whose state
 // after one sync is the plan.
-func buildIPVS(p engineParams) (*engine, error) {
+func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	cfg := p.opts.config
-	family := primaryFamily(p.nodeIPs)
 	itDetector, err := localDetector(cfg, family, p.nodeIPs)
 	if err != nil {
 		return nil, err
@@ -109,8 +110,10 @@ func buildIPVS(p engineParams) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	svcHealth := newServiceHealth(p, npa)
-	vcfg.HealthCheck = svcHealth
+	svcHealth := newServiceHealth(p, npa, family)
+	if svcHealth != nil {
+		vcfg.HealthCheck = svcHealth
+	}
 	proxier, err := ipvs.NewProxier(vcfg, ipvs.Interfaces{
 		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
 		Conntrack: conntrack.New(),
@@ -121,7 +124,11 @@ func buildIPVS(p engineParams) (*engine, error) {
 	return &engine{
 		mode:     modeIPVS,
 		provider: newWithHealthUpdates(proxier, p.health, family, vcfg.MinSyncPeriod, vcfg.SyncPeriod, p.log.WithName("ipvs-sync")),
-		close:    func() { _ = svcHealth.Close() },
+		close: func() {
+			if svcHealth != nil {
+				_ = svcHealth.Close()
+			}
+		},
 	}, nil
 }
 
@@ -135,10 +142,16 @@ func masqBitIPVS(b *int32) int {
 }
 
 // newServiceHealth is the health-check node-port server of an engine.
-func newServiceHealth(p engineParams, npa []netip.Prefix) *healthcheck.ServiceHealthServer {
+// It is nil when nodePortAddresses leaves this family no node IP to listen on.
+func newServiceHealth(p engineParams, npa []netip.Prefix, family v1.IPFamily) *healthcheck.ServiceHealthServer {
+	ips := serviceHealthIPs(npa, p.nodeIPs, family, p.dualStack)
+	if ips != nil && len(ips) == 0 {
+		p.log.Info("No node IP of this family inside nodePortAddresses: no health-check node ports", "family", family)
+		return nil
+	}
 	return healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
 		NodeName:    p.nodeName,
-		NodeIPs:     serviceHealthIPs(npa, p.nodeIPs),
+		NodeIPs:     ips,
 		ProxyHealth: p.health,
 		Metrics:     p.metrics,
 		Logger:      p.log.WithName("service-health"),

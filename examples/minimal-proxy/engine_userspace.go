@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/userspace"
@@ -14,12 +16,11 @@ import (
 // in portRange, with iptables capture rules when iptables is there (else
 // it serves node ports and bindAddress only: the fallback for nodes
 // without a usable iptables).
-func buildUserspace(p engineParams) (*engine, error) {
+func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 	if p.dryRun {
 		return nil, errors.New("--dry-run: the userspace mode has no plan to print (it opens sockets rather than programming the kernel); use --proxy-mode iptables or ipvs")
 	}
 	cfg := p.opts.config
-	family := primaryFamily(p.nodeIPs)
 	portRange, err := userspace.ParsePortRange(cfg.PortRange)
 	if err != nil {
 		return nil, fmt.Errorf("portRange: %w", err)
