@@ -63,6 +63,87 @@ type tableState struct {
 	refs map[iptables.Chain]int
 	// pendingEdges are jumps added since the last loop check.
 	pendingEdges []edge
+	// undo, during a Restore, records what to put back if the table fails.
+	undo *undoLog
+}
+
+// undoLog records the original value of every chain and reference count
+// a Restore changes, so a failing table is put back in O(changes) and a
+// successful one costs nothing to commit.
+type undoLog struct {
+	chains map[iptables.Chain]*chainState // nil: the chain did not exist
+	refs   map[iptables.Chain]savedRef
+}
+
+type savedRef struct {
+	n       int
+	present bool
+}
+
+func (t *tableState) begin() {
+	t.undo = &undoLog{chains: map[iptables.Chain]*chainState{}, refs: map[iptables.Chain]savedRef{}}
+	t.pendingEdges = nil
+}
+
+func (t *tableState) commit() { t.undo = nil }
+
+func (t *tableState) rollback() {
+	for name, c := range t.undo.chains {
+		if c == nil {
+			delete(t.chains, name)
+		} else {
+			t.chains[name] = c
+		}
+	}
+	for name, r := range t.undo.refs {
+		if r.present {
+			t.refs[name] = r.n
+		} else {
+			delete(t.refs, name)
+		}
+	}
+	t.undo = nil
+	t.pendingEdges = nil
+}
+
+func (t *tableState) saveRef(name iptables.Chain) {
+	if t.undo == nil {
+		return
+	}
+	if _, ok := t.undo.refs[name]; !ok {
+		n, present := t.refs[name]
+		t.undo.refs[name] = savedRef{n, present}
+	}
+}
+
+func (t *tableState) saveChain(name iptables.Chain) {
+	if t.undo == nil {
+		return
+	}
+	if _, ok := t.undo.chains[name]; !ok {
+		t.undo.chains[name] = t.chains[name]
+	}
+}
+
+// own returns chain name ready to be changed: during a Restore, a copy
+// the undo log keeps the original of.
+func (t *tableState) own(name iptables.Chain) (*chainState, bool) {
+	c, ok := t.chains[name]
+	if !ok || t.undo == nil {
+		return c, ok
+	}
+	if _, saved := t.undo.chains[name]; saved {
+		return c, true // already this Restore's copy (or created by it)
+	}
+	t.undo.chains[name] = c
+	c = &chainState{name: c.name, builtin: c.builtin, policy: c.policy, rules: slices.Clone(c.rules)}
+	t.chains[name] = c
+	return c, true
+}
+
+func (t *tableState) addChain(c *chainState) {
+	t.saveChain(c.name)
+	t.chains[c.name] = c
 }
 
 func newTable(name iptables.Table) *tableState {
@@ -370,13 +451,15 @@ func (f *Fake) Restore(ctx context.Context, data []byte) error {
 func (f *Fake) Dump() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var buf bytes.Buffer
+	var b strings.Builder
 	for _, name := range tableOrder {
 		if t := f.tables[name]; t != nil {
+			var buf bytes.Buffer
 			t.dump(&buf)
+			b.Write(buf.Bytes())
 		}
 	}
-	return buf.String()
+	return b.String()
 }
 
 // Chains returns the chains of table: built-in ones in hook order, then
@@ -472,6 +555,7 @@ func (c *chainState) find(key string) int {
 func (t *tableState) insert(c *chainState, pos int, r *rule) {
 	c.rules = slices.Insert(c.rules, pos, r)
 	if to := r.jumpsTo(); to != "" {
+		t.saveRef(to)
 		t.refs[to]++
 		t.pendingEdges = append(t.pendingEdges, edge{c.name, to})
 	}
@@ -485,13 +569,14 @@ func (t *tableState) remove(c *chainState, i int) {
 }
 
 func (t *tableState) unref(to iptables.Chain) {
+	t.saveRef(to)
 	if t.refs[to]--; t.refs[to] <= 0 {
 		delete(t.refs, to)
 	}
 }
 
 func (t *tableState) flush(chain iptables.Chain) error {
-	c, ok := t.chains[chain]
+	c, ok := t.own(chain)
 	if !ok {
 		return fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, chain, t.name)
 	}
@@ -516,6 +601,7 @@ func (t *tableState) deleteChain(chain iptables.Chain) error {
 	case len(c.rules) > 0:
 		return fmt.Errorf("%w: chain %q in table %q has %d rule(s)", ErrChainNotEmpty, chain, t.name, len(c.rules))
 	}
+	t.saveChain(chain)
 	delete(t.chains, chain)
 	return nil
 }
@@ -541,27 +627,18 @@ func (t *tableState) dump(buf *bytes.Buffer) {
 		if c.builtin {
 			policy = c.policy
 		}
-		fmt.Fprintf(buf, ":%s %s [0:0]\n", name, policy)
+		buf.WriteString(":" + string(name) + " " + policy + " [0:0]\n")
 	}
 	for _, name := range order {
 		for _, r := range t.chains[name].rules {
-			buf.WriteString("-A " + string(name) + " " + r.text() + "\n")
+			buf.WriteString("-A ")
+			buf.WriteString(string(name))
+			buf.WriteByte(' ')
+			buf.WriteString(r.text())
+			buf.WriteByte('\n')
 		}
 	}
 	buf.WriteString("COMMIT\n")
-}
-
-// clone returns a copy of t that shares the chains; mutate a chain only
-// after taking it with own.
-func (t *tableState) clone() *tableState {
-	n := &tableState{name: t.name, chains: make(map[iptables.Chain]*chainState, len(t.chains)), refs: make(map[iptables.Chain]int, len(t.refs))}
-	for k, v := range t.chains {
-		n.chains[k] = v
-	}
-	for k, v := range t.refs {
-		n.refs[k] = v
-	}
-	return n
 }
 
 // edge is a jump or goto from one chain to another.
@@ -578,11 +655,12 @@ func (t *tableState) findNewLoop() []iptables.Chain {
 	edges := t.pendingEdges
 	t.pendingEdges = nil
 	var fromBuiltin map[iptables.Chain]bool // computed only when needed
+	state := map[iptables.Chain]int{}       // shared: a chain found loop-free stays so
 	for _, e := range edges {
 		if _, ok := t.chains[e.from]; !ok {
 			continue // the rule's chain was deleted since
 		}
-		loop := t.loopFrom(e.to)
+		loop := t.loopFrom(e.to, state)
 		if loop == nil {
 			continue
 		}
@@ -592,17 +670,19 @@ func (t *tableState) findNewLoop() []iptables.Chain {
 		if fromBuiltin[e.from] {
 			return loop
 		}
+		// An unreachable loop, which the kernel accepts. The walk stopped
+		// half way, leaving chains marked in progress: start afresh.
+		clear(state)
 	}
 	return nil
 }
 
 // loopFrom returns a loop of jumps reachable from chain start, or nil.
-func (t *tableState) loopFrom(start iptables.Chain) []iptables.Chain {
+func (t *tableState) loopFrom(start iptables.Chain, state map[iptables.Chain]int) []iptables.Chain {
 	const (
 		visiting = 1
 		done     = 2
 	)
-	state := map[iptables.Chain]int{}
 	var stack []iptables.Chain
 	var visit func(c iptables.Chain) []iptables.Chain
 	visit = func(c iptables.Chain) []iptables.Chain {
@@ -661,26 +741,14 @@ func (t *tableState) reachableFromBuiltins() map[iptables.Chain]bool {
 // committed earlier in the same input stay committed.
 func (f *Fake) restore(data []byte) error {
 	var (
-		cur      *tableState // copy being edited, nil outside *table ... COMMIT
-		owned    map[*chainState]bool
-		lineNo   int
-		tableErr = func(line string, err error) error { return restoreError(lineNo, line, err) }
+		cur    *tableState // table being edited, nil outside *table ... COMMIT
+		lineNo int
 	)
-	// own returns a chain of cur that may be mutated.
-	own := func(name iptables.Chain) (*chainState, bool) {
-		c, ok := cur.chains[name]
-		if !ok {
-			return nil, false
+	fail := func(line string, err error) error {
+		if cur != nil {
+			cur.rollback()
 		}
-		if !owned[c] {
-			c = &chainState{name: c.name, builtin: c.builtin, policy: c.policy, rules: slices.Clone(c.rules)}
-			cur.chains[name] = c
-			owned[c] = true
-		}
-		return c, true
-	}
-	noChain := func(name string) error {
-		return fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, name, cur.name)
+		return restoreError(lineNo, line, err)
 	}
 	text := string(data)
 	for len(text) > 0 {
@@ -695,73 +763,80 @@ func (f *Fake) restore(data []byte) error {
 		switch {
 		case strings.HasPrefix(trimmed, "*"):
 			if cur != nil {
-				return tableErr(line, fmt.Errorf("%w: table %q started before COMMIT of %q", ErrBadRule, trimmed[1:], cur.name))
+				return fail(line, fmt.Errorf("%w: table %q started before COMMIT of %q", ErrBadRule, trimmed[1:], cur.name))
 			}
-			name := iptables.Table(strings.TrimSpace(trimmed[1:]))
-			t, err := f.table(name, false)
+			t, err := f.table(iptables.Table(strings.Trim(trimmed[1:], " \t")), false)
 			if err != nil {
-				return tableErr(line, err)
+				return fail(line, err)
 			}
-			cur, owned = t.clone(), map[*chainState]bool{}
+			cur = t
+			cur.begin()
 			continue
 		case trimmed == "COMMIT":
 			if cur == nil {
-				return tableErr(line, fmt.Errorf("%w: COMMIT outside a table", ErrBadRule))
+				return fail(line, fmt.Errorf("%w: COMMIT outside a table", ErrBadRule))
 			}
 			if loop := cur.findNewLoop(); loop != nil {
-				return tableErr(line, fmt.Errorf("%w: %v", ErrLoop, loop))
+				return fail(line, fmt.Errorf("%w: %v", ErrLoop, loop))
 			}
+			cur.commit()
 			f.tables[cur.name] = cur
 			cur = nil
 			continue
 		}
 		if cur == nil {
-			return tableErr(line, fmt.Errorf("%w: no table specified (missing *table line)", ErrBadRule))
+			return fail(line, fmt.Errorf("%w: no table specified (missing *table line)", ErrBadRule))
 		}
+		var err error
 		if strings.HasPrefix(trimmed, ":") {
-			fields := strings.FieldsFunc(trimmed[1:], func(r rune) bool { return r == ' ' || r == '\t' })
-			if len(fields) < 2 || len(fields) > 3 {
-				return tableErr(line, fmt.Errorf("%w: chain line needs a name and a policy", ErrBadRule))
-			}
-			name, policy := iptables.Chain(fields[0]), fields[1]
-			if len(fields) == 3 && !validCounters(fields[2]) {
-				return tableErr(line, fmt.Errorf("%w: bad counters %q", ErrBadRule, fields[2]))
-			}
-			if isBuiltinChain(cur.name, name) {
-				switch policy {
-				case "-":
-				case "ACCEPT", "DROP":
-					c, _ := own(name)
-					c.policy = policy
-				default:
-					return tableErr(line, fmt.Errorf("%w: invalid policy %q", ErrBadRule, policy))
-				}
-				continue
-			}
-			if policy != "-" {
-				// iptables-legacy-restore refuses this; iptables-nft-restore
-				// ignores the policy. The fake is strict.
-				return tableErr(line, fmt.Errorf("%w: cannot set policy %q on user chain %q", ErrBuiltinChain, policy, name))
-			}
-			if err := validateChainName(name); err != nil {
-				return tableErr(line, err)
-			}
-			if _, ok := own(name); ok {
-				_ = cur.flush(name) // --noflush: declaring an existing user chain flushes it
-			} else {
-				c := &chainState{name: name}
-				cur.chains[name] = c
-				owned[c] = true
-			}
-			continue
+			err = restoreChainLine(cur, trimmed)
+		} else {
+			err = f.restoreCommand(cur, trimmed)
 		}
-		if err := f.restoreCommand(cur, own, noChain, trimmed); err != nil {
-			return tableErr(line, err)
+		if err != nil {
+			return fail(line, err)
 		}
 	}
 	if cur != nil {
-		return restoreError(lineNo+1, "", fmt.Errorf("%w: COMMIT expected for table %q", ErrBadRule, cur.name))
+		lineNo++
+		return fail("", fmt.Errorf("%w: COMMIT expected for table %q", ErrBadRule, cur.name))
 	}
+	return nil
+}
+
+// restoreChainLine applies ":CHAIN POLICY [packets:bytes]".
+func restoreChainLine(cur *tableState, trimmed string) error {
+	fields := strings.FieldsFunc(trimmed[1:], func(r rune) bool { return r == ' ' || r == '\t' })
+	if len(fields) < 2 || len(fields) > 3 {
+		return fmt.Errorf("%w: chain line needs a name and a policy", ErrBadRule)
+	}
+	name, policy := iptables.Chain(fields[0]), fields[1]
+	if len(fields) == 3 && !validCounters(fields[2]) {
+		return fmt.Errorf("%w: bad counters %q", ErrBadRule, fields[2])
+	}
+	if isBuiltinChain(cur.name, name) {
+		switch policy {
+		case "-":
+		case "ACCEPT", "DROP":
+			c, _ := cur.own(name)
+			c.policy = policy
+		default:
+			return fmt.Errorf("%w: invalid policy %q", ErrBadRule, policy)
+		}
+		return nil
+	}
+	if policy != "-" {
+		// iptables-legacy-restore refuses this; iptables-nft-restore
+		// ignores the policy. The fake is strict.
+		return fmt.Errorf("%w: cannot set policy %q on user chain %q", ErrBuiltinChain, policy, name)
+	}
+	if err := validateChainName(name); err != nil {
+		return err
+	}
+	if _, ok := cur.chains[name]; ok {
+		return cur.flush(name) // --noflush: declaring an existing user chain flushes it
+	}
+	cur.addChain(&chainState{name: name})
 	return nil
 }
 
@@ -786,7 +861,10 @@ func isDigits(s string) bool {
 }
 
 // restoreCommand applies one command line (-A, -I, -D, -R, -N, -X, -F, -P, -Z).
-func (f *Fake) restoreCommand(cur *tableState, own func(iptables.Chain) (*chainState, bool), noChain func(string) error, line string) error {
+func (f *Fake) restoreCommand(cur *tableState, line string) error {
+	noChain := func(name string) error {
+		return fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, name, cur.name)
+	}
 	if strings.HasPrefix(line, "[") {
 		counters, rest, _ := strings.Cut(line, " ")
 		if !validCounters(counters) {
@@ -828,7 +906,7 @@ func (f *Fake) restoreCommand(cur *tableState, own func(iptables.Chain) (*chainS
 		if !ok {
 			return fmt.Errorf("%w: %s needs a chain", ErrBadRule, cmd)
 		}
-		c, ok := own(name)
+		c, ok := cur.own(name)
 		if !ok {
 			return noChain(string(name))
 		}
@@ -900,9 +978,7 @@ func (f *Fake) restoreCommand(cur *tableState, own func(iptables.Chain) (*chainS
 		if err := validateChainName(name); err != nil {
 			return err
 		}
-		c := &chainState{name: name}
-		cur.chains[name] = c
-		own(name)
+		cur.addChain(&chainState{name: name})
 		return nil
 	case "-X", "--delete-chain":
 		name, ok := chainArg()
@@ -926,13 +1002,12 @@ func (f *Fake) restoreCommand(cur *tableState, own func(iptables.Chain) (*chainS
 			return fmt.Errorf("%w: -F takes at most one chain", ErrBadRule)
 		}
 		if ok {
-			if _, exists := own(name); !exists {
+			if _, exists := cur.chains[name]; !exists {
 				return noChain(string(name))
 			}
 			return cur.flush(name)
 		}
 		for _, n := range cur.chainOrder() {
-			own(n)
 			_ = cur.flush(n)
 		}
 		return nil
@@ -947,7 +1022,7 @@ func (f *Fake) restoreCommand(cur *tableState, own func(iptables.Chain) (*chainS
 		if args[0] != "ACCEPT" && args[0] != "DROP" {
 			return fmt.Errorf("%w: invalid policy %q", ErrBadRule, args[0])
 		}
-		c, _ := own(name)
+		c, _ := cur.own(name)
 		c.policy = args[0]
 		return nil
 	case "-Z", "--zero":

@@ -193,13 +193,13 @@ func (i ifaceMatch) matches(iface string) bool {
 // rule is one parsed rule: its identity (the normalized argument list),
 // its rendering and the compiled form the tracer evaluates.
 type rule struct {
-	// orig is the text as given (after the chain name).
-	orig string
 	// spec is the normalized argument list, as iptables-save prints it.
 	spec []string
 	// key identifies the rule: two rules the kernel considers the same
 	// (for -D and -C) have the same key.
 	key string
+	// rendered caches text().
+	rendered string
 
 	src, dst prefixMatch
 	in, out  ifaceMatch
@@ -216,7 +216,16 @@ type rule struct {
 	t targetAction
 }
 
+// text renders the rule as iptables-save prints it after "-A CHAIN ".
+// It is computed once (rules are immutable; callers hold the Fake's lock).
 func (r *rule) text() string {
+	if r.rendered == "" {
+		r.rendered = r.renderText()
+	}
+	return r.rendered
+}
+
+func (r *rule) renderText() string {
 	var b strings.Builder
 	for i, a := range r.spec {
 		if i > 0 {
@@ -272,6 +281,13 @@ func quoteArg(a string, isComment bool) string {
 // inside quotes a backslash makes the next character literal. Outside
 // quotes a backslash is an ordinary character.
 func splitArgs(line string) ([]string, error) {
+	if !strings.Contains(line, `"`) {
+		// Fast path: one copy of the line (so rules do not keep a whole
+		// restore input alive), arguments sliced from it.
+		return strings.FieldsFunc(strings.Clone(line), func(r rune) bool {
+			return r == ' ' || r == '\t' || r == '\n' || r == '\r'
+		}), nil
+	}
 	var args []string
 	var cur strings.Builder
 	inArg, quoted := false, false
@@ -411,7 +427,7 @@ func validateChainName(chain iptables.Chain) error {
 // parseRule parses a rule specification (the arguments after "-A CHAIN").
 // Whether a jump target chain exists is checked by the caller.
 func parseRule(family v1.IPFamily, table iptables.Table, args []string) (*rule, error) {
-	r := &rule{orig: strings.Join(args, " ")}
+	r := &rule{}
 	neg := false
 	need := func(i int, flag string) (string, error) {
 		if i+1 >= len(args) {
