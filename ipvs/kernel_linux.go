@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
@@ -272,6 +273,10 @@ const errIPSetExist = nl.IPSetError(nl.IPSET_ERR_EXIST)
 
 type kernelIPSet struct {
 	h *netlink.Handle
+	// types caches each set's type: adding an entry needs it, and asking
+	// the kernel lists the whole set.
+	mu    sync.Mutex
+	types map[string]SetType
 	// sock carries the requests netlink's ipset API cannot express (a
 	// bitmap:port entry without a protocol attribute).
 	sock *nl.NetlinkSocket
@@ -306,7 +311,7 @@ func NewIPSet(opts Options) (IPSet, error) {
 		h.Close()
 		return nil, kerr("ipset: set socket timeout", err)
 	}
-	return &kernelIPSet{h: h, sock: sock}, nil
+	return &kernelIPSet{h: h, sock: sock, types: make(map[string]SetType)}, nil
 }
 
 // portEntry adds or deletes a bitmap:port entry. netlink's IPSetEntry always
@@ -348,6 +353,11 @@ func (k *kernelIPSet) CreateSet(set Set) error {
 		}
 	}
 	err := k.h.IpsetCreate(set.Name, string(set.Type), o)
+	if err == nil {
+		k.mu.Lock()
+		k.types[set.Name] = set.Type
+		k.mu.Unlock()
+	}
 	if errors.Is(err, errIPSetExist) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST_SETNAME2)) {
 		return &kernelError{op: "ipset: create " + set.Name, kind: ErrExists, err: err}
 	}
@@ -355,6 +365,9 @@ func (k *kernelIPSet) CreateSet(set Set) error {
 }
 
 func (k *kernelIPSet) DestroySet(name string) error {
+	k.mu.Lock()
+	delete(k.types, name)
+	k.mu.Unlock()
 	return kerr("ipset: destroy "+name, k.h.IpsetDestroy(name))
 }
 
@@ -368,6 +381,14 @@ func (k *kernelIPSet) ListSets() ([]Set, error) {
 		return nil, kerr("ipset: list", err)
 	}
 	out := make([]Set, 0, len(rs))
+	k.mu.Lock()
+	clear(k.types)
+	for _, r := range rs {
+		if r.TypeName != "" { // a dump may leave it out
+			k.types[r.SetName] = SetType(r.TypeName)
+		}
+	}
+	k.mu.Unlock()
 	for _, r := range rs {
 		s := Set{Name: r.SetName, Type: SetType(r.TypeName), Family: v1.IPv4Protocol, PortFrom: r.PortFrom, PortTo: r.PortTo}
 		if r.Family == unix.AF_INET6 {
@@ -438,8 +459,26 @@ func (k *kernelIPSet) setType(name string) (SetType, *netlink.IPSetResult, error
 	return SetType(r.TypeName), r, nil
 }
 
-func (k *kernelIPSet) AddEntry(set string, e Entry) error {
+// cachedType returns the type of set, asking the kernel only once.
+func (k *kernelIPSet) cachedType(set string) (SetType, error) {
+	k.mu.Lock()
+	t, ok := k.types[set]
+	k.mu.Unlock()
+	if ok {
+		return t, nil
+	}
 	t, _, err := k.setType(set)
+	if err != nil {
+		return "", err
+	}
+	k.mu.Lock()
+	k.types[set] = t
+	k.mu.Unlock()
+	return t, nil
+}
+
+func (k *kernelIPSet) AddEntry(set string, e Entry) error {
+	t, err := k.cachedType(set)
 	if err != nil {
 		return err
 	}
@@ -455,7 +494,7 @@ func (k *kernelIPSet) AddEntry(set string, e Entry) error {
 }
 
 func (k *kernelIPSet) DelEntry(set string, e Entry) error {
-	t, _, err := k.setType(set)
+	t, err := k.cachedType(set)
 	if err != nil {
 		return err
 	}

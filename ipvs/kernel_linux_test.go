@@ -21,7 +21,7 @@ import (
 
 // skipUnlessKernel skips unless we are root on a kernel with IPVS (run the
 // package with `go test -exec hack/vmtest/vmtest.sh` to get one).
-func skipUnlessKernel(t *testing.T) {
+func skipUnlessKernel(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (run through hack/vmtest/vmtest.sh)")
@@ -33,7 +33,7 @@ func skipUnlessKernel(t *testing.T) {
 
 // inNewNetns moves the test's (locked) thread into a fresh network
 // namespace, removed when the test ends.
-func inNewNetns(t *testing.T) {
+func inNewNetns(t testing.TB) {
 	t.Helper()
 	runtime.LockOSThread()
 	orig, err := netns.Get()
@@ -73,7 +73,7 @@ type kernelEnv struct {
 	ipt   iptables.Runner
 }
 
-func newKernelEnv(t *testing.T) *kernelEnv {
+func newKernelEnv(t testing.TB) *kernelEnv {
 	t.Helper()
 	skipUnlessKernel(t)
 	inNewNetns(t)

@@ -88,7 +88,7 @@ type kernelProxier struct {
 	cset  *countingIPSet
 }
 
-func (k *kernelEnv) proxier(t *testing.T, cfg ipvs.Config) *kernelProxier {
+func (k *kernelEnv) proxier(t testing.TB, cfg ipvs.Config) *kernelProxier {
 	t.Helper()
 	if cfg.NodeName == "" {
 		cfg.NodeName = testNode
