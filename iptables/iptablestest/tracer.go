@@ -36,8 +36,9 @@ type TracerConfig struct {
 	// IPSetMatch answers "-m set --match-set" matches (the ipvs engine's
 	// rules); nil makes a rule using one an error.
 	IPSetMatch func(q IPSetQuery) (bool, error)
-	// SourcePort is the traced packet's source port. Zero means unknown:
-	// a rule that matches on the source port is then an error.
+	// SourcePort is the source port of traced packets whose
+	// Packet.SrcPort is 0. When both are 0 the source port is unknown: a
+	// rule that matches on it is then an error.
 	SourcePort int
 	// MasqueradeMark, when Mask is not zero, also counts a packet as
 	// masqueraded when it leaves POSTROUTING with mark&Mask == Value
@@ -213,6 +214,9 @@ func (tr *Tracer) TraceAll(p proxytest.Packet) (Trace, error) {
 	if p.Port < 1 || p.Port > 65535 {
 		return Trace{}, fmt.Errorf("iptablestest: packet port %d out of range", p.Port)
 	}
+	if p.SrcPort < 0 || p.SrcPort > 65535 {
+		return Trace{}, fmt.Errorf("iptablestest: packet source port %d out of range", p.SrcPort)
+	}
 	proto := strings.ToLower(string(p.Protocol))
 	if proto == "" {
 		proto = "tcp"
@@ -224,7 +228,7 @@ func (tr *Tracer) TraceAll(p proxytest.Packet) (Trace, error) {
 
 	tr.fake.mu.Lock()
 	defer tr.fake.mu.Unlock()
-	tc := &traceCtx{cfg: tr.cfg, fake: tr.fake}
+	tc := &traceCtx{cfg: tr.cfg, fake: tr.fake, srcPort: p.SrcPort}
 	var ends []*pktState
 	var err error
 	switch p.Origin {
@@ -261,17 +265,21 @@ const (
 )
 
 type traceCtx struct {
-	cfg   TracerConfig
-	fake  *Fake
-	hook  string
-	paths int
+	cfg     TracerConfig
+	fake    *Fake
+	srcPort int // Packet.SrcPort
+	hook    string
+	paths   int
 }
 
 func (tc *traceCtx) sourcePort() (int, error) {
-	if tc.cfg.SourcePort == 0 {
-		return 0, fmt.Errorf("a rule matches the source port but TracerConfig.SourcePort is 0")
+	switch {
+	case tc.srcPort != 0:
+		return tc.srcPort, nil
+	case tc.cfg.SourcePort != 0:
+		return tc.cfg.SourcePort, nil
 	}
-	return tc.cfg.SourcePort, nil
+	return 0, fmt.Errorf("a rule matches the source port but neither Packet.SrcPort nor TracerConfig.SourcePort is set")
 }
 
 func (tc *traceCtx) hookIs(hooks ...string) bool {
