@@ -321,7 +321,7 @@ func writePKI(t *testing.T, dir string) pkiFiles {
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP(e2eAPIServerAddress), net.ParseIP("10.95.0.1")},
+		IPAddresses:  []net.IP{net.ParseIP(e2eAPIServerAddress), net.ParseIP("10.95.0.1"), net.ParseIP("fd00:95::1")},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}, ca, &servingKey.PublicKey, caKey)
 	if err != nil {

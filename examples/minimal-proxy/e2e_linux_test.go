@@ -5,6 +5,7 @@ package main
 // node namespace, driven through the API and checked with real connections.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -218,7 +221,7 @@ func lastAddr(cidr string) string {
 
 // runScenariosThroughAPI writes each step's objects to the API server and
 // waits (bounded) until every check holds on the real kernel.
-func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, h *apiHandlers, feeder *proxytest.Feeder, scenarios []proxytest.Scenario) {
+func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h *apiHandlers, feeder *proxytest.Feeder, scenarios []proxytest.Scenario) {
 	t.Helper()
 	prober := env.Prober()
 	node := proxytest.MakeNode(env.Topo, env.Topo.Zone)
@@ -233,19 +236,61 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, h *apiHandlers, fe
 				t.Fatalf("clearing the previous scenario: %v", err)
 			}
 			for _, st := range sc.Steps {
+				written := time.Now()
 				if err := feeder.Apply(st.Objects); err != nil {
 					t.Fatalf("step %q: %v", st.Name, err)
 				}
 				if err := h.Err(); err != nil {
 					t.Fatalf("step %q: writing objects: %v", st.Name, err)
 				}
-				for _, c := range st.Checks {
+				// Checks that traffic is forwarded first: they can only
+				// pass once the step is programmed. The others (rejected,
+				// dropped, not proxied) might also hold before, so they
+				// wait for a sync that began after the writes (bounded:
+				// a step that changes nothing for this proxy causes none).
+				checks := slices.Clone(st.Checks)
+				slices.SortStableFunc(checks, func(a, b proxytest.Check) int {
+					return cmp.Compare(forwardedFirst(a), forwardedFirst(b))
+				})
+				waited := false
+				for _, c := range checks {
+					if c.Want.Verdict != proxytest.Forwarded && !waited {
+						p.waitSyncAfter(written, 3*time.Second)
+						waited = true
+					}
 					if why := converge(prober, c); why != "" {
 						t.Errorf("step %q check %q: %s after %v", st.Name, c.Name, why, convergeTimeout)
 					}
 				}
 			}
 		})
+	}
+}
+
+func forwardedFirst(c proxytest.Check) int {
+	if c.Want.Verdict == proxytest.Forwarded {
+		return 0
+	}
+	return 1
+}
+
+// waitSyncAfter waits (at most d) until the proxy's
+// kubeproxy_sync_proxy_rules_last_timestamp_seconds is after t0.
+func (p *proxyProcess) waitSyncAfter(t0 time.Time, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, body, err := p.get(p.metrics, "/metrics"); err == nil {
+			for _, line := range strings.Split(body, "\n") {
+				if !strings.HasPrefix(line, "kubeproxy_sync_proxy_rules_last_timestamp_seconds") {
+					continue
+				}
+				f := strings.Fields(line)
+				if ts, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil && ts > float64(t0.UnixNano())/1e9 {
+					return
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -278,14 +323,20 @@ func TestE2EKubeAPIServer(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(family), func(t *testing.T) { testE2E(t, bins, family) })
+	}
+}
 
-	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily) {
+	topo := proxytest.DefaultTopology(family)
 	env := netnstest.NewEnv(t, topo)
 	inNS := func(fn func() error) error { return netnstest.Exec(env.Node, fn) }
 
-	// The API server's own range only holds the "kubernetes" Service; the
-	// scenarios' cluster IPs come from a second ServiceCIDR.
-	cp := startControlPlane(t, bins, inNS, "10.95.0.0/24")
+	// The API server's own ranges only hold the "kubernetes" Service; the
+	// scenarios' cluster IPs come from a second ServiceCIDR (the API server
+	// serves a family only when its flag has a range of that family).
+	cp := startControlPlane(t, bins, inNS, "10.95.0.0/24,fd00:95::/112")
 	addServiceCIDR(t, cp, topo.ServiceCIDR.String())
 
 	h := &apiHandlers{client: cp.Client}
@@ -316,10 +367,13 @@ func TestE2EKubeAPIServer(t *testing.T) {
 
 	p := startProxy(t, inNS, "minimal-proxy", common...)
 	p.waitHealthy(t)
+	if log := readFile(p.logPath); !strings.Contains(log, topo.NodeIP.String()) {
+		t.Errorf("the proxy does not log the node IP %s from the Node object:\n%s", topo.NodeIP, tail(log, 20))
+	}
 	if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != modeIPTables {
 		t.Errorf("/proxyMode = %d %q %v, want 200 %q", code, body, err, modeIPTables)
 	}
-	runScenariosThroughAPI(t, env, h, feeder, plain)
+	runScenariosThroughAPI(t, env, p, h, feeder, plain)
 	if code, body, err := p.get(p.metrics, "/metrics"); err != nil || code != 200 || !strings.Contains(body, "kubeproxy_sync_proxy_rules_duration_seconds_count") {
 		t.Errorf("/metrics = %d, %v; want kubeproxy_sync_proxy_rules_duration_seconds in:\n%.2000s", code, err, body)
 	}
@@ -363,7 +417,7 @@ func TestE2EKubeAPIServer(t *testing.T) {
 			t.Errorf("after the restarted proxy synced, %s: %s", c.Name, why)
 		}
 	}
-	runScenariosThroughAPI(t, env, h, feeder, masqueradeAll)
+	runScenariosThroughAPI(t, env, p2, h, feeder, masqueradeAll)
 	p2.stop(t)
 }
 
