@@ -96,3 +96,41 @@ COMMIT
 	// node 192.168.0.10 -> 172.30.0.41:80: forwarded [10.180.0.1:8080 10.180.0.2:8080] masquerade=true
 	// pod 10.180.0.9 -> 172.30.0.41:443: not-proxied [] masquerade=false
 }
+
+// TraceAll explains a trace: every path, with the rules it hit.
+func ExampleTracer_TraceAll() {
+	fake, err := iptablestest.NewFakeFromDump(v1.IPv4Protocol, `*nat
+:KUBE-SVC-DNS - [0:0]
+-A PREROUTING -d 172.30.0.10/32 -p udp -m udp --dport 53 -j KUBE-SVC-DNS
+-A KUBE-SVC-DNS -p udp -m statistic --mode random --probability 0.5 -j DNAT --to-destination 10.180.0.5:53
+-A KUBE-SVC-DNS -p udp -j DNAT --to-destination 10.180.0.6:53
+COMMIT
+`)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	trace, err := iptablestest.NewTracer(fake, iptablestest.TracerConfig{}).TraceAll(proxytest.Packet{
+		Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.180.0.9"),
+		Dst: netip.MustParseAddr("172.30.0.10"), Port: 53, Protocol: v1.ProtocolUDP,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, path := range trace.Paths {
+		fmt.Println(path.Verdict, path.Backend)
+		for _, rule := range path.Rules {
+			fmt.Println("  ", rule)
+		}
+	}
+	// Output:
+	// forwarded 10.180.0.6:53
+	//    nat PREROUTING: -d 172.30.0.10/32 -p udp -m udp --dport 53 -j KUBE-SVC-DNS
+	//    nat KUBE-SVC-DNS: -p udp -j DNAT --to-destination 10.180.0.6:53
+	//    nat POSTROUTING: policy ACCEPT
+	// forwarded 10.180.0.5:53
+	//    nat PREROUTING: -d 172.30.0.10/32 -p udp -m udp --dport 53 -j KUBE-SVC-DNS
+	//    nat KUBE-SVC-DNS: -p udp -m statistic --mode random --probability 0.50000000000 -j DNAT --to-destination 10.180.0.5:53
+	//    nat POSTROUTING: policy ACCEPT
+}
