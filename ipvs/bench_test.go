@@ -17,6 +17,7 @@ type benchCluster struct {
 	services []*v1.Service
 	slices   []*discovery.EndpointSlice
 	gen      int
+	svcGen   []int // per service: how often it churned
 }
 
 func newBenchCluster(n int) *benchCluster {
@@ -31,6 +32,7 @@ func newBenchCluster(n int) *benchCluster {
 		c.services = append(c.services, service("default", name, ip, 80, opts...))
 		c.slices = append(c.slices, c.slice(i, 0))
 	}
+	c.svcGen = make([]int, n)
 	return c
 }
 
@@ -62,7 +64,8 @@ func (c *benchCluster) churn(e *env) {
 	n := len(c.services) / 100
 	for k := 0; k < n; k++ {
 		i := (c.gen*n + k) * 97 % len(c.services)
-		e.p.OnEndpointSliceUpdate(nil, c.slice(i, c.gen))
+		c.svcGen[i]++ // shifts the window of ten addresses by one
+		e.p.OnEndpointSliceUpdate(nil, c.slice(i, c.svcGen[i]))
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
@@ -87,8 +89,10 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 		}
 	}
 	p.dp = newDataplane()
+	p.planned = false
 	clear(p.owned)
 	p.plans = make(map[proxy.ServicePortName]*servicePlan)
+	p.byName = make(map[types.NamespacedName][]proxy.ServicePortName)
 	p.needFull = true
 	if len(errs) > 0 {
 		return fmt.Errorf("ipvs: cleanup: %w", errors.Join(errs...))
@@ -129,6 +133,7 @@ func (p *Proxier) DryRun(ctx context.Context) (string, error) {
 	p.graceful = graceful
 	p.nodePortAddrs, p.plans, p.byName, p.dp = saveAddrs, savePlans, saveNames, saveDP
 	p.needFull = true
+	p.planned = false // the changes this Update consumed are not in the plans
 	var b strings.Builder
 	fmt.Fprintf(&b, "# ipvs %s: %d change(s)\n", p.cfg.IPFamily, len(ops))
 	b.WriteString(ops.String())

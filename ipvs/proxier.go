@@ -48,9 +48,11 @@ type Proxier struct {
 	graceful      *gracefulQueue
 	nodePortAddrs []netip.Addr
 	needFull      bool
-	lastFull      time.Time
-	setupDone     bool
-	rulesBuf      bytes.Buffer
+	// planned: plans and dp hold every service (a full replan happened).
+	planned   bool
+	lastFull  time.Time
+	setupDone bool
+	rulesBuf  bytes.Buffer
 	// conntrackFilters collects UDP flows to clear after an apply.
 	conntrackFilters []conntrack.Filter
 	stats            SyncStats
@@ -200,6 +202,9 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		m.ObservePartialSync(p.cfg.IPFamily, d)
 	}
 	if err != nil {
+		// the next sync replans everything: this one may have consumed
+		// tracker changes it did not get to plan
+		p.planned = false
 		p.log.Error(err, "Sync failed; the next sync will be full", "ops", len(ops))
 		return err
 	}
@@ -232,8 +237,16 @@ func (p *Proxier) syncPartial(u changetracker.Update) opList {
 	if len(u.ChangedServices) == 0 {
 		return nil
 	}
-	in := p.planInput(u.NodeLabels)
 	sink := &partialSink{p: p}
+	p.replanChanged(u, sink)
+	sortOps(sink.ops)
+	return sink.ops
+}
+
+// replanChanged replans the changed services into p.plans and p.dp,
+// reporting what changes to sink (nil: none).
+func (p *Proxier) replanChanged(u changetracker.Update, sink diffSink) {
+	in := p.planInput(u.NodeLabels)
 	// the ports each changed service has now
 	current := make(map[types.NamespacedName][]proxy.ServicePortName, len(u.ChangedServices))
 	for spn := range u.Services {
@@ -259,8 +272,6 @@ func (p *Proxier) syncPartial(u changetracker.Update) opList {
 			delete(p.byName, name)
 		}
 	}
-	sortOps(sink.ops)
-	return sink.ops
 }
 
 // partialSink turns dataplane changes into ops.

@@ -263,7 +263,7 @@ TCP  10.96.5.5:80 rr
 }
 
 func TestFaultsKeepStateAndNextSyncConverges(t *testing.T) {
-	for _, method := range []string{"AddVirtualServer", "AddRealServer", "EnsureAddressBind", "AddEntry", "UpdateRealServer", "DeleteVirtualServer", "GetVirtualServers", "ListEntries", "Restore"} {
+	for _, method := range []string{"AddVirtualServer", "AddRealServer", "EnsureAddressBind", "AddEntry", "UpdateRealServer", "DeleteVirtualServer", "GetVirtualServers", "ListEntries", "Restore", "EnsureDummyDevice"} {
 		t.Run(method, func(t *testing.T) {
 			e := newEnv(t, ipvs.Config{})
 			manyServices(e, 12)
@@ -275,12 +275,11 @@ func TestFaultsKeepStateAndNextSyncConverges(t *testing.T) {
 			e.p.OnEndpointSliceAdd(slice("default", "new", 8080, v1.ProtocolTCP, ready("10.244.9.9", testNode)))
 			e.p.OnEndpointSliceUpdate(nil, slice("default", "svc-2", 8080, v1.ProtocolTCP, ready("10.244.7.7", testNode)))
 			inject(e, method)
-			err := e.p.Sync(context.Background())
-			if method == "GetVirtualServers" || method == "ListEntries" || method == "Restore" {
-				// listing only happens in full syncs: force one
+			if method == "GetVirtualServers" || method == "ListEntries" || method == "Restore" || method == "EnsureDummyDevice" {
+				// these happen only in full syncs: make this one full
 				e.clock.Step(time.Hour)
-				err = e.p.Sync(context.Background())
 			}
+			err := e.p.Sync(context.Background())
 			if err == nil {
 				t.Fatalf("Sync with a failing %s returned nil", method)
 			}
@@ -306,7 +305,7 @@ func TestFaultsKeepStateAndNextSyncConverges(t *testing.T) {
 
 func inject(e *env, method string) {
 	switch method {
-	case "EnsureAddressBind":
+	case "EnsureAddressBind", "EnsureDummyDevice":
 		e.nl.FailOn(method, 1, errBoom)
 	case "AddEntry", "ListEntries":
 		e.ipset.FailOn(method, 1, errBoom)

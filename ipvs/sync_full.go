@@ -167,24 +167,31 @@ func (p *Proxier) syncFull(ctx context.Context, u changetracker.Update) (opList,
 	if err != nil {
 		return nil, err
 	}
-	p.nodePortAddrs = npa
-	in := p.planInput(u.NodeLabels)
-	plans := make(map[proxy.ServicePortName]*servicePlan, len(u.Services))
-	byName := make(map[types.NamespacedName][]proxy.ServicePortName, len(u.Services))
-	want := newDataplane()
-	for spn, svc := range u.Services {
-		sp := planService(in, spn, svc, u.Endpoints[spn])
-		plans[spn] = sp
-		byName[spn.NamespacedName] = append(byName[spn.NamespacedName], spn)
-		want.replace(spn, nil, sp, nil)
+	if p.planned && slices.Equal(npa, p.nodePortAddrs) && !u.NodeChanged {
+		// Plans depend only on the services, their endpoints, the node
+		// labels and the node-port addresses: replan what changed, then
+		// compare everything with the kernel.
+		p.replanChanged(u, nil)
+	} else {
+		p.nodePortAddrs = npa
+		in := p.planInput(u.NodeLabels)
+		plans := make(map[proxy.ServicePortName]*servicePlan, len(u.Services))
+		byName := make(map[types.NamespacedName][]proxy.ServicePortName, len(u.Services))
+		want := newDataplane()
+		for spn, svc := range u.Services {
+			sp := planService(in, spn, svc, u.Endpoints[spn])
+			plans[spn] = sp
+			byName[spn.NamespacedName] = append(byName[spn.NamespacedName], spn)
+			want.replace(spn, nil, sp, nil)
+		}
+		p.plans, p.byName, p.dp = plans, byName, want
+		p.planned = true
 	}
 	k, err := p.readKernel()
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: read kernel state: %w", err)
 	}
-	ops := p.diffKernel(want, k)
-	p.plans, p.byName, p.dp = plans, byName, want
-	return ops, nil
+	return p.diffKernel(p.dp, k), nil
 }
 
 // diffKernel returns the ops that turn the kernel state k into want. It
