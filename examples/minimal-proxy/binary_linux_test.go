@@ -226,3 +226,39 @@ func TestObjectsFileRun(t *testing.T) {
 	}
 	p.stop(t)
 }
+
+// TestModes runs the binary (root, a namespace each) in each mode on
+// demo.yaml: the requested ipvs mode falls back to iptables on a kernel
+// without IPVS (logged), and /proxyMode reports the mode in use; every
+// mode becomes healthy and stops cleanly on SIGTERM.
+func TestModes(t *testing.T) {
+	skipUnlessRoot(t)
+	ipvsErr := probeIPVS("")()
+	for _, tc := range []struct{ requested, want string }{
+		{modeIPTables, modeIPTables},
+		{modeIPVS, map[bool]string{true: modeIPVS, false: modeIPTables}[ipvsErr == nil]},
+		{modeUserspace, modeUserspace},
+	} {
+		t.Run(tc.requested, func(t *testing.T) {
+			_, inNS := newNamespace(t)
+			p := &proxyProcess{inNS: inNS, healthz: "127.0.0.1:10256", metrics: "127.0.0.1:10249"}
+			p.logPath = filepath.Join(t.TempDir(), "proxy.log")
+			p.process = startProcess(t, inNS, "minimal-proxy", p.logPath, buildProxyBinary(t),
+				"--objects-file=demo.yaml", "--proxy-mode="+tc.requested,
+				"--healthz-bind-address="+p.healthz, "--metrics-bind-address="+p.metrics)
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("proxy log:\n%s", tail(readFile(p.logPath), 30))
+				}
+			})
+			p.waitHealthy(t)
+			if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != tc.want {
+				t.Errorf("/proxyMode = %d %q %v, want %q", code, body, err, tc.want)
+			}
+			if tc.want != tc.requested && !strings.Contains(readFile(p.logPath), "falling back to "+tc.want) {
+				t.Errorf("fell back from %s to %s without logging why", tc.requested, tc.want)
+			}
+			p.stop(t)
+		})
+	}
+}
