@@ -84,8 +84,10 @@ type captureRule struct {
 	protocol v1.Protocol
 	src      netip.Prefix // invalid: any
 	dst      netip.Addr   // invalid: any
-	// localDst adds "-m addrtype --dst-type LOCAL" and "--ctstate NEW"
-	// (filter rules on a proxy port).
+	// localDst adds "-m addrtype --dst-type LOCAL" (filter rules on a
+	// proxy port) and, for TCP, "--ctstate NEW" so that established
+	// connections keep their grace period. UDP has no such thing: every
+	// datagram to a socket without endpoints is refused, flows included.
 	localDst bool
 	dstPort  int
 	action   ruleAction
@@ -104,7 +106,10 @@ func (r captureRule) args() []string {
 		a = append(a, "-d", netip.PrefixFrom(r.dst, r.dst.BitLen()).String())
 	}
 	if r.localDst {
-		a = append(a, "-m", "addrtype", "--dst-type", "LOCAL", "-m", "conntrack", "--ctstate", "NEW")
+		a = append(a, "-m", "addrtype", "--dst-type", "LOCAL")
+		if r.protocol == v1.ProtocolTCP {
+			a = append(a, "-m", "conntrack", "--ctstate", "NEW")
+		}
 	}
 	if r.action == actionAccept {
 		a = append(a, "-m", "conntrack", "--ctstate", "NEW")
@@ -168,6 +173,24 @@ func resolveRules(plan *servicePlan, ports map[listenerID]int, listen, hostIP ne
 		}
 	}
 	return out
+}
+
+// conntrackFilters returns the UDP conntrack filters that select flows to
+// the service addresses and node ports of a plan's capture rules.
+func conntrackFilters(plan *servicePlan, dst []ConntrackFilter) []ConntrackFilter {
+	if plan == nil || plan.protocol != v1.ProtocolUDP {
+		return dst
+	}
+	for _, r := range plan.rules {
+		if r.table != iptables.TableNAT {
+			continue
+		}
+		f := ConntrackFilter{OrigDst: r.dst, OrigDstPort: r.dstPort}
+		if !slices.Contains(dst, f) {
+			dst = append(dst, f)
+		}
+	}
+	return dst
 }
 
 // renderRestore writes iptables-restore input that replaces the contents

@@ -227,3 +227,58 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+type recordingCleaner struct{ calls [][]userspace.ConntrackFilter }
+
+func (r *recordingCleaner) DeleteUDP(ipv6 bool, filters []userspace.ConntrackFilter) (uint, error) {
+	r.calls = append(r.calls, append([]userspace.ConntrackFilter(nil), filters...))
+	return uint(len(filters)), nil
+}
+
+func TestUDPConntrackCleaning(t *testing.T) {
+	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	ct := &recordingCleaner{}
+	p, err := userspace.New(userspace.Config{NodeName: "node-a", IPTables: fake, HostIP: netip.MustParseAddr("192.168.50.10"), Conntrack: ct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	svc := nodePortService()
+	svc.Spec.ExternalIPs = nil
+	svc.Spec.Ports[0].Protocol = v1.ProtocolUDP
+	slice := func(ips ...string) *discovery.EndpointSlice {
+		sl := webSlice(ips...)
+		sl.Ports[0].Protocol = ptr.To(v1.ProtocolUDP)
+		return sl
+	}
+	want := fmt.Sprint([]userspace.ConntrackFilter{
+		{OrigDst: netip.MustParseAddr("10.96.0.10"), OrigDstPort: 80}, {OrigDstPort: 30080},
+	})
+	step := func(name string, wantCleaned bool) {
+		t.Helper()
+		ct.calls = nil
+		if err := p.Sync(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		switch {
+		case wantCleaned && (len(ct.calls) != 1 || fmt.Sprint(ct.calls[0]) != want):
+			t.Errorf("%s: cleaned %v, want one call with %s", name, ct.calls, want)
+		case !wantCleaned && len(ct.calls) != 0:
+			t.Errorf("%s: cleaned %v, want nothing", name, ct.calls)
+		}
+	}
+	p.OnServiceAdd(svc)
+	p.OnEndpointSliceAdd(slice("10.244.1.2"))
+	step("created", true)
+	p.OnEndpointSliceUpdate(nil, slice("10.244.1.3"))
+	step("endpoint replaced (same rules)", false)
+	p.OnEndpointSliceUpdate(nil, slice())
+	step("endpoints gone (reject rule)", true)
+	p.OnEndpointSliceUpdate(nil, slice("10.244.1.2"))
+	step("endpoint back", true)
+	p.OnServiceDelete(svc)
+	step("deleted", true)
+}

@@ -150,15 +150,24 @@ type Config struct {
 	// RetryBackoff is the pause before the first retry, doubled for each
 	// further one and capped at 1s; default 10ms; negative means none.
 	RetryBackoff time.Duration
-	// EndpointCloseGracePeriod: established TCP connections (and UDP flows)
-	// to an endpoint that left the service are closed this long after it
-	// left, unless it came back. Default 30s; negative means never.
+	// EndpointCloseGracePeriod: established TCP connections to an endpoint
+	// that left the service are closed this long after it left, unless it
+	// came back. Default 30s; negative means never. (UDP flows to it end
+	// at once.)
 	EndpointCloseGracePeriod time.Duration
 	// Capture selects how traffic reaches the proxy; default CaptureIPTables.
 	Capture CaptureMode
 	// IPTables is the runner for capture rules; required for
 	// CaptureIPTables, unused otherwise. Its family must match IPFamily.
 	IPTables iptables.Runner
+	// Conntrack deletes UDP conntrack entries (CaptureIPTables only): when
+	// the capture rules of a UDP service port change (it appears, gains or
+	// loses endpoints, moves, or goes away), entries to its addresses and
+	// node port are deleted so that established flows are captured anew
+	// (or not at all). nil deletes none: a UDP client that keeps its
+	// source port then stays on its old path until the entry expires. Use
+	// iptables.NewConntrackCleaner() on Linux.
+	Conntrack ConntrackCleaner
 	// ServiceProxyName: services labelled service.kubernetes.io/service-proxy-name
 	// are served only if the label equals this.
 	ServiceProxyName string
@@ -184,6 +193,13 @@ type Config struct {
 	// Clock is used for grace periods and affinity; nil means the real clock.
 	Clock clock.WithTicker
 }
+
+// ConntrackCleaner deletes UDP conntrack entries; iptables.NewConntrackCleaner
+// returns the netlink one.
+type ConntrackCleaner = iptables.ConntrackCleaner
+
+// ConntrackFilter selects UDP conntrack entries.
+type ConntrackFilter = iptables.ConntrackFilter
 
 // Errors. Test with errors.Is.
 var (

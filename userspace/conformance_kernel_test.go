@@ -65,6 +65,7 @@ func kernelHarness(backend string, family v1.IPFamily) netnstest.KernelHarness {
 				ClusterCIDRs: []netip.Prefix{env.Topo.ClusterCIDR},
 				IPTables:     ipt,
 				Sockets:      nsSockets{ns: env.Node},
+				Conntrack:    iptables.NewConntrackCleaner(),
 			})
 			if err != nil {
 				t.Fatal(err)

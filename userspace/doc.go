@@ -33,8 +33,11 @@
 //     with the externalTrafficPolicy set. Selection is round robin over a
 //     per-change shuffle, with sessionAffinity: ClientIP and its timeout.
 //   - Changes apply to new connections as soon as Sync returns.
-//     Established TCP connections and UDP flows to an endpoint that left are
-//     closed after Config.EndpointCloseGracePeriod unless it came back.
+//     Established TCP connections to an endpoint that left are closed after
+//     Config.EndpointCloseGracePeriod unless it came back; UDP flows to it
+//     are ended at once, and (with Config.Conntrack) conntrack entries of a
+//     UDP service whose capture rules changed are deleted, so a client that
+//     keeps its source port follows every change.
 //   - TCP: a backend that refuses or times out (Config.TCPDialTimeout) is
 //     skipped and the next one tried, up to Config.MaxRetries more times with
 //     doubling backoff. Data is copied with io.Copy between *net.TCPConn, so

@@ -56,6 +56,8 @@ type Proxier struct {
 	rules     []captureRule // applied capture rules
 	applied   []byte        // restore text last applied; nil forces a full write
 	restoreBf bytes.Buffer
+	// staleUDP are conntrack filters still to be applied (retried until done).
+	staleUDP []ConntrackFilter
 
 	// Established connections and UDP flows, for grace-period closing.
 	activeMu sync.Mutex
@@ -249,6 +251,7 @@ func (p *Proxier) apply(ctx context.Context, services changetracker.ServicePortM
 	rulesChanged := false
 	for name, st := range p.services {
 		if plan := plans[name]; plan == nil || plan.protocol != st.plan.protocol {
+			p.staleUDP = conntrackFilters(st.plan, p.staleUDP)
 			p.teardownService(st)
 			delete(p.services, name)
 			rulesChanged = true
@@ -266,6 +269,10 @@ func (p *Proxier) apply(ctx context.Context, services changetracker.ServicePortM
 			continue
 		}
 		rulesChanged = true
+		if st.plan == nil || !slices.Equal(st.plan.rules, plan.rules) {
+			p.staleUDP = conntrackFilters(st.plan, p.staleUDP)
+			p.staleUDP = conntrackFilters(plan, p.staleUDP)
+		}
 		p.applyFrontends(st.plan, plan)
 		st.err = p.applyListeners(st, plan)
 		st.plan = plan
@@ -282,6 +289,16 @@ func (p *Proxier) apply(ctx context.Context, services changetracker.ServicePortM
 			return errors.Join(append([]error{err}, errs...)...)
 		}
 	}
+	if len(p.staleUDP) > 0 {
+		if p.cfg.Capture != CaptureIPTables || p.cfg.Conntrack == nil {
+			p.staleUDP = p.staleUDP[:0]
+		} else if n, err := p.cfg.Conntrack.DeleteUDP(p.cfg.IPFamily == v1.IPv6Protocol, p.staleUDP); err != nil {
+			errs = append(errs, fmt.Errorf("userspace: deleting stale UDP conntrack entries: %w", err))
+		} else {
+			p.log.V(2).Info("Deleted stale UDP conntrack entries", "filters", len(p.staleUDP), "entries", n)
+			p.staleUDP = p.staleUDP[:0]
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -293,15 +310,21 @@ func plansEqual(a, b *servicePlan) bool {
 		slices.Equal(a.listeners, b.listeners) && slices.Equal(a.rules, b.rules)
 }
 
-// applyFrontends updates the balancer; connections to endpoints that left
-// (or to a set that went away) are closed after the grace period.
+// applyFrontends updates the balancer. TCP connections to endpoints that
+// left (or to a set that went away) are closed after the grace period; UDP
+// flows to them at once (a datagram has nothing to finish, and the client's
+// next one must reach a current endpoint).
 func (p *Proxier) applyFrontends(old, plan *servicePlan) {
 	for _, f := range plan.frontends {
 		before := p.lb.Endpoints(f.key)
 		p.lb.Update(f.key, f.endpoints, f.affinity)
 		for _, ep := range before {
 			if !slices.Contains(f.endpoints, ep) {
-				p.scheduleGraceClose(f.key)
+				if plan.protocol == v1.ProtocolUDP {
+					p.closeStale(f.key)
+				} else {
+					p.scheduleGraceClose(f.key)
+				}
 				break
 			}
 		}

@@ -557,3 +557,32 @@ func TestCloseReleasesSocketsAndGoroutines(t *testing.T) {
 		t.Errorf("file descriptors: %d before, %d after Close", fds0, fds)
 	}
 }
+
+func TestUDPFlowEndsWhenItsEndpointLeaves(t *testing.T) {
+	port := freePort(t, "127.0.0.2", "127.0.0.3")
+	startBackend(t, "127.0.0.2", port)
+	startBackend(t, "127.0.0.3", port)
+	p := newTestProxier(t, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"), UDPIdleTimeout: time.Hour})
+	p.OnServiceAdd(makeService("dns", "10.96.0.10", v1.ProtocolUDP, 53))
+	p.OnEndpointSliceAdd(makeSlice("dns", v1.ProtocolUDP, port, epSpec{ip: "127.0.0.2"}))
+	mustSync(t, p)
+	name := spn("dns", v1.ProtocolUDP)
+	addr, _ := p.ProxyAddr(name, false)
+	client, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if ans, err := askUDP(client, addr, "a"); err != nil || backendOf(ans) != "127.0.0.2" {
+		t.Fatalf("%q %v", ans, err)
+	}
+	p.OnEndpointSliceUpdate(nil, makeSlice("dns", v1.ProtocolUDP, port, epSpec{ip: "127.0.0.3"}))
+	mustSync(t, p)
+	if flows := p.udpFlows(name); len(flows) != 0 {
+		t.Fatalf("flow to the removed endpoint still open after Sync: %v", flows)
+	}
+	// The same client (same source port) now reaches the new endpoint.
+	if ans, err := askUDP(client, addr, "b"); err != nil || backendOf(ans) != "127.0.0.3" {
+		t.Fatalf("%q %v", ans, err)
+	}
+}
