@@ -252,6 +252,9 @@ func TestModes(t *testing.T) {
 				}
 			})
 			p.waitHealthy(t)
+			if code, body, err := p.get(p.healthz, "/livez"); err != nil || code != 200 || !strings.Contains(body, `"healthy":true`) {
+				t.Errorf("/livez = %d %q %v, want 200 and healthy", code, body, err)
+			}
 			if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != tc.want {
 				t.Errorf("/proxyMode = %d %q %v, want %q", code, body, err, tc.want)
 			}

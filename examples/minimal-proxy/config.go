@@ -137,6 +137,7 @@ func defaultConfig() *KubeProxyConfiguration {
 	bit := int32(14)
 	localhostNodePorts := true
 	maxPerCore, minConntrack := int32(32*1024), int32(128*1024)
+	oomScoreAdj := int32(-999)
 	established := metav1.Duration{Duration: 24 * time.Hour}
 	closeWait := metav1.Duration{Duration: time.Hour}
 	return &KubeProxyConfiguration{
@@ -165,6 +166,7 @@ func defaultConfig() *KubeProxyConfiguration {
 			TCPEstablishedTimeout: &established,
 			TCPCloseWaitTimeout:   &closeWait,
 		},
+		OOMScoreAdj:      &oomScoreAdj,
 		ConfigSyncPeriod: metav1.Duration{Duration: 15 * time.Minute},
 		UDPIdleTimeout:   metav1.Duration{Duration: 250 * time.Millisecond},
 	}

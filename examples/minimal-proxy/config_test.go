@@ -73,7 +73,7 @@ func TestDefaultsWithoutConfigFile(t *testing.T) {
 	c := o.config
 	if *c.IPTables.MasqueradeBit != 14 || c.IPTables.SyncPeriod.Duration != 30*time.Second || c.IPTables.MinSyncPeriod.Duration != time.Second ||
 		c.HealthzBindAddress != "0.0.0.0:10256" || c.MetricsBindAddress != "127.0.0.1:10249" || c.BindAddress != "0.0.0.0" ||
-		c.ConfigSyncPeriod.Duration != 15*time.Minute {
+		c.ConfigSyncPeriod.Duration != 15*time.Minute || c.OOMScoreAdj == nil || *c.OOMScoreAdj != -999 {
 		t.Errorf("defaults differ from kube-proxy's: %+v", c)
 	}
 }

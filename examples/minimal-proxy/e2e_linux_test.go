@@ -51,9 +51,13 @@ var (
 )
 
 // buildProxyBinary builds this package with go build into a directory
-// shared by the tests of this run.
+// shared by the tests of this run ($SVCPROXY_MINIMAL_PROXY names a
+// prebuilt binary instead).
 func buildProxyBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("SVCPROXY_MINIMAL_PROXY"); bin != "" {
+		return bin
+	}
 	proxyBinaryOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "minimal-proxy-e2e-")
 		if err != nil {
