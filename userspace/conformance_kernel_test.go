@@ -83,6 +83,9 @@ func kernelHarness(backend string, family v1.IPFamily) netnstest.KernelHarness {
 // through real proxy sockets and capture rules, in namespaces of its own
 // (root only), on both iptables backends.
 func TestConformanceKernel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-kernel conformance takes about two minutes; skipped with -short")
+	}
 	for _, backend := range []string{iptables.BackendNFT, iptables.BackendLegacy} {
 		for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 			t.Run(backend+"/"+string(fam), func(t *testing.T) {
