@@ -691,6 +691,27 @@ func compileTarget(family v1.IPFamily, r *rule) (targetAction, error) {
 			return dnatTarget{na}, nil
 		}
 		return snatTarget{na}, nil
+	case "REDIRECT":
+		rt := redirectTarget{family: family}
+		if o, ok := get("--to-ports"); ok {
+			lo, hi, isRange := strings.Cut(o.vals[0], "-")
+			p, err := strconv.Atoi(lo)
+			if err != nil || p < 1 || p > 65535 {
+				return nil, fmt.Errorf("invalid --to-ports %q", o.vals[0])
+			}
+			if isRange && hi != lo {
+				q, err := strconv.Atoi(hi)
+				if err != nil || q < p || q > 65535 {
+					return nil, fmt.Errorf("invalid --to-ports %q", o.vals[0])
+				}
+				rt.ranged = true
+			}
+			if r.proto != "tcp" && r.proto != "udp" && r.proto != "sctp" && r.proto != "dccp" && r.proto != "udplite" {
+				return nil, fmt.Errorf("--to-ports needs -p tcp, udp or sctp")
+			}
+			rt.port = p
+		}
+		return rt, nil
 	case "MASQUERADE":
 		if _, ok := get("--to-ports"); ok {
 			return masqueradeTarget{unsupported: "--to-ports"}, nil
@@ -830,7 +851,12 @@ func (u unsupportedTarget) apply(*traceCtx, *pktState) (pathEnd, error) {
 
 type rejectTarget struct{}
 
-func (rejectTarget) apply(*traceCtx, *pktState) (pathEnd, error) { return endReject, nil }
+func (rejectTarget) apply(tc *traceCtx, _ *pktState) (pathEnd, error) {
+	if !tc.hookIs("INPUT", "FORWARD", "OUTPUT") {
+		return endContinue, fmt.Errorf("REJECT in %s: the kernel only allows it in INPUT, FORWARD and OUTPUT", tc.hook)
+	}
+	return endReject, nil
+}
 
 type notrackTarget struct{}
 
@@ -959,4 +985,38 @@ func (c connmarkTarget) apply(_ *traceCtx, st *pktState) (pathEnd, error) {
 		st.ctmark = applyMark(st.ctmark, c.op, c.value, c.mask)
 	}
 	return endContinue, nil
+}
+
+// redirectTarget is REDIRECT: DNAT to the node itself. From PREROUTING the
+// kernel uses the primary address of the incoming interface; the tracer
+// uses the first of TracerConfig.NodeIPs. From OUTPUT it is loopback.
+type redirectTarget struct {
+	family v1.IPFamily
+	port   int // 0 = unchanged
+	ranged bool
+}
+
+func (rt redirectTarget) apply(tc *traceCtx, st *pktState) (pathEnd, error) {
+	if rt.ranged {
+		return endContinue, fmt.Errorf("REDIRECT to a port range: %w", errUnsupported)
+	}
+	switch tc.hook {
+	case "PREROUTING":
+		if len(tc.cfg.NodeIPs) == 0 {
+			return endContinue, fmt.Errorf("REDIRECT in PREROUTING needs TracerConfig.NodeIPs (the address it redirects to)")
+		}
+		st.dst = tc.cfg.NodeIPs[0]
+	case "OUTPUT":
+		st.dst = netip.IPv6Loopback()
+		if rt.family == v1.IPv4Protocol {
+			st.dst = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+	default:
+		return endContinue, fmt.Errorf("REDIRECT in %s: the kernel only allows it in PREROUTING and OUTPUT", tc.hook)
+	}
+	if rt.port != 0 {
+		st.dport = rt.port
+	}
+	st.dnat = true
+	return endAccept, nil
 }

@@ -12,6 +12,9 @@
 // and the iptables tools do, so rules the real tool refuses fail here:
 // jumps to missing chains, unknown targets, unknown options of known
 // extensions, protocol matches without -p, DNAT outside the nat table,
+// DROP or REJECT inside it, targets in a built-in chain of a hook they
+// are not allowed at (REJECT in PREROUTING, MASQUERADE in OUTPUT; for
+// rules in user chains the Tracer reports this on the paths reaching them),
 // addresses of the wrong family, chain names over 28 characters, jump
 // loops reachable from a built-in chain (the kernel accepts a loop it
 // never walks), a policy on a user chain (iptables-legacy refuses it).
@@ -81,7 +84,8 @@
 // --ctorigsrc, --ctorigdstport, --ctproto), state, set (answered by
 // TracerConfig.IPSetMatch), limit (the first packet is within any limit),
 // physdev (ignored: matches). Targets: ACCEPT, DROP, RETURN, REJECT,
-// jumps, -g goto, DNAT, SNAT, MASQUERADE, MARK, CONNMARK, NOTRACK/CT
+// jumps, -g goto, DNAT, SNAT, MASQUERADE, REDIRECT (to the first NodeIP
+// from PREROUTING, to loopback from OUTPUT), MARK, CONNMARK, NOTRACK/CT
 // --notrack, and LOG, NFLOG, TCPMSS, CHECKSUM, TRACE (no effect on the
 // path). Any other match or target, or an option of a known one the
 // tracer does not model, makes the trace fail with an error naming it:

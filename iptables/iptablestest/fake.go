@@ -348,6 +348,9 @@ func (f *Fake) EnsureRule(ctx context.Context, position iptables.RulePosition, t
 	if err != nil {
 		return false, err
 	}
+	if err := checkHook(table, chain, r); err != nil {
+		return false, err
+	}
 	if c.find(r.key) >= 0 {
 		return true, nil
 	}
@@ -957,12 +960,18 @@ func (f *Fake) restoreCommand(cur *tableState, line string) error {
 			if err != nil {
 				return err
 			}
+			if err := checkHook(cur.name, name, r); err != nil {
+				return err
+			}
 			cur.remove(c, n-1)
 			cur.insert(c, n-1, r)
 			return nil
 		}
 		r, err := f.parseRuleIn(cur, args)
 		if err != nil {
+			return err
+		}
+		if err := checkHook(cur.name, name, r); err != nil {
 			return err
 		}
 		cur.insert(c, pos, r)

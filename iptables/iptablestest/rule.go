@@ -60,8 +60,11 @@ type optSpec struct {
 	protos []string
 	// family restricts a module to one IP family ("" = both).
 	family v1.IPFamily
-	// tables restricts a target to some tables (nil = all).
-	tables []iptables.Table
+	// tables restricts a target to some tables (nil = all); notIn
+	// excludes some.
+	tables, notIn []iptables.Table
+	// hooks restricts a target to the chains of some hooks (nil = all).
+	hooks []iptables.Chain
 }
 
 func (s *optSpec) lookup(name string) (string, int, bool) {
@@ -116,18 +119,18 @@ var rawOnly = []iptables.Table{"raw"}
 // these nor an existing user chain is an error, as with the real tool.
 var targets = map[string]*optSpec{
 	"ACCEPT":     {},
-	"DROP":       {},
+	"DROP":       {notIn: natOnly},
 	"RETURN":     {},
 	"QUEUE":      {},
 	"NFQUEUE":    {opts: map[string]int{"--queue-num": 1, "--queue-balance": 1, "--queue-bypass": 0, "--queue-cpu-fanout": 0}},
-	"DNAT":       {opts: map[string]int{"--to-destination": 1, "--random": 0, "--persistent": 0}, tables: natOnly},
-	"SNAT":       {opts: map[string]int{"--to-source": 1, "--random": 0, "--random-fully": 0, "--persistent": 0}, tables: natOnly},
-	"MASQUERADE": {opts: map[string]int{"--to-ports": 1, "--random": 0, "--random-fully": 0}, tables: natOnly},
-	"REDIRECT":   {opts: map[string]int{"--to-ports": 1, "--random": 0}, tables: natOnly},
+	"DNAT":       {opts: map[string]int{"--to-destination": 1, "--random": 0, "--persistent": 0}, tables: natOnly, hooks: []iptables.Chain{iptables.ChainPrerouting, iptables.ChainOutput}},
+	"SNAT":       {opts: map[string]int{"--to-source": 1, "--random": 0, "--random-fully": 0, "--persistent": 0}, tables: natOnly, hooks: []iptables.Chain{iptables.ChainPostrouting, iptables.ChainInput}},
+	"MASQUERADE": {opts: map[string]int{"--to-ports": 1, "--random": 0, "--random-fully": 0}, tables: natOnly, hooks: []iptables.Chain{iptables.ChainPostrouting}},
+	"REDIRECT":   {opts: map[string]int{"--to-ports": 1, "--random": 0}, tables: natOnly, hooks: []iptables.Chain{iptables.ChainPrerouting, iptables.ChainOutput}},
 	"MARK":       {opts: map[string]int{"--set-xmark": 1, "--set-mark": 1, "--and-mark": 1, "--or-mark": 1, "--xor-mark": 1}},
 	"CONNMARK": {opts: map[string]int{"--set-xmark": 1, "--set-mark": 1, "--and-mark": 1, "--or-mark": 1,
 		"--xor-mark": 1, "--save-mark": 0, "--restore-mark": 0, "--nfmask": 1, "--ctmask": 1, "--mask": 1}},
-	"REJECT": {opts: map[string]int{"--reject-with": 1}},
+	"REJECT": {opts: map[string]int{"--reject-with": 1}, notIn: natOnly, hooks: []iptables.Chain{iptables.ChainInput, iptables.ChainForward, iptables.ChainOutput}},
 	"LOG": {opts: map[string]int{"--log-prefix": 1, "--log-level": 1, "--log-tcp-sequence": 0,
 		"--log-tcp-options": 0, "--log-ip-options": 0, "--log-uid": 0, "--log-macdecode": 0}},
 	"NFLOG": {opts: map[string]int{"--nflog-group": 1, "--nflog-prefix": 1, "--nflog-range": 1,
@@ -684,6 +687,11 @@ func (r *rule) finish(family v1.IPFamily, table iptables.Table) error {
 					return fmt.Errorf("%w: target %s is not valid in table %q", ErrBadRule, r.target, table)
 				}
 			}
+			for _, t := range spec.notIn {
+				if t == table {
+					return fmt.Errorf("%w: target %s is not valid in table %q", ErrBadRule, r.target, table)
+				}
+			}
 			t, err := compileTarget(family, r)
 			if err != nil {
 				return fmt.Errorf("%w: %s target: %v", ErrBadRule, r.target, err)
@@ -761,4 +769,22 @@ func (r *rule) render() []string {
 		}
 	}
 	return s
+}
+
+// checkHook refuses a target used directly in a built-in chain of a hook
+// the kernel does not allow it in (REJECT in PREROUTING, MASQUERADE in
+// OUTPUT, ...). In user chains the kernel checks every hook the chain is
+// reachable from; the fake leaves that to the Tracer, which reports it on
+// any path that gets there.
+func checkHook(table iptables.Table, chain iptables.Chain, r *rule) error {
+	spec, ok := targets[r.target]
+	if !ok || spec.hooks == nil || !isBuiltinChain(table, chain) {
+		return nil
+	}
+	for _, h := range spec.hooks {
+		if h == chain {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: target %s is not valid in chain %s", ErrBadRule, r.target, chain)
 }
