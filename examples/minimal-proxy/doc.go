@@ -58,9 +58,9 @@
 //
 // # Not done
 //
-// The conntrack section of the configuration is validated but not applied
-// (the node's conntrack sysctls are left as they are); detectLocalMode
-// NodeCIDR is refused; the userspace mode serves only the node's primary
+// The conntrack section sets nf_conntrack_max (raised, never lowered) and
+// the timeouts as kube-proxy does, but not the conntrack hash table size;
+// detectLocalMode NodeCIDR is refused; the userspace mode serves only the node's primary
 // family and has no --dry-run. The end-to-end test is
 // TestE2EKubeAPIServer (root; it builds etcd and kube-apiserver with
 // hack/e2e/build.sh).

@@ -160,6 +160,9 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 		return err
 	}
 	adjustOOMScore(cfg.OOMScoreAdj, log)
+	if runtime.GOOS == "linux" {
+		_ = applyConntrack(cfg.Conntrack, procSysctls{}, numCPU(), log.WithName("conntrack")) // logged; not fatal
+	}
 
 	var wg sync.WaitGroup
 	runCtx, cancel := context.WithCancel(ctx)
