@@ -30,6 +30,18 @@ func (r *rule) canonicalize(family v1.IPFamily) {
 			m.opts = reorder(m.opts, "--sport", "--dport")
 		case "addrtype":
 			m.opts = reorder(m.opts, "--src-type", "--dst-type", "--limit-iface-in", "--limit-iface-out")
+		case "conntrack", "state":
+			for i, o := range m.opts {
+				if o.name == "--ctstate" || o.name == "--state" {
+					m.opts[i].vals = []string{orderStates(o.vals[0])}
+				}
+			}
+		case "icmp":
+			if o, ok := m.get("--icmp-type"); ok {
+				if n, known := icmpTypes[o.vals[0]]; known {
+					m.opts = []opt{{name: "--icmp-type", neg: o.neg, vals: []string{n}}}
+				}
+			}
 		case "mark", "connmark":
 			o, _ := m.get("--mark")
 			v, mask, _ := parseMark(o.vals[0])
@@ -80,6 +92,9 @@ func (r *rule) canonicalize(family v1.IPFamily) {
 			with = "icmp6-port-unreachable"
 		}
 		r.targetOpts = []opt{{name: "--reject-with", vals: []string{with}}}
+	}
+	if r.target == "CONNMARK" {
+		r.targetOpts = canonicalConnmark(r.targetOpts)
 	}
 	if r.target == "MARK" && len(r.targetOpts) == 1 {
 		o := r.targetOpts[0]
@@ -139,4 +154,83 @@ func tcpFlagNames(f int) string {
 		}
 	}
 	return strings.Join(names, ",")
+}
+
+// stateOrder is the order iptables-save prints conntrack states in.
+var stateOrder = []string{"INVALID", "NEW", "RELATED", "ESTABLISHED", "UNTRACKED", "SNAT", "DNAT"}
+
+func orderStates(v string) string {
+	set := map[string]bool{}
+	for _, s := range strings.Split(v, ",") {
+		set[strings.ToUpper(s)] = true
+	}
+	var out []string
+	for _, s := range stateOrder {
+		if set[s] {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// icmpTypes maps the ICMP type names iptables accepts to the numbers
+// iptables-save prints.
+var icmpTypes = map[string]string{
+	"echo-reply": "0", "pong": "0", "destination-unreachable": "3",
+	"network-unreachable": "3/0", "host-unreachable": "3/1", "protocol-unreachable": "3/2",
+	"port-unreachable": "3/3", "fragmentation-needed": "3/4", "source-route-failed": "3/5",
+	"network-unknown": "3/6", "host-unknown": "3/7", "network-prohibited": "3/9",
+	"host-prohibited": "3/10", "TOS-network-unreachable": "3/11", "TOS-host-unreachable": "3/12",
+	"communication-prohibited": "3/13", "host-precedence-violation": "3/14", "precedence-cutoff": "3/15",
+	"source-quench": "4", "redirect": "5", "network-redirect": "5/0", "host-redirect": "5/1",
+	"TOS-network-redirect": "5/2", "TOS-host-redirect": "5/3", "echo-request": "8", "ping": "8",
+	"router-advertisement": "9", "router-solicitation": "10", "time-exceeded": "11", "ttl-exceeded": "11",
+	"ttl-zero-during-transit": "11/0", "ttl-zero-during-reassembly": "11/1", "parameter-problem": "12",
+	"ip-header-bad": "12/0", "required-option-missing": "12/1", "timestamp-request": "13",
+	"timestamp-reply": "14", "address-mask-request": "17", "address-mask-reply": "18",
+}
+
+// canonicalConnmark prints CONNMARK as iptables-save does: marks as
+// --set-xmark value/mask, --save-mark and --restore-mark with both masks.
+func canonicalConnmark(opts []opt) []opt {
+	get := func(name string) (opt, bool) {
+		for _, o := range opts {
+			if o.name == name {
+				return o, true
+			}
+		}
+		return opt{}, false
+	}
+	for _, o := range opts {
+		switch o.name {
+		case "--set-xmark", "--set-mark", "--and-mark", "--or-mark", "--xor-mark":
+			v, m, _ := parseMark(o.vals[0])
+			switch o.name {
+			case "--set-mark":
+				m |= v
+			case "--or-mark":
+				m = v
+			case "--and-mark":
+				v, m = 0, ^v
+			case "--xor-mark":
+				m = 0
+			}
+			return []opt{{name: "--set-xmark", vals: []string{fmt.Sprintf("0x%x/0x%x", v, m)}}}
+		case "--save-mark", "--restore-mark":
+			nf, ct := "0xffffffff", "0xffffffff"
+			if m, ok := get("--mask"); ok {
+				nf, ct = m.vals[0], m.vals[0]
+			}
+			if m, ok := get("--nfmask"); ok {
+				nf = m.vals[0]
+			}
+			if m, ok := get("--ctmask"); ok {
+				ct = m.vals[0]
+			}
+			nv, _ := strconv.ParseUint(nf, 0, 32)
+			cv, _ := strconv.ParseUint(ct, 0, 32)
+			return []opt{{name: o.name}, {name: "--nfmask", vals: []string{fmt.Sprintf("0x%x", nv)}}, {name: "--ctmask", vals: []string{fmt.Sprintf("0x%x", cv)}}}
+		}
+	}
+	return opts
 }

@@ -939,13 +939,14 @@ func applyMark(mark uint32, op string, value, mask uint32) uint32 {
 }
 
 type connmarkTarget struct {
-	op          string
-	value, mask uint32
-	unsupported string
+	op             string
+	value, mask    uint32
+	nfmask, ctmask uint32
 }
 
 func compileConnmark(opts []opt) (targetAction, error) {
-	var ct connmarkTarget
+	ct := connmarkTarget{nfmask: 0xffffffff, ctmask: 0xffffffff}
+	masks := false
 	for _, o := range opts {
 		switch o.name {
 		case "--set-xmark", "--set-mark", "--and-mark", "--or-mark", "--xor-mark":
@@ -962,25 +963,35 @@ func compileConnmark(opts []opt) (targetAction, error) {
 				return nil, fmt.Errorf("only one action is allowed")
 			}
 			ct.op = o.name
-		default:
-			ct.unsupported = o.name
+		case "--nfmask", "--ctmask", "--mask":
+			v, err := strconv.ParseUint(o.vals[0], 0, 32)
+			if err != nil {
+				return nil, fmt.Errorf("invalid %s %q", o.name, o.vals[0])
+			}
+			masks = true
+			if o.name != "--ctmask" {
+				ct.nfmask = uint32(v)
+			}
+			if o.name != "--nfmask" {
+				ct.ctmask = uint32(v)
+			}
 		}
 	}
 	if ct.op == "" {
 		return nil, fmt.Errorf("an action is required")
 	}
+	if masks && ct.op != "--save-mark" && ct.op != "--restore-mark" {
+		return nil, fmt.Errorf("--nfmask, --ctmask and --mask go with --save-mark or --restore-mark")
+	}
 	return ct, nil
 }
 
 func (c connmarkTarget) apply(_ *traceCtx, st *pktState) (pathEnd, error) {
-	if c.unsupported != "" {
-		return endContinue, fmt.Errorf("CONNMARK %s: %w", c.unsupported, errUnsupported)
-	}
 	switch c.op {
 	case "--save-mark":
-		st.ctmark = st.mark
+		st.ctmark = (st.ctmark &^ c.ctmask) ^ (st.mark & c.nfmask)
 	case "--restore-mark":
-		st.mark = st.ctmark
+		st.mark = (st.mark &^ c.nfmask) ^ (st.ctmark & c.ctmask)
 	default:
 		st.ctmark = applyMark(st.ctmark, c.op, c.value, c.mask)
 	}

@@ -147,6 +147,16 @@ COMMIT
 -A KUBE-X -m mark --mark 1 -j MARK --set-mark 2 -m comment --comment z
 -A KUBE-X -p tcp --tcp-flags ALL NONE -j DROP
 -A KUBE-X -p tcp ! --syn -j DROP
+-A KUBE-X -m conntrack --ctstate ESTABLISHED,RELATED,NEW,INVALID -j ACCEPT
+-A KUBE-X -m conntrack --ctstate DNAT,SNAT -j ACCEPT
+-A KUBE-X -m state --state ESTABLISHED,RELATED -j ACCEPT
+-A KUBE-X -j CONNMARK --set-mark 0x1
+-A KUBE-X -j CONNMARK --save-mark
+-A KUBE-X -j CONNMARK --restore-mark --mask 0xff
+-A KUBE-X -j CONNMARK --save-mark --nfmask 0xf --ctmask 0xf0
+-A KUBE-X -p icmp -m icmp --icmp-type echo-request -j ACCEPT
+-A KUBE-X -p icmp -m icmp ! --icmp-type port-unreachable -j ACCEPT
+-A KUBE-X -m limit --limit 5/sec -j LOG --log-prefix "x y "
 -D KUBE-X -p tcp -d 10.0.0.1/32 -m tcp --dport 80 -j ACCEPT
 COMMIT
 `,
