@@ -60,7 +60,8 @@
 //
 // The conntrack section sets nf_conntrack_max (raised, never lowered) and
 // the timeouts as kube-proxy does, but not the conntrack hash table size;
-// detectLocalMode NodeCIDR is refused; the userspace mode serves only the node's primary
+// detectLocalMode NodeCIDR reads the Node's podCIDRs once at start (it does
+// not wait for them to be assigned, as kube-proxy does); the userspace mode serves only the node's primary
 // family and has no --dry-run. The end-to-end test is
 // TestE2EKubeAPIServer (root; it builds etcd and kube-apiserver with
 // hack/e2e/build.sh).

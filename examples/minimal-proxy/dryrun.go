@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/proxy"
 )
@@ -22,9 +23,9 @@ const dryRunSyncTimeout = time.Minute
 // current objects once, and prints what a sync would program. Nothing on
 // the node is read or changed, so it works unprivileged and without
 // iptables or IPVS installed.
-func dryRun(ctx context.Context, o *options, mode, nodeName string, nodeIPs []netip.Addr, src source, stdout io.Writer, log logr.Logger) error {
+func dryRun(ctx context.Context, o *options, mode, nodeName string, node *v1.Node, nodeIPs []netip.Addr, src source, stdout io.Writer, log logr.Logger) error {
 	eng, err := buildEngine(ctx, engineParams{
-		mode: mode, opts: o, nodeName: nodeName, nodeIPs: nodeIPs,
+		mode: mode, opts: o, nodeName: nodeName, nodeIPs: nodeIPs, node: node,
 		log: log, dryRun: true,
 	})
 	if err != nil {

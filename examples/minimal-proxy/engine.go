@@ -32,9 +32,11 @@ type engineParams struct {
 	opts     *options
 	nodeName string
 	nodeIPs  []netip.Addr
-	metrics  *metrics.Metrics
-	health   *healthcheck.ProxyHealthServer // nil in a dry run
-	log      logr.Logger
+	// node is this node's Node object, nil when unknown.
+	node    *v1.Node
+	metrics *metrics.Metrics
+	health  *healthcheck.ProxyHealthServer // nil in a dry run
+	log     logr.Logger
 	// dryRun builds the engine over in-memory fakes that record what it
 	// would do, so nothing on the node is read or changed.
 	dryRun bool
@@ -145,7 +147,7 @@ func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 // over iptablestest.Fake for a dry run.
 func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 	cfg := p.opts.config
-	detector, err := localDetector(cfg, family, p.nodeIPs)
+	detector, err := localDetector(cfg, family, p.node)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +230,7 @@ func masqBit(b *int32) int {
 }
 
 // localDetector turns detectLocalMode into the engine's detector for family.
-func localDetector(cfg *KubeProxyConfiguration, family v1.IPFamily, nodeIPs []netip.Addr) (iptables.LocalDetector, error) {
+func localDetector(cfg *KubeProxyConfiguration, family v1.IPFamily, node *v1.Node) (iptables.LocalDetector, error) {
 	mode := cfg.DetectLocalMode
 	if mode == "" {
 		mode = detectClusterCIDR
@@ -247,7 +249,23 @@ func localDetector(cfg *KubeProxyConfiguration, family v1.IPFamily, nodeIPs []ne
 		// As kube-proxy: no cluster CIDR of this family, no detection.
 		return iptables.LocalDetector{}, nil
 	case detectNodeCIDR:
-		return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode: %s needs the node's podCIDR, which this binary does not read yet; use %s with clusterCIDR", detectNodeCIDR, detectClusterCIDR)
+		if node == nil {
+			return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode: %s needs this node's Node object (its spec.podCIDRs), and there is none", detectNodeCIDR)
+		}
+		cidrs := node.Spec.PodCIDRs
+		if len(cidrs) == 0 && node.Spec.PodCIDR != "" {
+			cidrs = []string{node.Spec.PodCIDR}
+		}
+		for _, c := range cidrs {
+			pfx, err := netip.ParsePrefix(c)
+			if err != nil {
+				return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode %s: Node %s has an unparsable podCIDR %q", detectNodeCIDR, node.Name, c)
+			}
+			if pfx.Addr().Is4() == (family == v1.IPv4Protocol) {
+				return iptables.LocalDetector{Mode: iptables.LocalModeNodeCIDR, CIDR: pfx.Masked()}, nil
+			}
+		}
+		return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode %s: Node %s has no %s podCIDR (spec.podCIDRs %v)", detectNodeCIDR, node.Name, family, cidrs)
 	case detectBridgeInterface:
 		return iptables.LocalDetector{Mode: iptables.LocalModeBridgeInterface, Interface: cfg.DetectLocal.BridgeInterface}, nil
 	case detectInterfaceNamePrefix:

@@ -23,7 +23,7 @@ import (
 // after one sync is the plan.
 func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	cfg := p.opts.config
-	itDetector, err := localDetector(cfg, family, p.nodeIPs)
+	itDetector, err := localDetector(cfg, family, p.node)
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 		if err != nil {
 			return err
 		}
-		return dryRun(ctx, o, mode, nodeName, nodeAddresses(node, cfg.BindAddress, log), src, stdout, log)
+		return dryRun(ctx, o, mode, nodeName, node, nodeAddresses(node, cfg.BindAddress, log), src, stdout, log)
 	}
 
 	mode := chooseMode(cfg.Mode, modeProbes{ipvs: probeIPVS(cfg.IPVS.Scheduler), iptables: probeIPTables}, log)
@@ -152,7 +152,7 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 	}
 	nodeIPs := nodeAddresses(node, cfg.BindAddress, log)
 	eng, err := buildEngine(ctx, engineParams{
-		mode: mode, opts: o, nodeName: nodeName, nodeIPs: nodeIPs,
+		mode: mode, opts: o, nodeName: nodeName, nodeIPs: nodeIPs, node: node,
 		metrics: m, health: health, log: log,
 	})
 	if err != nil {

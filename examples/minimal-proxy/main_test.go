@@ -190,3 +190,20 @@ func TestNodeAddresses(t *testing.T) {
 }
 
 var _ = io.Discard
+
+func TestDryRunDetectLocalNodeCIDR(t *testing.T) {
+	code, out, errOut := runInProcess(t, context.Background(), "--objects-file", "demo.yaml", "--dry-run", "--detect-local-mode", "NodeCIDR")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	// demo.yaml's node has podCIDR 10.244.1.0/24: cluster IP traffic from
+	// elsewhere is masqueraded.
+	if !strings.Contains(out, "! -s 10.244.1.0/24 -j KUBE-MARK-MASQ") {
+		t.Errorf("no NodeCIDR local detection in:\n%s", out)
+	}
+	noCIDR := writeFile(t, "objects.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\n")
+	code, _, errOut = runInProcess(t, context.Background(), "--objects-file", noCIDR, "--dry-run", "--detect-local-mode", "NodeCIDR")
+	if code != exitFailed || !strings.Contains(errOut, "podCIDR") {
+		t.Errorf("exit %d, want %d naming the missing podCIDR:\n%s", code, exitFailed, errOut)
+	}
+}
