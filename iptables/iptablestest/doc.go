@@ -125,5 +125,10 @@
 //	})
 //	// res.Verdict == proxytest.Forwarded, res.Backends == [10.180.0.1:80 10.180.0.2:80]
 //
-// See ExampleTracer for a complete, runnable version.
+// See ExampleTracer for a complete, runnable version. For the shared
+// conformance topology (proxytest.Topology), TracerConfigFor gives the
+// exact node description: one host interface per pod, two uplinks, the
+// world route. The package's tests check the Tracer against real packets
+// on that topology (internal/netnstest, root only): the kernel, with the
+// nft and the legacy backend, does what the Tracer says.
 package iptablestest

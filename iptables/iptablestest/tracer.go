@@ -3,6 +3,7 @@ package iptablestest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -29,6 +30,11 @@ type TracerConfig struct {
 	// (Origin FromExternal) arrives on it, and packets to destinations
 	// no Route covers leave through it. Default "eth0".
 	ExternalInterface string
+	// SourceInterfaces, when it has the packet's source address, names
+	// the interface a FromPod or FromExternal packet arrives on instead
+	// of PodInterface or ExternalInterface (for a node with one veth per
+	// pod, or several uplinks).
+	SourceInterfaces map[netip.Addr]string
 	// Routes say which interface a forwarded packet leaves by, longest
 	// prefix first (for example the local pod CIDR via PodInterface).
 	// Local destinations leave by "lo"; the rest by ExternalInterface.
@@ -49,6 +55,33 @@ type TracerConfig struct {
 
 // Mark is a packet mark value under a mask.
 type Mark struct{ Value, Mask uint32 }
+
+// TracerConfigFor describes the node of the conformance topology
+// (proxytest.Topology, which internal/netnstest builds with real
+// namespaces): its addresses (NodeIP and PodGateway), one host interface
+// per pod (packets from a pod arrive on it, packets to it leave by it),
+// the external clients' uplinks, and the default route out of
+// WorldInterface.
+func TracerConfigFor(topo proxytest.Topology) TracerConfig {
+	cfg := TracerConfig{
+		NodeIPs:           []netip.Addr{topo.NodeIP, topo.PodGateway},
+		PodInterface:      topo.ClientPod.HostInterface,
+		ExternalInterface: topo.WorldInterface,
+		SourceInterfaces:  map[netip.Addr]string{},
+	}
+	for _, pod := range topo.Pods() {
+		cfg.SourceInterfaces[pod.IP] = pod.HostInterface
+		cfg.Routes = append(cfg.Routes, Route{Prefix: netip.PrefixFrom(pod.IP, pod.IP.BitLen()), Interface: pod.HostInterface})
+	}
+	for addr, iface := range map[netip.Addr]string{topo.ExternalClient: topo.UplinkInterface, topo.ExternalClient2: topo.Uplink2Interface} {
+		if addr.IsValid() && iface != "" {
+			cfg.SourceInterfaces[addr] = iface
+			cfg.Routes = append(cfg.Routes, Route{Prefix: netip.PrefixFrom(addr, addr.BitLen()), Interface: iface})
+		}
+	}
+	slices.SortFunc(cfg.Routes, func(a, b Route) int { return a.Prefix.Addr().Compare(b.Prefix.Addr()) })
+	return cfg
+}
 
 // Route sends packets for Prefix out of Interface.
 type Route struct {
@@ -93,6 +126,7 @@ func NewTracer(fake *Fake, cfg TracerConfig) *Tracer {
 		cfg.ExternalInterface = "eth0"
 	}
 	cfg.NodeIPs = slices.Clone(cfg.NodeIPs)
+	cfg.SourceInterfaces = maps.Clone(cfg.SourceInterfaces)
 	cfg.Routes = slices.Clone(cfg.Routes)
 	slices.SortStableFunc(cfg.Routes, func(a, b Route) int { return b.Prefix.Bits() - a.Prefix.Bits() })
 	return &Tracer{fake: fake, cfg: cfg}
@@ -236,6 +270,9 @@ func (tr *Tracer) TraceAll(p proxytest.Packet) (Trace, error) {
 		st.in = tr.cfg.ExternalInterface
 		if p.Origin == proxytest.FromPod {
 			st.in = tr.cfg.PodInterface
+		}
+		if in, ok := tr.cfg.SourceInterfaces[src]; ok {
+			st.in = in
 		}
 		ends, err = tc.ingress(st)
 	case proxytest.FromNode:

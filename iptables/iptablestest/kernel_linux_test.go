@@ -1,0 +1,58 @@
+//go:build linux
+
+package iptablestest_test
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+)
+
+// TestTracerAgreesWithKernel loads the same rules into the node namespace
+// of a real conformance topology (internal/netnstest: namespaces, veths
+// and servers made for this test and removed after it; root only) and
+// sends real connections: the kernel must do what the Tracer says (which
+// TestTracerOnConformanceTopology checks against the same expectations).
+func TestTracerAgreesWithKernel(t *testing.T) {
+	for _, backend := range []string{"nft", "legacy"} {
+		t.Run(backend, func(t *testing.T) {
+			restore := "iptables-" + backend + "-restore"
+			if _, err := exec.LookPath(restore); err != nil {
+				t.Skipf("needs %s: %v", restore, err)
+			}
+			topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+			env := netnstest.NewEnv(t, topo) // skips unless root
+			err := netnstest.Exec(env.Node, func() error {
+				cmd := exec.Command(restore, "--noflush")
+				cmd.Stdin = strings.NewReader(topologyRuleset(topo))
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				if err := cmd.Run(); err != nil {
+					return fmt.Errorf("%s: %v: %s", restore, err, stderr.String())
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			prober := env.Prober()
+			for _, tc := range topologyCases(topo) {
+				got, err := prober.TraceSample(tc.p, tc.want)
+				if err != nil {
+					t.Errorf("%s: %v", tc.name, err)
+					continue
+				}
+				if why := proxytest.Match(tc.want, got, true); why != "" {
+					t.Errorf("%s: kernel: %s (got %s, want %s)", tc.name, why, got, tc.want)
+				}
+			}
+		})
+	}
+}
