@@ -402,9 +402,27 @@ func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily) {
 			t.Errorf("with the proxy stopped, %s: %s (rules must be left in place)", c.Name, why)
 		}
 	}
-	args := common
+	// The restarted proxy takes its settings from a KubeProxyConfiguration
+	// file instead (as kube-proxy's DaemonSet does), with one flag on top.
+	config := filepath.Join(t.TempDir(), "kube-proxy.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: %s
+hostnameOverride: %s
+clusterCIDR: %s
+nodePortAddresses: [%s]
+mode: iptables
+iptables:
+  minSyncPeriod: 100ms
+logging:
+  verbosity: 2
+`, cp.Kubeconfig, topo.NodeName, topo.ClusterCIDR, proxytest.HostPrefix(topo.NodeIP))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config=" + config}
 	if len(masqueradeAll) > 0 {
-		args = append(append([]string{}, common...), "--masquerade-all")
+		args = append(args, "--masquerade-all")
 	}
 	p2 := startProxy(t, inNS, "minimal-proxy-restarted", args...)
 	for _, c := range keep.Checks {
