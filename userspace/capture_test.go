@@ -15,9 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/userspace"
 	"github.com/svcproxy/svcproxy/userspace/userspacetest"
@@ -281,4 +284,40 @@ func TestUDPConntrackCleaning(t *testing.T) {
 	step("endpoint back", true)
 	p.OnServiceDelete(svc)
 	step("deleted", true)
+}
+
+func TestMetrics(t *testing.T) {
+	m := metrics.New()
+	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	p, err := userspace.New(userspace.Config{NodeName: "node-a", IPTables: fake, HostIP: netip.MustParseAddr("192.168.50.10"), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	svc := nodePortService()
+	svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	p.OnServiceAdd(svc)
+	p.OnEndpointSliceAdd(webSlice()) // no endpoints at all
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(m.SyncProxyRulesLastTimestamp.WithLabelValues("IPv4")); v == 0 {
+		t.Error("last sync timestamp not set")
+	}
+	if v := testutil.ToFloat64(m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("external", "IPv4")); v != 1 {
+		t.Errorf("no_local_endpoints{external} = %v, want 1", v)
+	}
+	if v := testutil.ToFloat64(m.IPTablesRulesTotal.WithLabelValues("nat", "IPv4")); v != 6 {
+		t.Errorf("iptables nat rules = %v, want 6", v)
+	}
+	fake.FailNextRestore(errors.New("boom"))
+	p.OnServiceDelete(svc)
+	if err := p.Sync(context.Background()); err == nil {
+		t.Fatal("Sync succeeded with a failing restore")
+	}
+	if v := testutil.ToFloat64(m.IPTablesRestoreFailuresTotal.WithLabelValues("IPv4")); v != 1 {
+		t.Errorf("restore failures = %v, want 1", v)
+	}
 }

@@ -53,7 +53,7 @@
 //   - Close closes every socket, connection and flow and waits for every
 //     goroutine the proxier started.
 //   - The proxy originates the backend connection, so backends see the
-//     node's address: the tracer (Proxier.Tracer) always reports Masquerade.
+//     node's address: userspacetest.Tracer always reports Masquerade.
 //
 // Userspace proxying costs a copy through the proxy; see BENCHMARKS.md
 // ("## userspace") for throughput, latency and connection rates measured

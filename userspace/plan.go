@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/changetracker"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
@@ -249,22 +248,4 @@ func compareListenerIDs(a, b listenerID) int {
 		return -1
 	}
 	return a.bind.Compare(b.bind)
-}
-
-// planAll plans every service port of a tracker update. Service ports that
-// cannot be served (SCTP) are returned in skipped.
-func planAll(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, pp planParams) (plans map[proxy.ServicePortName]*servicePlan, skipped map[proxy.ServicePortName]error) {
-	plans = make(map[proxy.ServicePortName]*servicePlan, len(services))
-	for name, svc := range services {
-		plan, err := planService(name, svc, endpoints[name], pp)
-		if err != nil {
-			if skipped == nil {
-				skipped = map[proxy.ServicePortName]error{}
-			}
-			skipped[name] = err
-			continue
-		}
-		plans[name] = plan
-	}
-	return plans, skipped
 }

@@ -50,7 +50,9 @@ type Proxier struct {
 	// syncMu serialises Sync, Close and readers of the state below.
 	syncMu    sync.Mutex
 	services  map[proxy.ServicePortName]*serviceState
-	skipped   map[proxy.ServicePortName]error
+	skipped   map[proxy.ServicePortName]error // service ports not served (SCTP)
+	planned   bool                            // a first, full plan was made
+	lastPlans int                             // service ports planned by the last sync
 	tcpPorts  *portAllocator
 	udpPorts  *portAllocator
 	rules     []captureRule // applied capture rules
@@ -117,6 +119,7 @@ func New(cfg Config) (*Proxier, error) {
 		hostIP:   cfg.HostIP.Unmap(),
 		closing:  make(chan struct{}),
 		services: map[proxy.ServicePortName]*serviceState{},
+		skipped:  map[proxy.ServicePortName]error{},
 		tcpPorts: newPortAllocator(cfg.PortRange),
 		udpPorts: newPortAllocator(cfg.PortRange),
 		active:   map[*activeConn]struct{}{},
@@ -208,7 +211,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 	start := p.cfg.Clock.Now()
 	u := p.Tracker.Update()
 	p.count(counterSyncs)
-	err := p.apply(ctx, u.Services, u.Endpoints, u.NodeLabels)
+	err := p.apply(ctx, u)
 	if err != nil {
 		p.count(counterSyncErrors)
 	}
@@ -235,22 +238,46 @@ func (p *Proxier) Sync(ctx context.Context) error {
 
 // apply brings sockets, balancers and rules to the state planned from the
 // maps. Caller holds syncMu.
-func (p *Proxier) apply(ctx context.Context, services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, nodeLabels map[string]string) error {
-	plans, skipped := planAll(services, endpoints, planParams{
-		capture: p.cfg.Capture, listen: p.cfg.ListenAddress, nodeName: p.cfg.NodeName, nodeLabels: nodeLabels,
+func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
+	pp := planParams{
+		capture: p.cfg.Capture, listen: p.cfg.ListenAddress, nodeName: p.cfg.NodeName, nodeLabels: u.NodeLabels,
 		clusterCIDRs: p.cfg.ClusterCIDRs,
-	})
-	for name, err := range skipped {
-		if _, seen := p.skipped[name]; !seen {
-			p.count(counterSkippedProtocol)
-			p.log.Info("Not serving service port", "service", name, "protocol", services[name].Protocol(), "reason", err)
+	}
+	// Only services the update changed are planned again, unless the node's
+	// topology labels changed (endpoint selection may change everywhere),
+	// this is the first sync, or the service failed last time.
+	full := !p.planned || u.NodeChanged
+	plans := map[proxy.ServicePortName]*servicePlan{}
+	p.lastPlans = 0
+	for name, svc := range u.Services {
+		changed := full || u.ChangedServices.Has(name.NamespacedName)
+		if st := p.services[name]; !changed && (st != nil && st.err == nil || p.skipped[name] != nil) {
+			continue
+		}
+		p.lastPlans++
+		plan, err := planService(name, svc, u.Endpoints[name], pp)
+		if err != nil {
+			if p.skipped[name] == nil {
+				p.count(counterSkippedProtocol)
+				p.log.Info("Not serving service port", "service", name, "protocol", svc.Protocol(), "reason", err)
+			}
+			p.skipped[name] = err
+			continue
+		}
+		delete(p.skipped, name)
+		plans[name] = plan
+	}
+	for name := range p.skipped {
+		if _, ok := u.Services[name]; !ok {
+			delete(p.skipped, name)
 		}
 	}
-	p.skipped = skipped
+	p.planned = true
 
 	rulesChanged := false
 	for name, st := range p.services {
-		if plan := plans[name]; plan == nil || plan.protocol != st.plan.protocol {
+		_, present := u.Services[name]
+		if plan, replanned := plans[name]; !present || p.skipped[name] != nil || replanned && plan.protocol != st.plan.protocol {
 			p.staleUDP = conntrackFilters(st.plan, p.staleUDP)
 			p.teardownService(st)
 			delete(p.services, name)

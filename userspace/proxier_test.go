@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -584,5 +585,48 @@ func TestUDPFlowEndsWhenItsEndpointLeaves(t *testing.T) {
 	// The same client (same source port) now reaches the new endpoint.
 	if ans, err := askUDP(client, addr, "b"); err != nil || backendOf(ans) != "127.0.0.3" {
 		t.Fatalf("%q %v", ans, err)
+	}
+}
+
+func TestSyncPlansOnlyChangedServices(t *testing.T) {
+	p := newTestProxier(t, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1")})
+	p.OnServiceAdd(makeService("a", "10.96.0.10", v1.ProtocolTCP, 80))
+	p.OnServiceAdd(makeService("b", "10.96.0.11", v1.ProtocolTCP, 80))
+	p.OnServiceAdd(makeService("s", "10.96.0.12", v1.ProtocolSCTP, 80))
+	mustSync(t, p)
+	plan := func(name string) *servicePlan { return p.services[spn(name, v1.ProtocolTCP)].plan }
+	a, b := plan("a"), plan("b")
+	addrB, _ := p.ProxyAddr(spn("b", v1.ProtocolTCP), false)
+
+	if p.lastPlans != 3 {
+		t.Errorf("first sync planned %d service ports, want 3", p.lastPlans)
+	}
+	p.OnEndpointSliceAdd(makeSlice("a", v1.ProtocolTCP, 8080, epSpec{ip: "127.0.0.2"}))
+	mustSync(t, p)
+	if plan("a") == a || p.lastPlans != 1 {
+		t.Errorf("endpoint change of a: a re-planned %v, %d service ports planned; want true, 1", plan("a") != a, p.lastPlans)
+	}
+	if plan("b") != b {
+		t.Error("unchanged service b was planned again")
+	}
+	if got, _ := p.ProxyAddr(spn("b", v1.ProtocolTCP), false); got != addrB {
+		t.Errorf("b's socket moved from %s to %s", addrB, got)
+	}
+	if n := p.Stats()[CounterSkippedProtocol]; n != 1 {
+		t.Errorf("skipped_protocol = %d after two syncs, want 1", n)
+	}
+	// A change of the node's zone may change endpoint selection everywhere.
+	p.OnNodeAdd(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{v1.LabelTopologyZone: "z"}}})
+	mustSync(t, p)
+	if p.lastPlans != 3 {
+		t.Errorf("a node topology change planned %d service ports, want all 3", p.lastPlans)
+	}
+	// Deleting the SCTP service forgets it; re-adding counts it again.
+	p.OnServiceDelete(makeService("s", "10.96.0.12", v1.ProtocolSCTP, 80))
+	mustSync(t, p)
+	p.OnServiceAdd(makeService("s", "10.96.0.12", v1.ProtocolSCTP, 80))
+	mustSync(t, p)
+	if n := p.Stats()[CounterSkippedProtocol]; n != 2 {
+		t.Errorf("skipped_protocol = %d, want 2", n)
 	}
 }
