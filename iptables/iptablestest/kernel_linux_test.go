@@ -21,13 +21,20 @@ import (
 // sends real connections: the kernel must do what the Tracer says (which
 // TestTracerOnConformanceTopology checks against the same expectations).
 func TestTracerAgreesWithKernel(t *testing.T) {
-	for _, backend := range []string{"nft", "legacy"} {
-		t.Run(backend, func(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		family  v1.IPFamily
+	}{{"nft", v1.IPv4Protocol}, {"legacy", v1.IPv4Protocol}, {"nft", v1.IPv6Protocol}, {"legacy", v1.IPv6Protocol}} {
+		backend, family := tc.backend, tc.family
+		t.Run(backend+"/"+string(family), func(t *testing.T) {
 			restore := "iptables-" + backend + "-restore"
+			if family == v1.IPv6Protocol {
+				restore = "ip6tables-" + backend + "-restore"
+			}
 			if _, err := exec.LookPath(restore); err != nil {
 				t.Skipf("needs %s: %v", restore, err)
 			}
-			topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+			topo := proxytest.DefaultTopology(family)
 			env := netnstest.NewEnv(t, topo) // skips unless root
 			err := netnstest.Exec(env.Node, func() error {
 				cmd := exec.Command(restore, "--noflush")

@@ -3,6 +3,7 @@ package iptablestest_test
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,19 +13,20 @@ import (
 )
 
 // topologyRuleset writes, in kube-proxy's shape, rules for services on the
-// conformance topology (proxytest.DefaultTopology(IPv4)):
+// conformance topology (proxytest.DefaultTopology, either family):
 //
-//	10.96.0.10:80    ClusterIP -> pod-a1:8080, pod-a2:8080
-//	NodeIP:30080     NodePort (eTP Cluster) -> pod-b1:80
-//	NodeIP:30081     NodePort (eTP Local) -> pod-a1:80 local, pod-b2:80 remote
-//	10.96.0.11:80    ClusterIP, no endpoints
-//	192.0.2.10:80    LoadBalancer, source range ExternalClient/32 -> pod-a2:80
-//	10.96.0.12:80    ClusterIP, ClientIP affinity -> pod-a1:80, pod-a2:80
+//	ServiceIP(10):80   ClusterIP -> pod-a1:8080, pod-a2:8080
+//	NodeIP:30080       NodePort (eTP Cluster) -> pod-b1:80
+//	NodeIP:30081       NodePort (eTP Local) -> pod-a1:80 local, pod-b2:80 remote
+//	ServiceIP(11):80   ClusterIP, no endpoints
+//	LoadBalancerIP(10):80  LoadBalancer, source range ExternalClient -> pod-a2:80
+//	ServiceIP(12):80   ClusterIP, ClientIP affinity -> pod-a1:80, pod-a2:80
 func topologyRuleset(topo proxytest.Topology) string {
 	a1, a2 := topo.LocalPods[0].IP, topo.LocalPods[1].IP
 	b1, b2 := topo.RemotePods[0].IP, topo.RemotePods[1].IP
+	at := func(a netip.Addr, port uint16) string { return netip.AddrPortFrom(a, port).String() }
 	cidr, node := topo.ClusterCIDR, topo.NodeIP
-	return fmt.Sprintf(`*filter
+	text := fmt.Sprintf(`*filter
 :KUBE-EXTERNAL-SERVICES - [0:0]
 :KUBE-FORWARD - [0:0]
 :KUBE-PROXY-FIREWALL - [0:0]
@@ -83,13 +85,13 @@ COMMIT
 -A KUBE-SVC-CIP -m statistic --mode random --probability 0.5 -j KUBE-SEP-CIP1
 -A KUBE-SVC-CIP -j KUBE-SEP-CIP2
 -A KUBE-SEP-CIP1 -s %[2]s -j KUBE-MARK-MASQ
--A KUBE-SEP-CIP1 -p tcp -j DNAT --to-destination %[2]s:8080
+-A KUBE-SEP-CIP1 -p tcp -j DNAT --to-destination %[8]s
 -A KUBE-SEP-CIP2 -s %[3]s -j KUBE-MARK-MASQ
--A KUBE-SEP-CIP2 -p tcp -j DNAT --to-destination %[3]s:8080
+-A KUBE-SEP-CIP2 -p tcp -j DNAT --to-destination %[9]s
 -A KUBE-EXT-NP -j KUBE-MARK-MASQ
 -A KUBE-EXT-NP -j KUBE-SVC-NP
 -A KUBE-SVC-NP -j KUBE-SEP-NP1
--A KUBE-SEP-NP1 -p tcp -j DNAT --to-destination %[4]s:80
+-A KUBE-SEP-NP1 -p tcp -j DNAT --to-destination %[10]s
 -A KUBE-EXT-LOC -s %[1]s -j KUBE-SVC-LOC
 -A KUBE-EXT-LOC -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ
 -A KUBE-EXT-LOC -m addrtype --src-type LOCAL -j KUBE-SVC-LOC
@@ -97,21 +99,28 @@ COMMIT
 -A KUBE-SVC-LOC -m statistic --mode random --probability 0.5 -j KUBE-SEP-LOC1
 -A KUBE-SVC-LOC -j KUBE-SEP-LOC2
 -A KUBE-SVL-LOC -j KUBE-SEP-LOC1
--A KUBE-SEP-LOC1 -p tcp -j DNAT --to-destination %[2]s:80
--A KUBE-SEP-LOC2 -p tcp -j DNAT --to-destination %[5]s:80
+-A KUBE-SEP-LOC1 -p tcp -j DNAT --to-destination %[11]s
+-A KUBE-SEP-LOC2 -p tcp -j DNAT --to-destination %[12]s
 -A KUBE-FW-LB -s %[6]s -j KUBE-EXT-LB
 -A KUBE-EXT-LB -j KUBE-MARK-MASQ
 -A KUBE-EXT-LB -j KUBE-SVC-LB
 -A KUBE-SVC-LB -j KUBE-SEP-LB1
--A KUBE-SEP-LB1 -p tcp -j DNAT --to-destination %[3]s:80
+-A KUBE-SEP-LB1 -p tcp -j DNAT --to-destination %[13]s
 -A KUBE-SVC-AFF -m recent --name KUBE-SEP-AFF1 --rcheck --seconds 10800 --reap -j KUBE-SEP-AFF1
 -A KUBE-SVC-AFF -m recent --name KUBE-SEP-AFF2 --rcheck --seconds 10800 --reap -j KUBE-SEP-AFF2
 -A KUBE-SVC-AFF -m statistic --mode random --probability 0.5 -j KUBE-SEP-AFF1
 -A KUBE-SVC-AFF -j KUBE-SEP-AFF2
--A KUBE-SEP-AFF1 -p tcp -m recent --set --name KUBE-SEP-AFF1 -j DNAT --to-destination %[2]s:80
--A KUBE-SEP-AFF2 -p tcp -m recent --set --name KUBE-SEP-AFF2 -j DNAT --to-destination %[3]s:80
+-A KUBE-SEP-AFF1 -p tcp -m recent --set --name KUBE-SEP-AFF1 -j DNAT --to-destination %[11]s
+-A KUBE-SEP-AFF2 -p tcp -m recent --set --name KUBE-SEP-AFF2 -j DNAT --to-destination %[13]s
 COMMIT
-`, cidr, a1, a2, b1, b2, netip.PrefixFrom(topo.ExternalClient, 32), node)
+`, cidr, a1, a2, b1, b2, proxytest.HostPrefix(topo.ExternalClient), node,
+		at(a1, 8080), at(a2, 8080), at(b1, 80), at(a1, 80), at(b2, 80), at(a2, 80))
+	return strings.NewReplacer(
+		"10.96.0.10", topo.ServiceIP(10).String(),
+		"10.96.0.11", topo.ServiceIP(11).String(),
+		"10.96.0.12", topo.ServiceIP(12).String(),
+		"192.0.2.10", topo.LoadBalancerIP(10).String(),
+	).Replace(text)
 }
 
 type topologyCase struct {
@@ -124,48 +133,47 @@ func topologyCases(topo proxytest.Topology) []topologyCase {
 	a1, a2 := topo.LocalPods[0].IP, topo.LocalPods[1].IP
 	b1, b2 := topo.RemotePods[0].IP, topo.RemotePods[1].IP
 	client := topo.ClientPod.IP
-	pk := func(o proxytest.Origin, src netip.Addr, dst string, port int) proxytest.Packet {
-		d := topo.NodeIP
-		if dst != "node" {
-			d = netip.MustParseAddr(dst)
-		}
-		return proxytest.Packet{Origin: o, Src: src, Dst: d, Port: port, Protocol: v1.ProtocolTCP}
+	pk := func(o proxytest.Origin, src netip.Addr, dst netip.Addr, port int) proxytest.Packet {
+		return proxytest.Packet{Origin: o, Src: src, Dst: dst, Port: port, Protocol: v1.ProtocolTCP}
 	}
+	node, cip, none, aff, lb := topo.NodeIP, topo.ServiceIP(10), topo.ServiceIP(11), topo.ServiceIP(12), topo.LoadBalancerIP(10)
 	fwd := func(masq, sticky bool, bs ...netip.AddrPort) proxytest.Result {
 		return proxytest.Result{Verdict: proxytest.Forwarded, Backends: bs, Masquerade: masq, Sticky: sticky}
 	}
 	at := netip.AddrPortFrom
 	return []topologyCase{
-		{"cluster IP from a pod", pk(proxytest.FromPod, client, "10.96.0.10", 80), fwd(false, false, at(a1, 8080), at(a2, 8080))},
-		{"cluster IP from the node", pk(proxytest.FromNode, topo.NodeIP, "10.96.0.10", 80), fwd(true, false, at(a1, 8080), at(a2, 8080))},
-		{"node port from outside", pk(proxytest.FromExternal, topo.ExternalClient, "node", 30080), fwd(true, false, at(b1, 80))},
-		{"eTP Local node port from outside", pk(proxytest.FromExternal, topo.ExternalClient, "node", 30081), fwd(false, false, at(a1, 80))},
-		{"eTP Local node port from a pod", pk(proxytest.FromPod, client, "node", 30081), fwd(false, false, at(a1, 80), at(b2, 80))},
-		{"no endpoints", pk(proxytest.FromPod, client, "10.96.0.11", 80), proxytest.Result{Verdict: proxytest.Rejected}},
-		{"load balancer, allowed source", pk(proxytest.FromExternal, topo.ExternalClient, "192.0.2.10", 80), fwd(true, false, at(a2, 80))},
-		{"load balancer, other source", pk(proxytest.FromExternal, topo.ExternalClient2, "192.0.2.10", 80), proxytest.Result{Verdict: proxytest.Dropped}},
-		{"session affinity", pk(proxytest.FromPod, client, "10.96.0.12", 80), fwd(false, true, at(a1, 80), at(a2, 80))},
-		{"not a service", pk(proxytest.FromPod, client, topo.World.String(), 80), proxytest.Result{Verdict: proxytest.NotProxied}},
+		{"cluster IP from a pod", pk(proxytest.FromPod, client, cip, 80), fwd(false, false, at(a1, 8080), at(a2, 8080))},
+		{"cluster IP from the node", pk(proxytest.FromNode, topo.NodeIP, cip, 80), fwd(true, false, at(a1, 8080), at(a2, 8080))},
+		{"node port from outside", pk(proxytest.FromExternal, topo.ExternalClient, node, 30080), fwd(true, false, at(b1, 80))},
+		{"eTP Local node port from outside", pk(proxytest.FromExternal, topo.ExternalClient, node, 30081), fwd(false, false, at(a1, 80))},
+		{"eTP Local node port from a pod", pk(proxytest.FromPod, client, node, 30081), fwd(false, false, at(a1, 80), at(b2, 80))},
+		{"no endpoints", pk(proxytest.FromPod, client, none, 80), proxytest.Result{Verdict: proxytest.Rejected}},
+		{"load balancer, allowed source", pk(proxytest.FromExternal, topo.ExternalClient, lb, 80), fwd(true, false, at(a2, 80))},
+		{"load balancer, other source", pk(proxytest.FromExternal, topo.ExternalClient2, lb, 80), proxytest.Result{Verdict: proxytest.Dropped}},
+		{"session affinity", pk(proxytest.FromPod, client, aff, 80), fwd(false, true, at(a1, 80), at(a2, 80))},
+		{"not a service", pk(proxytest.FromPod, client, topo.World, 80), proxytest.Result{Verdict: proxytest.NotProxied}},
 	}
 }
 
 // TestTracerOnConformanceTopology: the expectations the real-kernel test
 // (TestTracerAgreesWithKernel) checks with real packets hold for the Tracer.
 func TestTracerOnConformanceTopology(t *testing.T) {
-	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
-	fake, err := iptablestest.NewFakeFromDump(v1.IPv4Protocol, topologyRuleset(topo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := iptablestest.NewTracer(fake, iptablestest.TracerConfigFor(topo))
-	for _, tc := range topologyCases(topo) {
-		got, err := tr.Trace(tc.p)
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		topo := proxytest.DefaultTopology(family)
+		fake, err := iptablestest.NewFakeFromDump(family, topologyRuleset(topo))
 		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
+			t.Fatal(err)
 		}
-		if !got.Equal(tc.want) {
-			t.Errorf("%s: tracer says %s, want %s", tc.name, got, tc.want)
+		tr := iptablestest.NewTracer(fake, iptablestest.TracerConfigFor(topo))
+		for _, tc := range topologyCases(topo) {
+			got, err := tr.Trace(tc.p)
+			if err != nil {
+				t.Errorf("%s %s: %v", family, tc.name, err)
+				continue
+			}
+			if !got.Equal(tc.want) {
+				t.Errorf("%s %s: tracer says %s, want %s", family, tc.name, got, tc.want)
+			}
 		}
 	}
 }
