@@ -42,7 +42,7 @@
 //     skipped and the next one tried, up to Config.MaxRetries more times with
 //     doubling backoff. Data is copied with io.Copy between *net.TCPConn, so
 //     Linux splices it; a clean EOF is passed on as a half-close, an error in
-//     either direction closes both sides. With no endpoint the client
+//     either direction resets both sides. With no endpoint the client
 //     connection is reset.
 //   - UDP: one flow per client address, ended after Config.UDPIdleTimeout
 //     without traffic either way. With no endpoint datagrams are dropped.

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,6 +160,10 @@ func TestTCPBackendDiesMidStream(t *testing.T) {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("client connection not closed after the backend died: %v", err)
+	}
+	// The break is passed on as a reset, not as a clean end of stream.
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("client read error %v, want a connection reset", err)
 	}
 	eventually(t, "proxied connection to be released", func() bool {
 		p.activeMu.Lock()

@@ -158,7 +158,7 @@ func (c *tcpPair) closeBoth() {
 
 // run copies both ways until both directions ended. A clean EOF in one
 // direction is passed on as a half-close (CloseWrite) and the other
-// direction keeps flowing; an error in either direction closes both sides.
+// direction keeps flowing; an error in either direction resets both sides.
 func (c *tcpPair) run() {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -173,12 +173,26 @@ func (c *tcpPair) run() {
 
 type closeWriter interface{ CloseWrite() error }
 
+type lingerer interface{ SetLinger(sec int) error }
+
+// abort closes both sides with a reset: a stream that broke must not look
+// like one that ended (a clean FIN could pass a truncated response off as
+// complete).
+func (c *tcpPair) abort() {
+	for _, conn := range []net.Conn{c.client, c.backend} {
+		if l, ok := conn.(lingerer); ok {
+			l.SetLinger(0)
+		}
+	}
+	c.closeBoth()
+}
+
 func (c *tcpPair) copy(dst, src net.Conn) {
 	// With dst and src both *net.TCPConn, io.Copy uses dst.ReadFrom, which
 	// splices on Linux.
 	_, err := io.Copy(dst, src)
 	if err != nil {
-		c.closeBoth()
+		c.abort()
 		return
 	}
 	if cw, ok := dst.(closeWriter); ok {
