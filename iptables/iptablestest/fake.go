@@ -154,8 +154,9 @@ func newTable(name iptables.Table) *tableState {
 	return t
 }
 
-// NewFake returns an empty Fake for family (v1.IPv4Protocol or
-// v1.IPv6Protocol): no table holds anything beyond its built-in chains
+// NewFake returns an empty Fake for family (v1.IPv6Protocol; any other
+// value, "" included, means v1.IPv4Protocol): no table holds anything
+// beyond its built-in chains
 // with an ACCEPT policy. Tables appear in Dump once something touched them.
 // HasRandomFully reports true until SetHasRandomFully says otherwise.
 func NewFake(family v1.IPFamily) *Fake {
