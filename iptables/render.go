@@ -31,8 +31,15 @@ type renderer struct {
 
 	out    lineWriter // the payload: nat section, then filter
 	filter lineWriter // filter section body
-	stale  lineWriter // nat chains to delete: flushed (declared) first,
-	staleX lineWriter // then deleted, after every rule referencing them is gone
+	// decl are the nat chains to declare (create, or flush if they exist):
+	// written chains and chains to delete. They are written in one block
+	// ahead of every rule, in descending order: iptables-restore (legacy
+	// and nft alike) inserts each new chain into a sorted list, and
+	// declarations interleaved with rules, or in ascending order, make
+	// that scan quadratic (measured: 10,000 services 24 s -> 7 s with
+	// legacy; 1,000 services 7.3 s -> 2.0 s with nft).
+	decl   []Chain
+	staleX lineWriter // deletions, after every rule referencing them is gone
 	tail   []string   // nat KUBE-SERVICES tail rules (to KUBE-NODEPORTS)
 	names  []proxy.ServicePortName
 	// natLines and filterLines count the rules of the last payload.
@@ -62,7 +69,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 		r.out.buf = make([]byte, 0, r.sizeHint+r.sizeHint/8)
 	}
 	r.filter.reset()
-	r.stale.reset()
+	r.decl = r.decl[:0]
 	r.staleX.reset()
 	r.pendingChanged = r.pendingChanged[:0]
 	plans := make(map[proxy.ServicePortName]*servicePlan, len(services))
@@ -71,9 +78,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 
 	w := &r.out
 	w.raw("*nat")
-	for _, c := range fixedNATChains {
-		w.chainLine(c)
-	}
+	r.decl = append(r.decl, fixedNATChains...)
 	writeFixedNATRules(w, r.mark, r.randomFull)
 
 	f := &r.filter
@@ -140,7 +145,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, changed sets.Set[types.NamespacedName]) []byte {
 	r.out.reset()
 	r.filter.reset()
-	r.stale.reset()
+	r.decl = r.decl[:0]
 	r.staleX.reset()
 	r.pendingFull = nil
 	r.pendingChanged = r.pendingChanged[:0]
@@ -192,29 +197,13 @@ func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoint
 // difference with old), and its own rules.
 func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePort, eps []proxy.Endpoint, p *servicePlan, old *servicePlan) {
 	info := asServicePortInfo(name, svc)
-	mark := len(r.out.buf)
 	r.env.keepEndpointChains = nil
 	if old != nil && !r.fullRender && old.sticky == (info.SessionAffinityType() == v1.ServiceAffinityClientIP) {
 		r.env.keepEndpointChains = old.chains
 	}
 	planService(&r.env, info, eps, p, &r.out)
 	r.env.keepEndpointChains = nil
-	if len(p.decl) > 0 {
-		// The chain list is known only once the rules are written; move
-		// the rules up and declare the chains in front of them (a jump
-		// target must exist before a rule names it).
-		n := len(r.out.buf) - mark
-		decl := r.declSize(p.decl)
-		r.out.buf = slices.Grow(r.out.buf, decl)[:len(r.out.buf)+decl]
-		copy(r.out.buf[mark+decl:], r.out.buf[mark:mark+n])
-		d := r.out.buf[mark:mark]
-		for _, c := range p.decl {
-			d = append(d, ':')
-			d = append(d, c...)
-			d = append(d, " - [0:0]\n"...)
-		}
-		r.out.lines += len(p.decl)
-	}
+	r.decl = append(r.decl, p.decl...)
 	p.decl = nil
 	if r.fullRender {
 		r.writeShared(p)
@@ -289,25 +278,25 @@ func (r *renderer) writerFor(i sharedChain) *lineWriter {
 // deleteChain flushes (by declaring) and deletes a nat chain, at the end of
 // the nat section, after every rule that referenced it was rewritten.
 func (r *renderer) deleteChain(c Chain) {
-	r.stale.chainLine(c)
+	r.decl = append(r.decl, c)
 	r.staleX.op("-X", c).end()
 }
 
 // finish closes the sections and returns the payload; nil when a partial
 // sync has nothing to write.
 func (r *renderer) finish(full bool) []byte {
-	natEmpty := r.out.lines == 1 && r.stale.lines == 0
+	r.insertDecls()
+	natEmpty := r.out.lines == 1 && r.staleX.lines == 0
 	filterEmpty := r.filter.lines == 1
-	r.natLines, r.filterLines = r.out.lines+r.stale.lines+r.staleX.lines-1, r.filter.lines-1
+	r.natLines, r.filterLines = r.out.lines+r.staleX.lines-1, r.filter.lines-1
 	if !full && natEmpty && filterEmpty {
 		return nil
 	}
 	if natEmpty && !full {
 		r.out.reset()
 	} else {
-		r.out.buf = append(r.out.buf, r.stale.buf...)
 		r.out.buf = append(r.out.buf, r.staleX.buf...)
-		r.out.lines += r.stale.lines + r.staleX.lines
+		r.out.lines += r.staleX.lines
 		r.out.raw("COMMIT")
 	}
 	if !filterEmpty || full {
@@ -328,6 +317,28 @@ func (r *renderer) releaseLarge() {
 	}
 	r.sizeHint = len(r.out.buf)
 	r.out.buf = nil
+}
+
+// insertDecls writes the declarations block right after "*nat".
+func (r *renderer) insertDecls() {
+	if len(r.decl) == 0 {
+		return
+	}
+	slices.SortFunc(r.decl, func(a, b Chain) int { return strings.Compare(string(b), string(a)) })
+	r.decl = slices.Compact(r.decl)
+	const at = len("*nat\n")
+	size := r.declSize(r.decl)
+	n := len(r.out.buf)
+	r.out.buf = slices.Grow(r.out.buf, size)[:n+size]
+	copy(r.out.buf[at+size:], r.out.buf[at:n])
+	d := r.out.buf[at:at]
+	for _, c := range r.decl {
+		d = append(d, ':')
+		d = append(d, c...)
+		d = append(d, " - [0:0]\n"...)
+	}
+	r.out.lines += len(r.decl)
+	r.decl = r.decl[:0]
 }
 
 // commit makes the pending state the applied one (after a successful restore).

@@ -1,0 +1,108 @@
+//go:build linux
+
+package iptables_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+	v1 "k8s.io/api/core/v1"
+
+	. "github.com/svcproxy/svcproxy/iptables"
+)
+
+// inFreshNetns runs f on this goroutine's OS thread inside a new network
+// namespace, which is destroyed afterwards (the thread goes back to the
+// original one first).
+func inFreshNetns(b *testing.B, f func()) {
+	b.Helper()
+	if os.Geteuid() != 0 {
+		b.Skip("needs root for a network namespace and iptables")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer orig.Close()
+	ns, err := netns.New() // also switches this thread into it
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("cannot return to the original netns: %v", err))
+		}
+		ns.Close()
+	}()
+	f()
+}
+
+// BenchmarkKernelSync applies the BenchmarkSyncFull/Partial workload to the
+// real kernel, in a network namespace of its own, with both backends.
+// Each op is one Sync (iptables-restore included).
+func BenchmarkKernelSync(b *testing.B) {
+	for _, backend := range []string{BackendLegacy, BackendNFT} {
+		for _, n := range []int{1000, 10000} {
+			for _, kind := range []string{"full", "partial"} {
+				b.Run(fmt.Sprintf("backend=%s/services=%d/%s", backend, n, kind), func(b *testing.B) {
+					inFreshNetns(b, func() { kernelSyncBench(b, backend, n, kind == "full") })
+				})
+			}
+		}
+	}
+}
+
+func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
+	ipt, err := New(RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
+	if err != nil {
+		b.Skipf("backend %s: %v", backend, err)
+	}
+	p, err := NewProxier(Config{NodeName: testNode, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, ipt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		p.OnServiceAdd(benchService(i))
+		p.OnEndpointSliceAdd(benchSlice(i, 0))
+	}
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	ctx := context.Background()
+	start := time.Now()
+	if err := p.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "first-sync-s")
+	gen := make([]int, n)
+	next := 0
+	b.ResetTimer()
+	for b.Loop() {
+		if full {
+			p.ForceFullSync()
+		} else {
+			b.StopTimer()
+			for range n / 100 {
+				i := next % n
+				next += 7919
+				old := benchSlice(i, gen[i])
+				gen[i]++
+				p.OnEndpointSliceUpdate(old, benchSlice(i, gen[i]))
+			}
+			b.StartTimer()
+		}
+		if err := p.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := Cleanup(ctx, ipt); err != nil {
+		b.Errorf("Cleanup: %v", err)
+	}
+}
