@@ -661,7 +661,8 @@ type Listener struct {
 	Affinity Affinity
 }
 
-// Listeners returns every open proxy socket, sorted by service, then address.
+// Listeners returns every open proxy socket, sorted by service, protocol,
+// set (cluster first), then address.
 func (p *Proxier) Listeners() []Listener {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
@@ -680,6 +681,9 @@ func (p *Proxier) Listeners() []Listener {
 		}
 		if out[i].Protocol != out[j].Protocol {
 			return out[i].Protocol < out[j].Protocol
+		}
+		if out[i].Local != out[j].Local {
+			return !out[i].Local
 		}
 		return out[i].Addr.Compare(out[j].Addr) < 0
 	})
