@@ -17,10 +17,12 @@
 // rules in user chains the Tracer reports this on the paths reaching them),
 // addresses of the wrong family, chain names over 28 characters, jump
 // loops reachable from a built-in chain (the kernel accepts a loop it
-// never walks), a policy on a user chain (iptables-legacy refuses it).
+// never walks), a policy on a user chain and -X of a built-in chain
+// (iptables-legacy refuses both; iptables-nft lets them pass).
 // The package's tests check these semantics, and the saved text, against
 // the real iptables-restore/iptables-save 1.8 (nft and legacy backends)
-// in scratch network namespaces when run as root.
+// in scratch network namespaces when run as root, and every Runner method
+// against the real exec Runner (iptables.New).
 // Matches of extensions the Fake does not know are accepted (the kernel
 // may well have them), parsed generically, and refused by the Tracer.
 //
