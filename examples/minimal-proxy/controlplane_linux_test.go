@@ -105,8 +105,49 @@ const (
 // server is ready. Both are stopped in t.Cleanup.
 func startControlPlane(t *testing.T, bins e2eBinaries, inNS inNamespace, serviceCIDR string) *controlPlane {
 	t.Helper()
+	return startPreparedControlPlane(t, prepareControlPlane(t), bins, inNS, serviceCIDR)
+}
+
+// controlPlaneFiles are what a control plane needs before it starts: its
+// directory, PKI and an admin kubeconfig (usable before the API server
+// runs, to test a proxy started first).
+type controlPlaneFiles struct {
+	dir, url, kubeconfig string
+	pki                  pkiFiles
+}
+
+func prepareControlPlane(t *testing.T) *controlPlaneFiles {
+	t.Helper()
 	dir := t.TempDir()
 	pki := writePKI(t, dir)
+	url := "https://" + net.JoinHostPort(e2eAPIServerAddress, e2eAPIServerPort)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin}
+current-context: e2e
+`, url, pki.caCert, e2eToken)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	return &controlPlaneFiles{dir: dir, url: url, kubeconfig: kubeconfig, pki: pki}
+}
+
+// startPreparedControlPlane is startControlPlane with files made beforehand.
+func startPreparedControlPlane(t *testing.T, files *controlPlaneFiles, bins e2eBinaries, inNS inNamespace, serviceCIDR string) *controlPlane {
+	t.Helper()
+	dir, pki := files.dir, files.pki
 
 	etcdLog := filepath.Join(dir, "etcd.log")
 	startProcess(t, inNS, "etcd", etcdLog, bins.etcd,
@@ -142,27 +183,7 @@ func startControlPlane(t *testing.T, bins e2eBinaries, inNS inNamespace, service
 		"--v=1",
 	)
 
-	url := "https://" + net.JoinHostPort(e2eAPIServerAddress, e2eAPIServerPort)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster:
-    server: %s
-    certificate-authority: %s
-users:
-- name: admin
-  user:
-    token: %s
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: admin}
-current-context: e2e
-`, url, pki.caCert, e2eToken)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
+	url, kubeconfig := files.url, files.kubeconfig
 	caPEM, err := os.ReadFile(pki.caCert)
 	if err != nil {
 		t.Fatal(err)
