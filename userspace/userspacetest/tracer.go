@@ -56,20 +56,28 @@ func (t *Tracer) isLocal(ip netip.Addr) bool {
 
 // Trace implements proxytest.Tracer.
 func (t *Tracer) Trace(pkt proxytest.Packet) (proxytest.Result, error) {
+	_, res, err := t.Route(pkt)
+	return res, err
+}
+
+// Route is Trace that also returns the proxy socket the packet reaches
+// (its bound address; valid when the verdict is Forwarded), so a test can
+// send real traffic to it.
+func (t *Tracer) Route(pkt proxytest.Packet) (socket netip.AddrPort, res proxytest.Result, err error) {
 	notProxied := proxytest.Result{Verdict: proxytest.NotProxied}
 	if pkt.Protocol != v1.ProtocolTCP && pkt.Protocol != v1.ProtocolUDP {
-		return notProxied, nil // SCTP is never served
+		return socket, notProxied, nil // SCTP is never served
 	}
 	dst := pkt.Dst.Unmap()
 	if t.Proxier.Capture() != userspace.CaptureIPTables {
 		return t.traceSockets(pkt, netip.AddrPortFrom(dst, uint16(pkt.Port)), false)
 	}
 	if t.IPTables == nil {
-		return proxytest.Result{}, fmt.Errorf("userspacetest: CaptureIPTables proxier traced without its IPTables runner")
+		return socket, res, fmt.Errorf("userspacetest: CaptureIPTables proxier traced without its IPTables runner")
 	}
 	tb, err := t.load()
 	if err != nil {
-		return proxytest.Result{}, err
+		return socket, res, err
 	}
 	hook := iptables.ChainPrerouting
 	if pkt.Origin == proxytest.FromNode {
@@ -83,7 +91,7 @@ func (t *Tracer) Trace(pkt proxytest.Packet) (proxytest.Result, error) {
 		}
 		for _, r := range tb.nat[j.target] {
 			if r.unhandled != "" {
-				return proxytest.Result{}, fmt.Errorf("userspacetest: cannot trace rule %q: %s", r.text, r.unhandled)
+				return socket, res, fmt.Errorf("userspacetest: cannot trace rule %q: %s", r.text, r.unhandled)
 			}
 			if !r.matches(pkt.Src, dst, proto, pkt.Port) {
 				continue
@@ -91,12 +99,12 @@ func (t *Tracer) Trace(pkt proxytest.Packet) (proxytest.Result, error) {
 			switch r.target {
 			case "REDIRECT", "DNAT":
 			default:
-				return proxytest.Result{}, fmt.Errorf("userspacetest: unexpected target in %q", r.text)
+				return socket, res, fmt.Errorf("userspacetest: unexpected target in %q", r.text)
 			}
 			// The filter chain sees the redirected packet.
 			for _, f := range tb.filter[string(userspace.ChainFilter)] {
 				if f.localDst && f.proto == proto && f.dport == r.toPort {
-					return verdictOf(f), nil
+					return socket, verdictOf(f), nil
 				}
 			}
 			return t.traceSockets(pkt, netip.AddrPortFrom(netip.Addr{}, uint16(r.toPort)), true)
@@ -105,10 +113,10 @@ func (t *Tracer) Trace(pkt proxytest.Packet) (proxytest.Result, error) {
 	// Not redirected: only the filter chain's address rules (source ranges) apply.
 	for _, f := range tb.filter[string(userspace.ChainFilter)] {
 		if !f.localDst && f.matches(pkt.Src, dst, proto, pkt.Port) {
-			return verdictOf(f), nil
+			return socket, verdictOf(f), nil
 		}
 	}
-	return notProxied, nil
+	return socket, notProxied, nil
 }
 
 func verdictOf(f rule) proxytest.Result {
@@ -128,7 +136,7 @@ func isOurChain(c string) bool {
 
 // traceSockets finds the proxy socket at to (with byPort, any proxy-port
 // socket with to's port) and reports its endpoints.
-func (t *Tracer) traceSockets(pkt proxytest.Packet, to netip.AddrPort, byPort bool) (proxytest.Result, error) {
+func (t *Tracer) traceSockets(pkt proxytest.Packet, to netip.AddrPort, byPort bool) (netip.AddrPort, proxytest.Result, error) {
 	for _, l := range t.Proxier.Listeners() {
 		if l.Protocol != pkt.Protocol || l.Addr.Port() != to.Port() {
 			continue
@@ -141,16 +149,16 @@ func (t *Tracer) traceSockets(pkt proxytest.Packet, to netip.AddrPort, byPort bo
 		}
 		if len(l.Endpoints) == 0 {
 			if pkt.Protocol == v1.ProtocolTCP {
-				return proxytest.Result{Verdict: proxytest.Rejected}, nil
+				return l.Addr, proxytest.Result{Verdict: proxytest.Rejected}, nil
 			}
-			return proxytest.Result{Verdict: proxytest.Dropped}, nil
+			return l.Addr, proxytest.Result{Verdict: proxytest.Dropped}, nil
 		}
-		return proxytest.Result{Verdict: proxytest.Forwarded, Backends: slices.Clone(l.Endpoints), Masquerade: true, Sticky: l.Affinity.ClientIP}, nil
+		return l.Addr, proxytest.Result{Verdict: proxytest.Forwarded, Backends: slices.Clone(l.Endpoints), Masquerade: true, Sticky: l.Affinity.ClientIP}, nil
 	}
 	if byPort {
-		return proxytest.Result{}, fmt.Errorf("userspacetest: %s redirected to proxy port %d, where no %s proxy socket listens", pkt, to.Port(), pkt.Protocol)
+		return netip.AddrPort{}, proxytest.Result{}, fmt.Errorf("userspacetest: %s redirected to proxy port %d, where no %s proxy socket listens", pkt, to.Port(), pkt.Protocol)
 	}
-	return proxytest.Result{Verdict: proxytest.NotProxied}, nil
+	return netip.AddrPort{}, proxytest.Result{Verdict: proxytest.NotProxied}, nil
 }
 
 func (r rule) matches(src, dst netip.Addr, proto string, port int) bool {
