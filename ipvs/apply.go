@@ -7,8 +7,8 @@ import (
 	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/svcproxy/svcproxy/changetracker"
 	"github.com/svcproxy/svcproxy/internal/conntrack"
 	"github.com/svcproxy/svcproxy/iptables"
 )
@@ -123,13 +123,32 @@ func (p *Proxier) syncIPTables(ctx context.Context) error {
 	return nil
 }
 
-// clearConntrack removes UDP flows to deleted real servers and services.
-// Failures are logged, never fatal: stale UDP flows time out on their own.
-func (p *Proxier) clearConntrack(u updateLike) {
+// clearConntrack removes stale UDP flows: to real servers deleted by this
+// sync, to cluster IPs that went away, and to the addresses and node port
+// of UDP services that went from no endpoints to some (their clients'
+// earlier datagrams were answered or routed elsewhere, and the flow would
+// stick to that). Failures are logged, never fatal: stale UDP flows also
+// time out on their own.
+func (p *Proxier) clearConntrack(u *changetracker.Update) {
 	filters := p.conntrackFilters
 	p.conntrackFilters = p.conntrackFilters[:0]
-	for ip := range u.deletedUDPClusterIPs() {
+	for ip := range u.ServiceResult.DeletedUDPClusterIPs {
 		filters = append(filters, conntrack.Filter{OrigDst: ip})
+	}
+	for _, name := range u.EndpointsResult.NewlyActiveUDPServices {
+		svc, ok := u.Services[name]
+		if !ok || svc.Protocol() != v1.ProtocolUDP {
+			continue
+		}
+		addrs := append([]netip.Addr{svc.ClusterIP()}, svc.ExternalIPs()...)
+		for _, ip := range append(addrs, svc.LoadBalancerVIPs()...) {
+			if ip.IsValid() {
+				filters = append(filters, conntrack.Filter{OrigDst: ip, OrigDstPort: svc.Port()})
+			}
+		}
+		if np := svc.NodePort(); np != 0 {
+			filters = append(filters, conntrack.Filter{OrigDstPort: np})
+		}
 	}
 	if p.ifs.Conntrack == nil || len(filters) == 0 {
 		return
@@ -140,9 +159,4 @@ func (p *Proxier) clearConntrack(u updateLike) {
 		return
 	}
 	p.log.V(4).Info("Cleared UDP conntrack entries", "deleted", n)
-}
-
-// updateLike is the part of changetracker.Update that clearConntrack reads.
-type updateLike interface {
-	deletedUDPClusterIPs() sets.Set[netip.Addr]
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 
 	"github.com/svcproxy/svcproxy/changetracker"
@@ -189,7 +188,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 	if _, gerr := p.graceful.process(p.ifs.IPVS, p.clock.Now()); gerr != nil && err == nil {
 		err = gerr
 	}
-	p.clearConntrack(trackerUpdate{u})
+	p.clearConntrack(&u)
 	p.updateHealth(u)
 
 	d := p.clock.Since(start)
@@ -362,13 +361,6 @@ func (p *Proxier) setSpec(name string) Set {
 		return s
 	}
 	return Set{Name: name}
-}
-
-// trackerUpdate adapts changetracker.Update to updateLike.
-type trackerUpdate struct{ u changetracker.Update }
-
-func (t trackerUpdate) deletedUDPClusterIPs() sets.Set[netip.Addr] {
-	return t.u.ServiceResult.DeletedUDPClusterIPs
 }
 
 // updateHealth hands the health-check server the current state.

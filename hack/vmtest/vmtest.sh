@@ -74,7 +74,8 @@ CACHE=$(cd "$CACHE" && pwd)
 BOOT_MODULES="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_lblc ip_vs_lblcr ip_vs_dh
 ip_vs_sh ip_vs_sed ip_vs_nq ip_vs_mh nf_conntrack dummy veth"
 # Module trees (under lib/modules/VER/kernel) put into the image.
-MODULE_TREES="net/netfilter net/ipv4 net/ipv6 net/bridge net/802 net/llc net/sched net/core
+MODULE_TREES="net/netfilter net/ipv4 net/ipv6 net/bridge net/802 net/llc net/sched net/core net/xfrm net/key
+net/packet net/unix net/8021q
 drivers/net/dummy.ko drivers/net/veth.ko"
 # Host programs copied into the guest, with their shared libraries, when present.
 HOST_TOOLS="dash ipvsadm ipset ip conntrack

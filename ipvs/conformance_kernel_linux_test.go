@@ -1,0 +1,66 @@
+//go:build linux
+
+package ipvs_test
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/internal/conntrack"
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+)
+
+func kernelConformanceHarness(topo proxytest.Topology) netnstest.KernelHarness {
+	return netnstest.KernelHarness{
+		Quirks: ipvsQuirks(topo),
+		New: func(t *testing.T, env *netnstest.Env, opts proxytest.Options) proxy.Provider {
+			var ifs ipvs.Interfaces
+			err := netnstest.Exec(env.Node, func() error {
+				var err error
+				if ifs.IPVS, err = ipvs.New(ipvs.Options{}); err != nil {
+					return err
+				}
+				if ifs.IPSet, err = ipvs.NewIPSet(ipvs.Options{}); err != nil {
+					return err
+				}
+				if ifs.Netlink, err = ipvs.NewNetlink(ipvs.Options{}); err != nil {
+					return err
+				}
+				ifs.IPTables, err = iptables.New(iptables.RunnerConfig{Family: env.Topo.Family, Backend: iptables.BackendAuto})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ifs.Sysctl = ipvs.NewSysctl() // Sync runs inside the node namespace
+			ifs.Conntrack = conntrack.New()
+			t.Cleanup(func() { _ = ifs.IPVS.Close() })
+			p, err := ipvs.NewProxier(ipvs.Config{
+				IPFamily:      env.Topo.Family,
+				NodeName:      env.Topo.NodeName,
+				MasqueradeAll: opts.MasqueradeAll,
+				LocalDetector: ipvs.LocalDetector{Mode: ipvs.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
+			}, ifs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+	}
+}
+
+// TestKernelConformance runs the conformance table with real packets
+// through real IPVS (in the VM: hack/vmtest/run-ipvs-tests.sh).
+func TestKernelConformance(t *testing.T) {
+	skipUnlessKernel(t)
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(fam), func(t *testing.T) {
+			netnstest.RunKernel(t, fam, kernelConformanceHarness(proxytest.DefaultTopology(fam)))
+		})
+	}
+}
