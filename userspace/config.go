@@ -142,6 +142,11 @@ type Config struct {
 	// UDPIdleTimeout ends a UDP flow (client address → backend) after this
 	// long without a datagram in either direction; default 250ms.
 	UDPIdleTimeout time.Duration
+	// MaxUDPFlows caps the live UDP flows of one proxy socket (each holds a
+	// socket and a goroutine); datagrams from further clients are dropped
+	// and counted (CounterUDPFlowLimit) until flows expire. Default 10000;
+	// negative means no cap.
+	MaxUDPFlows int
 	// TCPDialTimeout bounds one connection attempt to a backend; default 1s.
 	TCPDialTimeout time.Duration
 	// MaxRetries is how many further backends are tried after a failed
@@ -220,6 +225,7 @@ var (
 const (
 	defaultUDPIdleTimeout = 250 * time.Millisecond
 	defaultDialTimeout    = time.Second
+	defaultMaxUDPFlows    = 10000
 	defaultMaxRetries     = 3
 	defaultRetryBackoff   = 10 * time.Millisecond
 	maxRetryBackoff       = time.Second
@@ -259,6 +265,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.UDPIdleTimeout == 0 {
 		c.UDPIdleTimeout = defaultUDPIdleTimeout
+	}
+	if c.MaxUDPFlows == 0 {
+		c.MaxUDPFlows = defaultMaxUDPFlows
 	}
 	if c.TCPDialTimeout == 0 {
 		c.TCPDialTimeout = defaultDialTimeout

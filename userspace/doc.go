@@ -45,7 +45,9 @@
 //     either direction resets both sides. With no endpoint the client
 //     connection is reset.
 //   - UDP: one flow per client address, ended after Config.UDPIdleTimeout
-//     without traffic either way. With no endpoint datagrams are dropped.
+//     without traffic either way, at most Config.MaxUDPFlows per socket
+//     (further clients' datagrams are dropped and counted). With no
+//     endpoint datagrams are dropped.
 //   - SCTP service ports are not served: logged once and counted
 //     (CounterSkippedProtocol). A service port that cannot get a socket
 //     (ErrPortsExhausted, a bind error) is reported by Sync as a

@@ -635,3 +635,39 @@ func TestSyncPlansOnlyChangedServices(t *testing.T) {
 		t.Errorf("skipped_protocol = %d, want 2", n)
 	}
 }
+
+func TestUDPFlowLimit(t *testing.T) {
+	port := freePort(t, "127.0.0.2")
+	startBackend(t, "127.0.0.2", port)
+	p := newTestProxier(t, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"),
+		UDPIdleTimeout: time.Hour, MaxUDPFlows: 2})
+	p.OnServiceAdd(makeService("dns", "10.96.0.10", v1.ProtocolUDP, 53))
+	p.OnEndpointSliceAdd(makeSlice("dns", v1.ProtocolUDP, port, epSpec{ip: "127.0.0.2"}))
+	mustSync(t, p)
+	addr, _ := p.ProxyAddr(spn("dns", v1.ProtocolUDP), false)
+	var clients []*net.UDPConn
+	for range 3 {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP("127.0.0.1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	for i, c := range clients[:2] {
+		if _, err := askUDP(c, addr, "q"); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+	}
+	// The third client's datagram is dropped: no answer, counted.
+	clients[2].SetDeadline(time.Now().Add(200 * time.Millisecond))
+	clients[2].WriteToUDPAddrPort([]byte("q"), addr)
+	buf := make([]byte, 64)
+	if _, _, err := clients[2].ReadFromUDPAddrPort(buf); err == nil {
+		t.Fatal("a third flow was opened past MaxUDPFlows=2")
+	}
+	eventually(t, "the drop to be counted", func() bool { return p.Stats()[CounterUDPFlowLimit] == 1 })
+	if n := len(p.udpFlows(spn("dns", v1.ProtocolUDP))); n != 2 {
+		t.Fatalf("%d flows, want 2", n)
+	}
+}

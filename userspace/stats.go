@@ -21,6 +21,7 @@ const (
 	CounterUDPDropped      = "udp_datagrams_dropped" // datagrams dropped
 	CounterUDPReadErrors   = "udp_read_errors"       // errors reading a UDP proxy socket
 	CounterGraceClosed     = "grace_closed"          // connections/flows closed after their endpoint left
+	CounterUDPFlowLimit    = "udp_flow_limit"        // datagrams dropped because a socket had MaxUDPFlows flows
 )
 
 type counter int
@@ -43,6 +44,7 @@ const (
 	counterUDPDropped
 	counterUDPReadErrors
 	counterGraceClosed
+	counterUDPFlowLimit
 	numCounters
 )
 
@@ -51,7 +53,7 @@ var counterNames = [numCounters]string{
 	CounterTCPAccepted, CounterTCPProxied, CounterNoEndpoints, CounterDialErrors,
 	CounterDialFailures, CounterAcceptErrors, CounterUDPFlows, CounterUDPFlowsExpired,
 	CounterUDPToBackend, CounterUDPToClient, CounterUDPDropped, CounterUDPReadErrors,
-	CounterGraceClosed,
+	CounterGraceClosed, CounterUDPFlowLimit,
 }
 
 type counters [numCounters]atomic.Int64

@@ -34,6 +34,8 @@ type udpFlow struct {
 	ac       *activeConn
 }
 
+var errFlowLimit = errors.New("userspace: UDP flow limit reached")
+
 // udpBufferSize holds the largest UDP payload.
 const udpBufferSize = 64 * 1024
 
@@ -96,9 +98,11 @@ func (u *udpProxy) serve() {
 		client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
 		f, err := u.flowFor(client)
 		if err != nil {
-			if errors.Is(err, ErrNoEndpoints) || errors.Is(err, ErrUnknownService) {
+			switch {
+			case errors.Is(err, ErrNoEndpoints) || errors.Is(err, ErrUnknownService):
 				u.p.count(counterNoEndpoints)
-			} else {
+			case errors.Is(err, errFlowLimit):
+			default:
 				u.p.count(counterDialFailures)
 			}
 			u.p.count(counterUDPDropped)
@@ -120,10 +124,14 @@ func (u *udpProxy) serve() {
 
 func (u *udpProxy) flowFor(client netip.AddrPort) (*udpFlow, error) {
 	u.mu.Lock()
-	f := u.flows[client]
+	f, n := u.flows[client], len(u.flows)
 	u.mu.Unlock()
 	if f != nil {
 		return f, nil
+	}
+	if max := u.p.cfg.MaxUDPFlows; max > 0 && n >= max {
+		u.p.count(counterUDPFlowLimit)
+		return nil, errFlowLimit
 	}
 	var lastErr error
 	for attempt := 0; attempt <= u.p.cfg.MaxRetries; attempt++ {
