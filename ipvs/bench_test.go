@@ -88,6 +88,7 @@ func BenchmarkSyncFull(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			ops := 0
+			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
 				e.clock.Step(time.Hour) // past SyncPeriod: the next sync is full
 				if err := e.p.Sync(context.Background()); err != nil {
@@ -99,6 +100,7 @@ func BenchmarkSyncFull(b *testing.B) {
 				}
 				ops += st.Ops
 			}
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/sync")
 			b.ReportMetric(float64(ops)/float64(b.N), "ops/sync")
 		})
 	}
@@ -135,14 +137,17 @@ func BenchmarkSyncPartial(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			ops, kernelCalls := 0, 0
+			var cpu time.Duration
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				c.churn(e)
 				e.resetCalls()
 				b.StartTimer()
+				cpu0 := processCPU()
 				if err := e.p.Sync(context.Background()); err != nil {
 					b.Fatal(err)
 				}
+				cpu += processCPU() - cpu0
 				st := e.p.LastSync()
 				if st.Full {
 					b.Fatal("a full sync")
@@ -152,6 +157,7 @@ func BenchmarkSyncPartial(b *testing.B) {
 			}
 			b.ReportMetric(float64(ops)/float64(b.N), "ops/sync")
 			b.ReportMetric(float64(kernelCalls)/float64(b.N), "kernel-calls/sync")
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/sync")
 		})
 	}
 }
