@@ -2,6 +2,7 @@ package iptablestest
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -25,6 +26,12 @@ func (r *rule) canonicalize(family v1.IPFamily) {
 					mask, _ := parseTCPFlags(o.vals[0])
 					comp, _ := parseTCPFlags(o.vals[1])
 					m.opts[i].vals = []string{tcpFlagNames(mask), tcpFlagNames(comp)}
+				}
+			}
+			for i, o := range m.opts {
+				if o.name == "--sport" || o.name == "--dport" {
+					pr, _ := parsePortRange(o.vals[0])
+					m.opts[i].vals = []string{pr.String()}
 				}
 			}
 			m.opts = reorder(m.opts, "--sport", "--dport")
@@ -51,7 +58,9 @@ func (r *rule) canonicalize(family v1.IPFamily) {
 			if mode.vals[0] == "random" {
 				p, _ := m.get("--probability")
 				f, _ := strconv.ParseFloat(p.vals[0], 64)
-				m.opts = []opt{mode, {name: "--probability", neg: p.neg, vals: []string{fmt.Sprintf("%.11f", f)}}}
+				// The kernel keeps the probability as a 31-bit fraction.
+				q := float64(uint32(math.Round(f*0x80000000))) / 0x80000000
+				m.opts = []opt{mode, {name: "--probability", neg: p.neg, vals: []string{fmt.Sprintf("%.11f", q)}}}
 			} else {
 				every, _ := m.get("--every")
 				packet, ok := m.get("--packet")
@@ -60,6 +69,16 @@ func (r *rule) canonicalize(family v1.IPFamily) {
 				}
 				m.opts = []opt{mode, every, packet}
 			}
+		case "limit":
+			rate := opt{name: "--limit", vals: []string{"3/hour"}}
+			if o, ok := m.get("--limit"); ok {
+				rate = opt{name: "--limit", neg: o.neg, vals: []string{canonicalRate(o.vals[0])}}
+			}
+			out := []opt{rate}
+			if o, ok := m.get("--limit-burst"); ok && o.vals[0] != "5" {
+				out = append(out, o)
+			}
+			m.opts = out
 		case "recent":
 			var out []opt
 			for _, name := range []string{"--set", "--rcheck", "--update", "--remove", "--seconds", "--reap", "--hitcount", "--rttl"} {
@@ -92,6 +111,20 @@ func (r *rule) canonicalize(family v1.IPFamily) {
 			with = "icmp6-port-unreachable"
 		}
 		r.targetOpts = []opt{{name: "--reject-with", vals: []string{with}}}
+	}
+	if r.target == "LOG" {
+		var out []opt
+		for _, o := range r.targetOpts {
+			if o.name == "--log-level" {
+				level := logLevels[strings.ToLower(o.vals[0])]
+				if level == "4" {
+					continue // the default
+				}
+				o.vals = []string{level}
+			}
+			out = append(out, o)
+		}
+		r.targetOpts = out
 	}
 	if r.target == "CONNMARK" {
 		r.targetOpts = canonicalConnmark(r.targetOpts)
@@ -233,4 +266,70 @@ func canonicalConnmark(opts []opt) []opt {
 		}
 	}
 	return opts
+}
+
+var logLevels = map[string]string{
+	"0": "0", "1": "1", "2": "2", "3": "3", "4": "4", "5": "5", "6": "6", "7": "7",
+	"emerg": "0", "panic": "0", "alert": "1", "crit": "2", "err": "3", "error": "3",
+	"warning": "4", "warn": "4", "notice": "5", "info": "6", "debug": "7",
+}
+
+// limitUnits are the rate units of the limit match, in the kernel's
+// scale (XT_LIMIT_SCALE = 10000 per second), largest first.
+var limitUnits = []struct {
+	name string
+	mult uint64
+}{{"day", 10000 * 86400}, {"hour", 10000 * 3600}, {"min", 10000 * 60}, {"sec", 10000}}
+
+// parseRate parses "N[/second|/minute|/hour|/day]" (any prefix of the
+// unit) into the kernel's period, as iptables does.
+func parseRate(s string) (uint64, bool) {
+	num, unit, hasUnit := strings.Cut(s, "/")
+	n, err := strconv.ParseUint(num, 10, 32)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	mult := uint64(10000)
+	if hasUnit {
+		switch {
+		case unit != "" && strings.HasPrefix("second", unit):
+			mult = 10000
+		case unit != "" && strings.HasPrefix("minute", unit):
+			mult = 10000 * 60
+		case unit != "" && strings.HasPrefix("hour", unit):
+			mult = 10000 * 3600
+		case unit != "" && strings.HasPrefix("day", unit):
+			mult = 10000 * 86400
+		default:
+			return 0, false
+		}
+	}
+	if n > mult {
+		return 0, false
+	}
+	return mult / n, true
+}
+
+// canonicalRate prints a rate as iptables-save does (libxt_limit's
+// print_rate): in the largest unit that represents it without loss.
+func canonicalRate(s string) string {
+	period, ok := parseRate(s)
+	if !ok {
+		return s
+	}
+	i := 1
+	for ; i < len(limitUnits); i++ {
+		u := limitUnits[i].mult
+		if period > u || u/period < u%period {
+			break
+		}
+	}
+	return fmt.Sprintf("%d/%s", limitUnits[i-1].mult/period, limitUnits[i-1].name)
+}
+
+func (p portRange) String() string {
+	if p.lo == p.hi {
+		return strconv.Itoa(p.lo)
+	}
+	return strconv.Itoa(p.lo) + ":" + strconv.Itoa(p.hi)
 }

@@ -58,7 +58,19 @@ func compileMatch(family v1.IPFamily, r *rule, m *match) (matcher, error) {
 		return compilePorts(m)
 	case "multiport":
 		return compileMultiport(m)
-	case "comment", "physdev", "limit":
+	case "comment", "physdev":
+		return alwaysMatcher{}, nil
+	case "limit":
+		if o, ok := m.get("--limit"); ok {
+			if _, ok := parseRate(o.vals[0]); !ok {
+				return nil, fmt.Errorf("bad rate %q", o.vals[0])
+			}
+		}
+		if o, ok := m.get("--limit-burst"); ok {
+			if n, err := strconv.ParseUint(o.vals[0], 10, 32); err != nil || n == 0 || n > 10000 {
+				return nil, fmt.Errorf("bad --limit-burst %q", o.vals[0])
+			}
+		}
 		return alwaysMatcher{}, nil
 	case "icmp", "icmp6":
 		return unsupportedMatcher{m.name}, nil
@@ -684,8 +696,8 @@ func compileTarget(family v1.IPFamily, r *rule) (targetAction, error) {
 		if err != nil {
 			return nil, err
 		}
-		if na.port != 0 && r.proto != "tcp" && r.proto != "udp" && r.proto != "sctp" && r.proto != "dccp" && r.proto != "udplite" {
-			return nil, fmt.Errorf("a port in %s needs -p tcp, udp or sctp", name)
+		if na.port != 0 && !portProto(r) {
+			return nil, fmt.Errorf("a port in %s needs -p tcp, udp, sctp, dccp or icmp", name)
 		}
 		if r.target == "DNAT" {
 			return dnatTarget{na}, nil
@@ -706,14 +718,27 @@ func compileTarget(family v1.IPFamily, r *rule) (targetAction, error) {
 				}
 				rt.ranged = true
 			}
-			if r.proto != "tcp" && r.proto != "udp" && r.proto != "sctp" && r.proto != "dccp" && r.proto != "udplite" {
-				return nil, fmt.Errorf("--to-ports needs -p tcp, udp or sctp")
+			if !portProto(r) {
+				return nil, fmt.Errorf("--to-ports needs -p tcp, udp, sctp, dccp or icmp")
 			}
 			rt.port = p
 		}
 		return rt, nil
 	case "MASQUERADE":
-		if _, ok := get("--to-ports"); ok {
+		if o, ok := get("--to-ports"); ok {
+			lo, hi, _ := strings.Cut(o.vals[0], "-")
+			p, err1 := strconv.Atoi(lo)
+			q := p
+			var err2 error
+			if hi != "" {
+				q, err2 = strconv.Atoi(hi)
+			}
+			if err1 != nil || err2 != nil || p < 1 || q < p || q > 65535 {
+				return nil, fmt.Errorf("invalid --to-ports %q", o.vals[0])
+			}
+			if !portProto(r) {
+				return nil, fmt.Errorf("--to-ports needs -p tcp, udp, sctp, dccp or icmp")
+			}
 			return masqueradeTarget{unsupported: "--to-ports"}, nil
 		}
 		return masqueradeTarget{}, nil
@@ -735,9 +760,21 @@ func compileTarget(family v1.IPFamily, r *rule) (targetAction, error) {
 	case "REJECT":
 		if o, ok := get("--reject-with"); ok && !validRejectWith(family, o.vals[0]) {
 			return nil, fmt.Errorf("unknown --reject-with %q", o.vals[0])
+		} else if ok && (o.vals[0] == "tcp-reset" || o.vals[0] == "tcp-rst") && (r.proto != "tcp" || r.protoNeg) {
+			return nil, fmt.Errorf("--reject-with tcp-reset needs -p tcp")
 		}
 		return rejectTarget{}, nil
-	case "LOG", "NFLOG", "TCPMSS", "CHECKSUM", "TRACE":
+	case "LOG":
+		if o, ok := get("--log-level"); ok {
+			if _, known := logLevels[strings.ToLower(o.vals[0])]; !known {
+				return nil, fmt.Errorf("unknown --log-level %q", o.vals[0])
+			}
+		}
+		if o, ok := get("--log-prefix"); ok && len(o.vals[0]) > 29 {
+			return nil, fmt.Errorf("--log-prefix %q longer than 29 characters", o.vals[0])
+		}
+		return continueTarget{}, nil
+	case "NFLOG", "TCPMSS", "CHECKSUM", "TRACE":
 		return continueTarget{}, nil
 	case "NOTRACK":
 		return notrackTarget{}, nil
@@ -1030,4 +1067,17 @@ func (rt redirectTarget) apply(tc *traceCtx, st *pktState) (pathEnd, error) {
 	}
 	st.dnat = true
 	return endAccept, nil
+}
+
+// portProto reports whether a NAT target of r may name a port: iptables
+// wants -p tcp, udp, sctp, dccp or icmp, or a negated -p.
+func portProto(r *rule) bool {
+	if r.protoNeg {
+		return true
+	}
+	switch r.proto {
+	case "tcp", "udp", "sctp", "dccp", "icmp", "udplite":
+		return true
+	}
+	return false
 }

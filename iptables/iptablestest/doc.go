@@ -17,8 +17,13 @@
 // rules in user chains the Tracer reports this on the paths reaching them),
 // addresses of the wrong family, chain names over 28 characters, jump
 // loops reachable from a built-in chain (the kernel accepts a loop it
-// never walks), a policy on a user chain and -X of a built-in chain
-// (iptables-legacy refuses both; iptables-nft lets them pass).
+// never walks), -i where there is no input interface (OUTPUT,
+// POSTROUTING) and -o where there is no output interface yet
+// (PREROUTING, INPUT), REJECT outside the filter table, a NAT port with
+// the wrong -p. Where the legacy and nft backends disagree, the Fake
+// refuses what either refuses: a policy on a user chain and -X of a
+// built-in chain (legacy refuses), "! -s 0.0.0.0/0" (nft refuses). It is
+// stricter than both on a port above 65535 (iptables silently wraps it).
 // The package's tests check these semantics, and the saved text, against
 // the real iptables-restore/iptables-save 1.8 (nft and legacy backends)
 // in scratch network namespaces when run as root, and every Runner method

@@ -637,8 +637,10 @@ func (t *tableState) dump(buf *bytes.Buffer) {
 		for _, r := range t.chains[name].rules {
 			buf.WriteString("-A ")
 			buf.WriteString(string(name))
-			buf.WriteByte(' ')
-			buf.WriteString(r.text())
+			if text := r.text(); text != "" {
+				buf.WriteByte(' ')
+				buf.WriteString(text)
+			}
 			buf.WriteByte('\n')
 		}
 	}

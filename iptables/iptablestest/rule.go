@@ -130,7 +130,7 @@ var targets = map[string]*optSpec{
 	"MARK":       {opts: map[string]int{"--set-xmark": 1, "--set-mark": 1, "--and-mark": 1, "--or-mark": 1, "--xor-mark": 1}},
 	"CONNMARK": {opts: map[string]int{"--set-xmark": 1, "--set-mark": 1, "--and-mark": 1, "--or-mark": 1,
 		"--xor-mark": 1, "--save-mark": 0, "--restore-mark": 0, "--nfmask": 1, "--ctmask": 1, "--mask": 1}},
-	"REJECT": {opts: map[string]int{"--reject-with": 1}, notIn: natOnly, hooks: []iptables.Chain{iptables.ChainInput, iptables.ChainForward, iptables.ChainOutput}},
+	"REJECT": {opts: map[string]int{"--reject-with": 1}, tables: []iptables.Table{iptables.TableFilter}, hooks: []iptables.Chain{iptables.ChainInput, iptables.ChainForward, iptables.ChainOutput}},
 	"LOG": {opts: map[string]int{"--log-prefix": 1, "--log-level": 1, "--log-tcp-sequence": 0,
 		"--log-tcp-options": 0, "--log-ip-options": 0, "--log-uid": 0, "--log-macdecode": 0}},
 	"NFLOG": {opts: map[string]int{"--nflog-group": 1, "--nflog-prefix": 1, "--nflog-range": 1,
@@ -458,6 +458,10 @@ func parseRule(family v1.IPFamily, table iptables.Table, args []string) (*rule, 
 			if err != nil {
 				return nil, err
 			}
+			if neg && p.Bits() == 0 {
+				// iptables-nft refuses it (iptables-legacy accepts a rule that never matches).
+				return nil, fmt.Errorf("%w: ! %s %s never matches", ErrBadRule, a, v)
+			}
 			pm := &r.src
 			if a == "-d" || a == "--destination" || a == "--dst" {
 				pm = &r.dst
@@ -627,6 +631,29 @@ func (r *rule) addOption(table iptables.Table, args []string, i int, neg bool) (
 			return attach(m, name, n)
 		}
 	}
+	// getopt accepts an unambiguous abbreviation of an option of the
+	// target or of a loaded match (so "--dport" after "-m multiport" is
+	// its "--dports").
+	if name, owner, ok := r.abbreviation(a); ok {
+		if owner == nil {
+			if neg {
+				return 0, fmt.Errorf("%w: target option %q cannot be negated", ErrBadRule, a)
+			}
+			n := targets[r.target].opts[name]
+			for _, o := range r.targetOpts {
+				if o.name == name {
+					return 0, fmt.Errorf("%w: %s: option %q given twice", ErrBadRule, r.target, name)
+				}
+			}
+			vals, err := take(n)
+			if err != nil {
+				return 0, err
+			}
+			r.targetOpts = append(r.targetOpts, opt{name: name, vals: vals})
+			return n, nil
+		}
+		return attach(owner, name, matchModules[owner.name].opts[name])
+	}
 	if r.proto != "" && !r.protoNeg {
 		protoModule := r.proto
 		if protoModule == "ipv6-icmp" {
@@ -725,11 +752,13 @@ func (r *rule) render() []string {
 			s = append(s, "!")
 		}
 	}
-	if r.src.set {
+	// An address with a /0 mask matches everything: iptables drops it
+	// (keeping it only when negated).
+	if r.src.set && (r.src.neg || r.src.p.Bits() > 0) {
 		negate(r.src.neg)
 		s = append(s, "-s", r.src.p.String())
 	}
-	if r.dst.set {
+	if r.dst.set && (r.dst.neg || r.dst.p.Bits() > 0) {
 		negate(r.dst.neg)
 		s = append(s, "-d", r.dst.p.String())
 	}
@@ -777,6 +806,14 @@ func (r *rule) render() []string {
 // reachable from; the fake leaves that to the Tracer, which reports it on
 // any path that gets there.
 func checkHook(table iptables.Table, chain iptables.Chain, r *rule) error {
+	if isBuiltinChain(table, chain) {
+		if r.in.set && (chain == iptables.ChainOutput || chain == iptables.ChainPostrouting) {
+			return fmt.Errorf("%w: -i is not valid in chain %s (no input interface there)", ErrBadRule, chain)
+		}
+		if r.out.set && (chain == iptables.ChainPrerouting || chain == iptables.ChainInput) {
+			return fmt.Errorf("%w: -o is not valid in chain %s (no output interface yet)", ErrBadRule, chain)
+		}
+	}
 	spec, ok := targets[r.target]
 	if !ok || spec.hooks == nil || !isBuiltinChain(table, chain) {
 		return nil
@@ -787,4 +824,35 @@ func checkHook(table iptables.Table, chain iptables.Chain, r *rule) error {
 		}
 	}
 	return fmt.Errorf("%w: target %s is not valid in chain %s", ErrBadRule, r.target, chain)
+}
+
+// abbreviation finds the one option of the target or a loaded match that
+// starts with a (getopt's unambiguous abbreviation). owner is nil for a
+// target option.
+func (r *rule) abbreviation(a string) (name string, owner *match, ok bool) {
+	found := 0
+	if spec, known := targets[r.target]; known && r.target != "" {
+		for o := range spec.opts {
+			if strings.HasPrefix(o, a) {
+				name, owner = o, nil
+				found++
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for i := len(r.matches) - 1; i >= 0; i-- {
+		m := r.matches[i]
+		spec := matchModules[m.name]
+		if spec == nil || seen[m.name] {
+			continue
+		}
+		seen[m.name] = true
+		for o := range spec.opts {
+			if strings.HasPrefix(o, a) {
+				name, owner = o, m
+				found++
+			}
+		}
+	}
+	return name, owner, found == 1
 }
