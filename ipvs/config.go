@@ -110,13 +110,25 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Clock, nil for the real clock (tests pass a fake one).
 	Clock clock.WithTicker
-	// HealthCheck, if set, is told the health-check node ports and the local
-	// endpoint counts after every sync (e.g. a proxy/healthcheck server).
-	HealthCheck HealthCheckUpdater
+	// HealthServer (the proxier's healthz, e.g. a proxy/healthcheck
+	// ProxyHealthServer) is told when a change is queued and when a sync
+	// succeeded; nil for none.
+	HealthServer HealthServer
+	// ServiceHealthServer (e.g. a proxy/healthcheck ServiceHealthServer)
+	// gets the health-check node ports and local endpoint counts after
+	// every sync; nil for none.
+	ServiceHealthServer ServiceHealthServer
 }
 
-// HealthCheckUpdater receives the service health-check state after each sync.
-type HealthCheckUpdater interface {
+// HealthServer is the proxier health (healthz) server.
+type HealthServer interface {
+	QueuedUpdate(family v1.IPFamily)
+	Updated(family v1.IPFamily)
+}
+
+// ServiceHealthServer serves the health-check node ports of
+// externalTrafficPolicy Local services.
+type ServiceHealthServer interface {
 	// SyncServices gets every service's health-check node port.
 	SyncServices(nodePorts map[types.NamespacedName]uint16) error
 	// SyncEndpoints gets the number of ready local endpoints per service.

@@ -117,9 +117,16 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		ServiceProxyName: cfg.ServiceProxyName,
 		Filter:           cfg.EndpointFilter,
 		Logger:           cfg.Logger,
-		OnChange:         p.runner.Trigger,
+		OnChange:         p.onChange,
 	})
 	return p, nil
+}
+
+func (p *Proxier) onChange() {
+	if hs := p.cfg.HealthServer; hs != nil {
+		hs.QueuedUpdate(p.cfg.IPFamily)
+	}
+	p.runner.Trigger()
 }
 
 // Run syncs on every change (no more often than MinSyncPeriod), at least
@@ -212,6 +219,9 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		p.lastFull = start
 	}
 	m.SetLastSync(p.cfg.IPFamily, p.clock.Now())
+	if hs := p.cfg.HealthServer; hs != nil {
+		hs.Updated(p.cfg.IPFamily)
+	}
 	p.log.V(2).Info("Synced", "full", full, "ops", len(ops), "services", len(u.Services), "took", d)
 	return nil
 }
@@ -365,7 +375,7 @@ func (p *Proxier) setSpec(name string) Set {
 
 // updateHealth hands the health-check server the current state.
 func (p *Proxier) updateHealth(u changetracker.Update) {
-	hc := p.cfg.HealthCheck
+	hc := p.cfg.ServiceHealthServer
 	if hc == nil {
 		return
 	}
