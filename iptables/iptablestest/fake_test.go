@@ -460,3 +460,27 @@ func TestSplitArgs(t *testing.T) {
 		t.Errorf("empty quoted argument / literal backslash: %q", got)
 	}
 }
+
+func TestOptionAbbreviations(t *testing.T) {
+	for in, want := range map[string]string{
+		"-p tcp -j DNAT --to 10.0.0.1:80":              "-p tcp -j DNAT --to-destination 10.0.0.1:80",
+		"-p tcp -m multiport --dport 80,443 -j ACCEPT": "-p tcp -m multiport --dports 80,443 -j ACCEPT",
+		"-p tcp --dport 80 -j ACCEPT":                  "-p tcp -m tcp --dport 80 -j ACCEPT",
+		"-m comment --comm x -j ACCEPT":                "-m comment --comment x -j ACCEPT",
+	} {
+		args, _ := splitArgs(in)
+		r, err := parseRule(v1.IPv4Protocol, "nat", args)
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if r.text() != want {
+			t.Errorf("%s: got %q, want %q", in, r.text(), want)
+		}
+	}
+	// Ambiguous: --random and --random-fully both start with --rand.
+	args, _ := splitArgs("-j MASQUERADE --rand")
+	if _, err := parseRule(v1.IPv4Protocol, "nat", args); !errors.Is(err, ErrBadRule) {
+		t.Errorf("ambiguous abbreviation: %v", err)
+	}
+}
