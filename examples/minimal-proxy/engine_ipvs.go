@@ -110,9 +110,10 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	vcfg.HealthServer = p.health
 	svcHealth := newServiceHealth(p, npa, family)
 	if svcHealth != nil {
-		vcfg.HealthCheck = svcHealth
+		vcfg.ServiceHealthServer = svcHealth
 	}
 	proxier, err := ipvs.NewProxier(vcfg, ipvs.Interfaces{
 		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
@@ -123,7 +124,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	}
 	return &engine{
 		mode:     modeIPVS,
-		provider: newWithHealthUpdates(proxier, p.health, family, vcfg.MinSyncPeriod, vcfg.SyncPeriod, p.log.WithName("ipvs-sync")),
+		provider: proxier,
 		close: func() {
 			if svcHealth != nil {
 				_ = svcHealth.Close()

@@ -15,8 +15,7 @@ import (
 )
 
 // withHealthUpdates drives an engine that does not report to the proxy
-// health server itself (the ipvs and userspace engines take no
-// HealthServer): every handler call marks an update as queued and triggers
+// health server itself (the userspace engine takes no HealthServer): every handler call marks an update as queued and triggers
 // a sync, and each successful Sync marks it done, so /healthz means the
 // same thing in every mode. Run replaces the engine's own loop with the
 // same bounded-frequency runner the engines use.
