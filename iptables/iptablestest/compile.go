@@ -75,7 +75,7 @@ func compileMatch(family v1.IPFamily, r *rule, m *match) (matcher, error) {
 	case "icmp", "icmp6":
 		return unsupportedMatcher{m.name}, nil
 	case "addrtype":
-		return compileAddrtype(m)
+		return compileAddrtype(family, m)
 	case "statistic":
 		return compileStatistic(m)
 	case "recent":
@@ -288,18 +288,25 @@ var addrTypes = map[string]bool{"UNSPEC": true, "UNICAST": true, "LOCAL": true, 
 	"ANYCAST": true, "MULTICAST": true, "BLACKHOLE": true, "UNREACHABLE": true, "PROHIBIT": true,
 	"THROW": true, "NAT": true, "XRESOLVE": true}
 
+// addrTypesV6 are the types the kernel's addrtype match supports for IPv6.
+var addrTypesV6 = map[string]bool{"UNSPEC": true, "UNICAST": true, "LOCAL": true, "ANYCAST": true,
+	"MULTICAST": true, "UNREACHABLE": true}
+
 type addrtypeMatcher struct {
 	src, dst       map[string]bool
 	srcNeg, dstNeg bool
 }
 
-func compileAddrtype(m *match) (matcher, error) {
+func compileAddrtype(family v1.IPFamily, m *match) (matcher, error) {
 	am := addrtypeMatcher{}
 	parse := func(v string) (map[string]bool, error) {
 		set := map[string]bool{}
 		for _, t := range strings.Split(v, ",") {
 			if !addrTypes[strings.ToUpper(t)] {
 				return nil, fmt.Errorf("unknown address type %q", t)
+			}
+			if family == v1.IPv6Protocol && !addrTypesV6[strings.ToUpper(t)] {
+				return nil, fmt.Errorf("address type %s is not supported for IPv6", strings.ToUpper(t))
 			}
 			set[strings.ToUpper(t)] = true
 		}

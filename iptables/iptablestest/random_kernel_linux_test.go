@@ -17,7 +17,14 @@ import (
 // randomRule builds a rule from the options a service proxy or CNI agent
 // uses, valid or not (wrong table, missing -p, bad values), so that the
 // Fake and the real tool can be compared on what they accept and print.
-func randomRule(rng *rand.Rand) (table, chain, spec string) {
+func randomRule(rng *rand.Rand, family v1.IPFamily) (table, chain, spec string) {
+	v6 := family == v1.IPv6Protocol
+	addr := func(v4, v6addr string) string {
+		if v6 {
+			return v6addr
+		}
+		return v4
+	}
 	pick := func(xs ...string) string { return xs[rng.Intn(len(xs))] }
 	maybe := func(p float64) bool { return rng.Float64() < p }
 	neg := func() string {
@@ -40,13 +47,13 @@ func randomRule(rng *rand.Rand) (table, chain, spec string) {
 		// Not "! -s 0.0.0.0/0": iptables-nft refuses it, iptables-legacy
 		// accepts it (the Fake refuses; unit-tested).
 		if maybe(0.2) {
-			add("-s 0.0.0.0/0")
+			add("-s " + addr("0.0.0.0/0", "::/0"))
 		} else {
-			add(neg() + "-s " + pick("10.0.0.1", "10.0.0.0/8", "10.1.2.3/255.255.0.0", "192.168.1.0/24"))
+			add(neg() + "-s " + pick(addr("10.0.0.1", "fd00::1"), addr("10.0.0.0/8", "fd00::/8"), addr("10.1.2.3/255.255.0.0", "fd00:1:2::3/48"), addr("192.168.1.0/24", "2001:db8::/32")))
 		}
 	}
 	if maybe(0.4) {
-		add(neg() + "-d " + pick("172.30.0.1", "172.30.0.0/16", "127.0.0.0/8"))
+		add(neg() + "-d " + pick(addr("172.30.0.1", "fd00:30::1"), addr("172.30.0.0/16", "fd00:30::/64"), addr("127.0.0.0/8", "::1")))
 	}
 	if maybe(0.15) {
 		add(neg() + "-i " + pick("eth0", "veth+", "cbr0"))
@@ -55,7 +62,7 @@ func randomRule(rng *rand.Rand) (table, chain, spec string) {
 		add(neg() + "-o " + pick("eth0", "lo", "cni+"))
 	}
 	if maybe(0.6) {
-		proto = pick("tcp", "udp", "sctp", "icmp", "all", "6", "17", "TCP")
+		proto = pick("tcp", "udp", "sctp", addr("icmp", "ipv6-icmp"), "all", "6", "17", "TCP", addr("icmp", "icmpv6"))
 		add("-p " + proto)
 	}
 	for n := rng.Intn(3); n > 0; n-- {
@@ -73,7 +80,7 @@ func randomRule(rng *rand.Rand) (table, chain, spec string) {
 		case 3:
 			add("-m statistic --mode random --probability " + pick("0.5", "0.33333333333", "1", "0", "1.5"))
 		case 4:
-			add("-m recent " + pick("--set", "--rcheck --seconds 10800 --reap", "--update --hitcount 2", "--remove", "") + " --name " + pick("A", "KUBE-SEP-X") + pick("", " --rsource", " --rdest", " --mask 255.255.0.0"))
+			add("-m recent " + pick("--set", "--rcheck --seconds 10800 --reap", "--update --hitcount 2", "--remove", "") + " --name " + pick("A", "KUBE-SEP-X") + pick("", " --rsource", " --rdest", " --mask "+addr("255.255.0.0", "ffff:ffff::")))
 		case 5:
 			add("-m mark " + neg() + "--mark " + pick("0x4000/0x4000", "16384", "0x1", "zz"))
 		case 6:
@@ -82,6 +89,9 @@ func randomRule(rng *rand.Rand) (table, chain, spec string) {
 			add("-m multiport " + pick("--dports", "--sports", "--ports") + " " + pick("80,443", "1:100,200", "80"))
 		case 8:
 			add("-m " + pick("tcp", "udp") + " " + pick("--syn", "--tcp-flags SYN,ACK SYN", "--tcp-flags ALL NONE", "! --syn"))
+			if v6 && maybe(0.3) {
+				add("-m icmp6 --icmpv6-type " + pick("128", "echo-request", "1/4"))
+			}
 		case 9:
 			add("-m limit --limit " + pick("5/sec", "10/minute") + pick("", " --limit-burst 10"))
 		case 10:
@@ -94,17 +104,17 @@ func randomRule(rng *rand.Rand) (table, chain, spec string) {
 	case 0:
 		add("-j " + pick("ACCEPT", "DROP", "RETURN"))
 	case 1:
-		add("-j REJECT" + pick("", " --reject-with tcp-reset", " --reject-with icmp-host-prohibited", " --reject-with bogus"))
+		add("-j REJECT" + pick("", " --reject-with tcp-reset", " --reject-with "+addr("icmp-host-prohibited", "icmp6-adm-prohibited"), " --reject-with bogus"))
 	// NAT targets only at hooks that allow them: iptables-legacy accepts
 	// some misplaced ones depending on the table's other rules (the
 	// refusals are covered by differentialCases).
 	case 2:
 		if chain == "PREROUTING" || chain == "OUTPUT" || chain == "KUBE-T" {
-			add("-j DNAT --to-destination " + pick("10.1.0.1", "10.1.0.1:8080", "10.1.0.1-10.1.0.3", "fd00::1"))
+			add("-j DNAT --to-destination " + pick(addr("10.1.0.1", "fd00:1::1"), addr("10.1.0.1:8080", "[fd00:1::1]:8080"), addr("10.1.0.1-10.1.0.3", "fd00:1::1-fd00:1::3"), addr("fd00::1", "10.1.0.1")))
 		}
 	case 3:
 		if chain == "POSTROUTING" || chain == "KUBE-T" {
-			add("-j SNAT --to-source " + pick("192.168.0.10", "192.168.0.10:1000-2000") + pick("", " --random-fully"))
+			add("-j SNAT --to-source " + pick(addr("192.168.0.10", "fd00::10"), addr("192.168.0.10:1000-2000", "[fd00::10]:1000-2000")) + pick("", " --random-fully"))
 		}
 	case 4:
 		if chain == "POSTROUTING" || chain == "KUBE-T" {
@@ -156,23 +166,31 @@ func isHeaderOpt(p string) bool {
 // restored one by one into the real tools and into the Fake; each must be
 // accepted or refused alike, and the final saved state must match.
 func TestRandomRulesAgainstRealIptables(t *testing.T) {
-	for _, backend := range []string{"nft", "legacy"} {
-		for seed := int64(1); seed <= 5; seed++ {
-			t.Run(fmt.Sprintf("%s/seed=%d", backend, seed), func(t *testing.T) {
+	for _, run := range []struct {
+		backend string
+		family  v1.IPFamily
+		seeds   int64
+	}{{"nft", v1.IPv4Protocol, 5}, {"legacy", v1.IPv4Protocol, 5}, {"nft", v1.IPv6Protocol, 3}, {"legacy", v1.IPv6Protocol, 3}} {
+		backend, family := run.backend, run.family
+		for seed := int64(1); seed <= run.seeds; seed++ {
+			t.Run(fmt.Sprintf("%s/%s/seed=%d", backend, family, seed), func(t *testing.T) {
 				prefix := "iptables-" + backend
+				if family == v1.IPv6Protocol {
+					prefix = "ip6tables-" + backend
+				}
 				skipUnlessRealIptables(t, prefix+"-restore", prefix+"-save")
 				rng := rand.New(rand.NewSource(seed))
 				setup := "*filter\n:KUBE-T - [0:0]\n:KUBE-U - [0:0]\nCOMMIT\n*nat\n:KUBE-T - [0:0]\n:KUBE-U - [0:0]\nCOMMIT\n*mangle\n:KUBE-T - [0:0]\n:KUBE-U - [0:0]\nCOMMIT\n"
 				inputs := []string{setup}
 				for i := 0; i < 200; i++ {
-					table, chain, spec := randomRule(rng)
+					table, chain, spec := randomRule(rng, family)
 					inputs = append(inputs, fmt.Sprintf("*%s\n-A %s %s\nCOMMIT\n", table, chain, spec))
 				}
 				realOK, realSave := runReal(t, prefix, inputs)
 				if len(realOK) != len(inputs) {
 					t.Fatalf("real run reported %d results for %d inputs", len(realOK), len(inputs))
 				}
-				f := NewFake(v1.IPv4Protocol)
+				f := NewFake(family)
 				mismatches := 0
 				for i, in := range inputs {
 					err := f.Restore(ctx, []byte(in))
