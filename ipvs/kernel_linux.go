@@ -420,9 +420,8 @@ func toNetlinkEntry(t SetType, e Entry) *netlink.IPSetEntry {
 		ne.IP = e.Net.Masked().Addr().AsSlice()
 		ne.CIDR = uint8(e.Net.Bits())
 	case BitmapPort:
+		// not sent through netlink's IPSetEntry (see portEntry)
 		ne.Port = &port
-		tcp := uint8(unix.IPPROTO_TCP)
-		ne.Protocol = &tcp // netlink insists on one; bitmap:port ignores it
 	}
 	return ne
 }
