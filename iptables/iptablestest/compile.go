@@ -49,8 +49,10 @@ type targetAction interface {
 	apply(tc *traceCtx, st *pktState) (end pathEnd, err error)
 }
 
-// errUnsupported marks what the fake parses but the tracer cannot evaluate.
-var errUnsupported = errors.New("not supported by the tracer")
+// ErrUnsupported is wrapped by Trace errors about what the Fake accepts
+// but the Tracer does not model: a match or target it does not know, or
+// an option of a known one (a DNAT range, conntrack --ctstatus, ...).
+var ErrUnsupported = errors.New("not supported by the tracer")
 
 func compileMatch(family v1.IPFamily, r *rule, m *match) (matcher, error) {
 	switch m.name {
@@ -105,7 +107,7 @@ func (alwaysMatcher) eval(*traceCtx, *pktState) (tri, error) { return triYes, ni
 type unsupportedMatcher struct{ name string }
 
 func (u unsupportedMatcher) eval(*traceCtx, *pktState) (tri, error) {
-	return triNo, fmt.Errorf("match %q: %w", u.name, errUnsupported)
+	return triNo, fmt.Errorf("match %q: %w", u.name, ErrUnsupported)
 }
 
 type portRange struct{ lo, hi int }
@@ -219,7 +221,7 @@ func parseTCPFlags(s string) (int, error) {
 
 func (pm *portsMatcher) eval(tc *traceCtx, st *pktState) (tri, error) {
 	if pm.unsupported != "" {
-		return triNo, fmt.Errorf("option %s: %w", pm.unsupported, errUnsupported)
+		return triNo, fmt.Errorf("option %s: %w", pm.unsupported, ErrUnsupported)
 	}
 	if pm.dport != nil && !(pm.dport.has(st.dport) != pm.dportNeg) {
 		return triNo, nil
@@ -578,7 +580,7 @@ func compileConntrack(family v1.IPFamily, m *match) (matcher, error) {
 
 func (cm *conntrackMatcher) eval(_ *traceCtx, st *pktState) (tri, error) {
 	if cm.unsupported != "" {
-		return triNo, fmt.Errorf("conntrack %s: %w", cm.unsupported, errUnsupported)
+		return triNo, fmt.Errorf("conntrack %s: %w", cm.unsupported, ErrUnsupported)
 	}
 	if cm.states != nil {
 		// The traced packet opens a new connection: it is never
@@ -641,7 +643,7 @@ func compileSet(m *match) (matcher, error) {
 
 func (sm setMatcher) eval(tc *traceCtx, st *pktState) (tri, error) {
 	if sm.unsupported != "" {
-		return triNo, fmt.Errorf("set match option %s: %w", sm.unsupported, errUnsupported)
+		return triNo, fmt.Errorf("set match option %s: %w", sm.unsupported, ErrUnsupported)
 	}
 	if tc.cfg.IPSetMatch == nil {
 		return triNo, fmt.Errorf("rule matches ipset %q but TracerConfig.IPSetMatch is nil", sm.name)
@@ -890,7 +892,7 @@ func (continueTarget) apply(*traceCtx, *pktState) (pathEnd, error) { return endC
 type unsupportedTarget struct{ name string }
 
 func (u unsupportedTarget) apply(*traceCtx, *pktState) (pathEnd, error) {
-	return endContinue, fmt.Errorf("target %q: %w", u.name, errUnsupported)
+	return endContinue, fmt.Errorf("target %q: %w", u.name, ErrUnsupported)
 }
 
 type rejectTarget struct{}
@@ -913,7 +915,7 @@ type dnatTarget struct{ to natAddr }
 
 func (d dnatTarget) apply(tc *traceCtx, st *pktState) (pathEnd, error) {
 	if d.to.ranged {
-		return endContinue, fmt.Errorf("DNAT to range %q: %w", d.to.raw, errUnsupported)
+		return endContinue, fmt.Errorf("DNAT to range %q: %w", d.to.raw, ErrUnsupported)
 	}
 	if !tc.hookIs("PREROUTING", "OUTPUT") {
 		return endContinue, fmt.Errorf("DNAT in %s: the kernel only allows it in PREROUTING and OUTPUT", tc.hook)
@@ -946,7 +948,7 @@ type masqueradeTarget struct{ unsupported string }
 
 func (m masqueradeTarget) apply(tc *traceCtx, st *pktState) (pathEnd, error) {
 	if m.unsupported != "" {
-		return endContinue, fmt.Errorf("MASQUERADE %s: %w", m.unsupported, errUnsupported)
+		return endContinue, fmt.Errorf("MASQUERADE %s: %w", m.unsupported, ErrUnsupported)
 	}
 	if !tc.hookIs("POSTROUTING") {
 		return endContinue, fmt.Errorf("MASQUERADE in %s: the kernel only allows it in POSTROUTING", tc.hook)
@@ -1053,7 +1055,7 @@ type redirectTarget struct {
 
 func (rt redirectTarget) apply(tc *traceCtx, st *pktState) (pathEnd, error) {
 	if rt.ranged {
-		return endContinue, fmt.Errorf("REDIRECT to a port range: %w", errUnsupported)
+		return endContinue, fmt.Errorf("REDIRECT to a port range: %w", ErrUnsupported)
 	}
 	switch tc.hook {
 	case "PREROUTING":

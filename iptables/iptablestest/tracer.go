@@ -652,7 +652,7 @@ func (tc *traceCtx) applyTarget(t *tableState, r *rule, st *pktState, depth int)
 		return ends, nil
 	}
 	if r.t == nil {
-		return nil, fmt.Errorf("target %q: %w", r.target, errUnsupported)
+		return nil, fmt.Errorf("target %q: %w", r.target, ErrUnsupported)
 	}
 	end, err := r.t.apply(tc, st)
 	if err != nil {
@@ -674,7 +674,7 @@ func (tc *traceCtx) matchRule(r *rule, st *pktState) (hit, miss []*pktState, err
 		for ; i < len(r.matches); i++ {
 			m := r.matches[i]
 			if m.m == nil {
-				return fmt.Errorf("match %q: %w", m.name, errUnsupported)
+				return fmt.Errorf("match %q: %w", m.name, ErrUnsupported)
 			}
 			res, err := m.m.eval(tc, s)
 			if err != nil {

@@ -235,6 +235,9 @@ func TestTraceErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to mention %q", err, tc.want)
 			}
+			if unsupported := tc.want == `match "hashlimit"` || tc.want == `target "NFQUEUE"` || tc.want == "range"; unsupported != errors.Is(err, ErrUnsupported) {
+				t.Errorf("errors.Is(%v, ErrUnsupported) = %v", err, !unsupported)
+			}
 		})
 	}
 }
