@@ -111,7 +111,11 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 		return dryRun(ctx, o, mode, nodeName, node, nodeAddresses(node, cfg.BindAddress, log), src, stdout, log)
 	}
 
-	mode := chooseMode(cfg.Mode, modeProbes{ipvs: probeIPVS(cfg.IPVS.Scheduler), iptables: probeIPTables}, log)
+	requested := cfg.Mode
+	if requested == "" && runtime.GOOS == "windows" {
+		requested = modeKernelspace // kube-proxy's default there; not in this build yet
+	}
+	mode := chooseMode(requested, modeProbes{ipvs: probeIPVS(cfg.IPVS.Scheduler), iptables: probeIPTables}, log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New()
