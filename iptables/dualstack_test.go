@@ -22,7 +22,11 @@ func TestDualStack(t *testing.T) {
 	s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 	ds.OnServiceAdd(s)
 	ds.OnEndpointSliceAdd(slice("ns", "ds", "", ep{ip: "10.1.0.1"}))
-	ds.OnEndpointSliceAdd(func() *discovery.EndpointSlice { sl := slice("ns", "ds", "", ep{ip: "fd00:10::1"}); sl.Name = "ds-2"; return sl }())
+	ds.OnEndpointSliceAdd(func() *discovery.EndpointSlice {
+		sl := slice("ns", "ds", "", ep{ip: "fd00:10::1"})
+		sl.Name = "ds-2"
+		return sl
+	}())
 	ds.OnServiceSynced()
 	ds.OnEndpointSlicesSynced()
 	if err := ds.Sync(t.Context()); err != nil {
