@@ -51,6 +51,7 @@ type Proxier struct {
 	syncMu    sync.Mutex
 	services  map[proxy.ServicePortName]*serviceState
 	skipped   map[proxy.ServicePortName]error // service ports not served (SCTP)
+	failing   map[proxy.ServicePortName]bool  // service ports whose last apply failed
 	planned   bool                            // a first, full plan was made
 	lastPlans int                             // service ports planned by the last sync
 	tcpPorts  *portAllocator
@@ -120,6 +121,7 @@ func New(cfg Config) (*Proxier, error) {
 		closing:  make(chan struct{}),
 		services: map[proxy.ServicePortName]*serviceState{},
 		skipped:  map[proxy.ServicePortName]error{},
+		failing:  map[proxy.ServicePortName]bool{},
 		tcpPorts: newPortAllocator(cfg.PortRange),
 		udpPorts: newPortAllocator(cfg.PortRange),
 		active:   map[*activeConn]struct{}{},
@@ -250,8 +252,9 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 	plans := map[proxy.ServicePortName]*servicePlan{}
 	p.lastPlans = 0
 	for name, svc := range u.Services {
-		changed := full || u.ChangedServices.Has(name.NamespacedName)
-		if st := p.services[name]; !changed && (st != nil && st.err == nil || p.skipped[name] != nil) {
+		// Unchanged and served fine: skip, without a lookup in the common
+		// case (no failing service). New service ports are always changed.
+		if !full && !u.ChangedServices.Has(name.NamespacedName) && (len(p.failing) == 0 || !p.failing[name]) {
 			continue
 		}
 		p.lastPlans++
@@ -276,11 +279,16 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 
 	rulesChanged := false
 	for name, st := range p.services {
+		// Only a changed service can have lost a port.
+		if !full && !u.ChangedServices.Has(name.NamespacedName) {
+			continue
+		}
 		_, present := u.Services[name]
 		if plan, replanned := plans[name]; !present || p.skipped[name] != nil || replanned && plan.protocol != st.plan.protocol {
 			p.staleUDP = conntrackFilters(st.plan, p.staleUDP)
 			p.teardownService(st)
 			delete(p.services, name)
+			delete(p.failing, name)
 			rulesChanged = true
 		}
 	}
@@ -295,7 +303,11 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 		if st.err == nil && st.plan != nil && plansEqual(st.plan, plan) {
 			continue
 		}
-		rulesChanged = true
+		// The capture rules depend on the rule plan and the proxy ports:
+		// endpoint-only changes (the common case) leave them alone.
+		if st.plan == nil || st.err != nil || !slices.Equal(st.plan.rules, plan.rules) || !slices.Equal(st.plan.listeners, plan.listeners) {
+			rulesChanged = true
+		}
 		if st.plan == nil || !slices.Equal(st.plan.rules, plan.rules) {
 			p.staleUDP = conntrackFilters(st.plan, p.staleUDP)
 			p.staleUDP = conntrackFilters(plan, p.staleUDP)
@@ -303,6 +315,11 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 		p.applyFrontends(st.plan, plan)
 		st.err = p.applyListeners(st, plan)
 		st.plan = plan
+		if st.err != nil {
+			p.failing[name] = true
+		} else {
+			delete(p.failing, name)
+		}
 		if st.err != nil {
 			p.count(counterServiceErrors)
 			p.log.Error(st.err, "Service port not fully served", "service", name)

@@ -63,6 +63,9 @@ type RoundRobin struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	state map[BalancerKey]*rrState
+	// sticky holds the keys with ClientIP affinity, so that CleanupStale
+	// does not walk every service.
+	sticky map[BalancerKey]*rrState
 }
 
 type rrState struct {
@@ -84,7 +87,7 @@ func NewRoundRobin(clk clock.PassiveClock) *RoundRobin {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &RoundRobin{clock: clk, state: map[BalancerKey]*rrState{}}
+	return &RoundRobin{clock: clk, state: map[BalancerKey]*rrState{}, sticky: map[BalancerKey]*rrState{}}
 }
 
 // Update implements LoadBalancer.
@@ -104,6 +107,11 @@ func (rr *RoundRobin) Update(key BalancerKey, endpoints []netip.AddrPort, affini
 		clear(st.sticky)
 	}
 	st.affinity = affinity
+	if affinity.ClientIP {
+		rr.sticky[key] = st
+	} else {
+		delete(rr.sticky, key)
+	}
 	current := slices.Clone(st.endpoints)
 	slices.SortFunc(current, netip.AddrPort.Compare)
 	if slices.Equal(current, sorted) {
@@ -123,6 +131,7 @@ func (rr *RoundRobin) Update(key BalancerKey, endpoints []netip.AddrPort, affini
 func (rr *RoundRobin) Delete(key BalancerKey) {
 	rr.mu.Lock()
 	delete(rr.state, key)
+	delete(rr.sticky, key)
 	rr.mu.Unlock()
 }
 
@@ -185,7 +194,7 @@ func (rr *RoundRobin) CleanupStale() {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	now := rr.clock.Now()
-	for _, st := range rr.state {
+	for _, st := range rr.sticky {
 		for client, e := range st.sticky {
 			if now.Sub(e.lastUsed) >= st.affinity.Timeout {
 				delete(st.sticky, client)

@@ -1,0 +1,106 @@
+package userspace_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/userspace"
+)
+
+// idleListener is a TCP listener that never accepts anything, so the sync
+// benchmark can serve thousands of services without thousands of sockets.
+type idleListener struct {
+	addr   *net.TCPAddr
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *idleListener) Accept() (net.Conn, error) {
+	<-l.closed
+	return nil, net.ErrClosed
+}
+func (l *idleListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *idleListener) Addr() net.Addr { return l.addr }
+
+type idleSockets struct {
+	userspace.OSSockets
+	mu   sync.Mutex
+	next int
+}
+
+func (s *idleSockets) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	port := addr.Port()
+	if port == 0 {
+		s.next++
+		port = uint16(1024 + s.next%60000)
+	}
+	return &idleListener{addr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(addr.Addr(), port)), closed: make(chan struct{})}, nil
+}
+
+// BenchmarkSyncOneChange: N TCP services with 10 endpoints each in
+// CaptureIPTables mode over iptablestest.Fake; each op changes one
+// endpoint of one service and syncs. Run with
+//
+//	go test -run '^$' -bench SyncOneChange -benchtime 200x ./userspace/
+func BenchmarkSyncOneChange(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			fake := iptablestest.NewFake(v1.IPv4Protocol)
+			p, err := userspace.New(userspace.Config{NodeName: "node-a", IPTables: fake, HostIP: netip.MustParseAddr("192.168.50.10"),
+				Sockets: &idleSockets{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			slice := func(i, gen int) *discovery.EndpointSlice {
+				sl := &discovery.EndpointSlice{
+					ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("s%d-1", i), Labels: map[string]string{discovery.LabelServiceName: fmt.Sprintf("s%d", i)}},
+					AddressType: discovery.AddressTypeIPv4,
+					Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080)), Protocol: ptr.To(v1.ProtocolTCP)}},
+				}
+				for e := range 10 {
+					ip := netip.AddrFrom4([4]byte{10, byte(100 + e), byte(i >> 8), byte(i)})
+					if e == 0 {
+						ip = netip.AddrFrom4([4]byte{10, byte(gen % 50), byte(i >> 8), byte(i)})
+					}
+					sl.Endpoints = append(sl.Endpoints, discovery.Endpoint{Addresses: []string{ip.String()}, Conditions: discovery.EndpointConditions{Ready: ptr.To(true)}})
+				}
+				return sl
+			}
+			for i := range n {
+				ip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
+				p.OnServiceAdd(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("s%d", i)},
+					Spec: v1.ServiceSpec{ClusterIP: ip.String(), ClusterIPs: []string{ip.String()},
+						Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}}})
+				p.OnEndpointSliceAdd(slice(i, 0))
+			}
+			p.OnServiceSynced()
+			p.OnEndpointSlicesSynced()
+			ctx := context.Background()
+			if err := p.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for op := range b.N {
+				i := op % n
+				p.OnEndpointSliceUpdate(nil, slice(i, op+1))
+				if err := p.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
