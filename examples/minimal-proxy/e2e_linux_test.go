@@ -36,9 +36,9 @@ const (
 	// convergeTimeout: how long a check may take to hold after its step's
 	// objects were written to the API server (informer delivery, the
 	// engine's min sync period, iptables-restore).
-	convergeTimeout = 30 * time.Second
+	convergeTimeout = 60 * time.Second
 	// readyTimeout: how long the proxy may take to answer /healthz 200.
-	readyTimeout = 60 * time.Second
+	readyTimeout = 2 * time.Minute
 	// stopTimeout: how long the proxy may take to exit after SIGTERM. The
 	// binary aims at well under a second; this only bounds the wait.
 	stopTimeout = 5 * time.Second
