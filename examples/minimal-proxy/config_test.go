@@ -111,6 +111,7 @@ func TestRefusedSettings(t *testing.T) {
 		{name: "bridge without interface", args: []string{"--detect-local-mode=BridgeInterface"}, wantErr: []string{"detectLocal.bridgeInterface"}},
 		{name: "objects file with kubeconfig", args: []string{"--objects-file=x.yaml", "--kubeconfig=k"}, wantErr: []string{"--objects-file", "--kubeconfig"}},
 		{name: "cleanup with dry run", args: []string{"--cleanup", "--dry-run"}, wantErr: []string{"--cleanup", "--dry-run"}},
+		{name: "service proxy name not a label value", args: []string{"--service-proxy-name=not a label!"}, wantErr: []string{"--service-proxy-name"}},
 		{name: "unknown flag", args: []string{"--proxy-mod=iptables"}, wantErr: []string{"proxy-mod"}},
 		{name: "positional argument", args: []string{"iptables"}, wantErr: []string{"unexpected arguments"}},
 		{name: "unknown top-level field", file: "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmasqueradeAll: true\n", wantErr: []string{`"masqueradeAll"`}},

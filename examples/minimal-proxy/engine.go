@@ -112,8 +112,9 @@ func primaryFamily(nodeIPs []netip.Addr) v1.IPFamily {
 	return v1.IPv4Protocol
 }
 
-// buildEngine constructs the engine of p.mode for the node's primary IP
-// family.
+// buildEngine constructs the engine of p.mode: one per IP family of the
+// node IPs in the iptables and ipvs modes (dual stack), the primary
+// family's in the userspace mode.
 func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 	var build func(engineParams, v1.IPFamily) (*engine, error)
 	switch p.mode {

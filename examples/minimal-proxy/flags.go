@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/svcproxy/svcproxy/proxy/informers"
 )
 
 // options is the fully resolved command line: the merged configuration plus
@@ -150,6 +152,9 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 			continue
 		}
 		o.excludeClusterCIDRs = append(o.excludeClusterCIDRs, p.Masked())
+	}
+	if _, err := informers.LabelSelector(o.serviceProxyName); err != nil {
+		errs = append(errs, fmt.Errorf("--service-proxy-name: %w", err))
 	}
 	if o.objectsFile != "" && (o.master != "" || cfg.ClientConnection.Kubeconfig != "") {
 		errs = append(errs, errors.New("--objects-file: reads objects from a file instead of an API server, so it cannot be combined with --kubeconfig/--master (or clientConnection.kubeconfig)"))

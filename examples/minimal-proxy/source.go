@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcproxy/svcproxy/proxy"
-
 	"github.com/svcproxy/svcproxy/proxy/filesource"
 	"github.com/svcproxy/svcproxy/proxy/informers"
 )
@@ -39,9 +38,6 @@ func newSource(o *options, log logr.Logger) (source, string, error) {
 		s, err := newFileSource(o.objectsFile, log)
 		if err != nil {
 			return nil, "", err
-		}
-		if _, err := informers.LabelSelector(o.serviceProxyName); err != nil {
-			return nil, "", fmt.Errorf("--service-proxy-name: %w", err)
 		}
 		s.serviceProxyName = o.serviceProxyName
 		name := o.config.HostnameOverride
