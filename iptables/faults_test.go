@@ -238,3 +238,33 @@ func TestCleanup(t *testing.T) {
 }
 
 var _ = netip.Addr{}
+
+// A full sync reads each table once and runs iptables commands only for
+// what is missing: a deleted jump rule is put back, nothing else is run.
+func TestFullSyncEnsuresOnlyWhatIsMissing(t *testing.T) {
+	p, fake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
+	p.OnServiceAdd(svc("ns", "a", "172.30.0.1"))
+	p.OnEndpointSliceAdd(slice("ns", "a", "", ep{ip: "10.0.0.1"}))
+	mustSync(t, p)
+	want := fake.Dump()
+
+	fake.ResetStats()
+	p.ForceFullSync()
+	mustSync(t, p)
+	if st := fake.Stats(); st.Commands != 0 {
+		t.Errorf("full sync with everything in place ran %d iptables commands, want 0", st.Commands)
+	}
+
+	ctx := context.Background()
+	if err := fake.DeleteRule(ctx, TableNAT, ChainPrerouting, "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"); err != nil {
+		t.Fatal(err)
+	}
+	if fake.Dump() == want {
+		t.Fatal("test setup: the jump rule was not deleted")
+	}
+	p.ForceFullSync()
+	mustSync(t, p)
+	if got := fake.Dump(); got != want {
+		t.Fatalf("jump rule not restored:\n%s", lineDiff(want, got))
+	}
+}
