@@ -382,10 +382,16 @@ func (k *kernelIPSet) ListSets() ([]Set, error) {
 	}
 	out := make([]Set, 0, len(rs))
 	k.mu.Lock()
-	clear(k.types)
+	present := make(map[string]bool, len(rs))
 	for _, r := range rs {
-		if r.TypeName != "" { // a dump may leave it out
+		present[r.SetName] = true
+		if r.TypeName != "" { // the dump may leave it out: keep what we know
 			k.types[r.SetName] = SetType(r.TypeName)
+		}
+	}
+	for name := range k.types {
+		if !present[name] {
+			delete(k.types, name)
 		}
 	}
 	k.mu.Unlock()
