@@ -2,6 +2,7 @@ package iptablestest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -133,4 +134,25 @@ COMMIT
 	//    nat PREROUTING: -d 172.30.0.10/32 -p udp -m udp --dport 53 -j KUBE-SVC-DNS
 	//    nat KUBE-SVC-DNS: -p udp -m statistic --mode random --probability 0.50000000000 -j DNAT --to-destination 10.180.0.5:53
 	//    nat POSTROUTING: policy ACCEPT
+}
+
+// Tests of an engine inject a failed restore and check what was written.
+func ExampleFake_FailNextRestore() {
+	ctx := context.Background()
+	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fake.FailNextRestore(errors.New("xtables lock held"))
+
+	rules := []byte("*nat\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\nCOMMIT\n")
+	fmt.Println("first:", fake.Restore(ctx, rules))
+	fmt.Println("retry:", fake.Restore(ctx, rules))
+
+	st := fake.Stats()
+	fmt.Printf("restores=%d failed=%d lines=%d\n", st.Restores, st.FailedRestores, st.RestoreLines)
+	rulesNow, _ := fake.Rules(iptables.TableNAT, iptables.ChainPrerouting)
+	fmt.Println(rulesNow)
+	// Output:
+	// first: xtables lock held
+	// retry: <nil>
+	// restores=2 failed=1 lines=8
+	// [-j KUBE-SERVICES]
 }
