@@ -40,7 +40,8 @@ type TracerConfig struct {
 	// Local destinations leave by "lo"; the rest by ExternalInterface.
 	Routes []Route
 	// IPSetMatch answers "-m set --match-set" matches (the ipvs engine's
-	// rules); nil makes a rule using one an error.
+	// rules); nil makes a rule using one an error. It is called with the
+	// Fake locked: it must not call the Fake.
 	IPSetMatch func(q IPSetQuery) (bool, error)
 	// SourcePort is the source port of traced packets whose
 	// Packet.SrcPort is 0. When both are 0 the source port is unknown: a
