@@ -52,12 +52,17 @@ func (s *idleSockets) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 
 // BenchmarkSyncOneChange: N TCP services with 10 endpoints each in
 // CaptureIPTables mode over iptablestest.Fake; each op changes one
-// endpoint of one service and syncs. Run with
+// endpoint of one service ("endpoint") or one service's port, which
+// rewrites its capture rules ("service"), and syncs. Run with
 //
 //	go test -run '^$' -bench SyncOneChange -benchtime 200x ./userspace/
 func BenchmarkSyncOneChange(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
+	for _, c := range []struct {
+		kind string
+		n    int
+	}{{"endpoint", 1000}, {"endpoint", 10000}, {"service", 1000}, {"service", 10000}} {
+		n := c.n
+		b.Run(fmt.Sprintf("%s/%d", c.kind, n), func(b *testing.B) {
 			fake := iptablestest.NewFake(v1.IPv4Protocol)
 			p, err := userspace.New(userspace.Config{NodeName: "node-a", IPTables: fake, HostIP: netip.MustParseAddr("192.168.50.10"),
 				Sockets: &idleSockets{}})
@@ -80,11 +85,14 @@ func BenchmarkSyncOneChange(b *testing.B) {
 				}
 				return sl
 			}
-			for i := range n {
+			service := func(i, port int) *v1.Service {
 				ip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
-				p.OnServiceAdd(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("s%d", i)},
+				return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("s%d", i)},
 					Spec: v1.ServiceSpec{ClusterIP: ip.String(), ClusterIPs: []string{ip.String()},
-						Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}}})
+						Ports: []v1.ServicePort{{Name: "http", Port: int32(port), Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}}}
+			}
+			for i := range n {
+				p.OnServiceAdd(service(i, 80))
 				p.OnEndpointSliceAdd(slice(i, 0))
 			}
 			p.OnServiceSynced()
@@ -96,7 +104,11 @@ func BenchmarkSyncOneChange(b *testing.B) {
 			b.ResetTimer()
 			for op := range b.N {
 				i := op % n
-				p.OnEndpointSliceUpdate(nil, slice(i, op+1))
+				if c.kind == "endpoint" {
+					p.OnEndpointSliceUpdate(nil, slice(i, op+1))
+				} else {
+					p.OnServiceUpdate(service(i, 80+op/n%2), service(i, 81-op/n%2))
+				}
 				if err := p.Sync(ctx); err != nil {
 					b.Fatal(err)
 				}

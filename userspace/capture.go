@@ -222,6 +222,35 @@ func renderRestore(buf *bytes.Buffer, rules []captureRule) {
 	}
 }
 
+// renderChanges writes iptables-restore input that deletes the rules del
+// and appends the rules add, leaving every other rule of our chains alone.
+func renderChanges(buf *bytes.Buffer, del, add []captureRule) {
+	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+		fmt.Fprintf(buf, "*%s\n", table)
+		for _, set := range []struct {
+			op    string
+			rules []captureRule
+		}{{"-D", del}, {"-A", add}} {
+			for _, r := range set.rules {
+				if r.table != table {
+					continue
+				}
+				buf.WriteString(set.op)
+				buf.WriteByte(' ')
+				buf.WriteString(string(r.chain))
+				for _, a := range r.args() {
+					buf.WriteByte(' ')
+					buf.WriteString(quoteArg(a))
+				}
+				buf.WriteByte('\n')
+			}
+		}
+		buf.WriteString("COMMIT\n")
+	}
+}
+
+func (r captureRule) equal(o captureRule) bool { return r == o }
+
 func quoteArg(a string) string {
 	if a != "" && !strings.ContainsAny(a, " \t\"';") {
 		return a

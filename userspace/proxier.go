@@ -56,9 +56,17 @@ type Proxier struct {
 	lastPlans int                             // service ports planned by the last sync
 	tcpPorts  *portAllocator
 	udpPorts  *portAllocator
-	rules     []captureRule // applied capture rules
-	applied   []byte        // restore text last applied; nil forces a full write
-	restoreBf bytes.Buffer
+	// Capture rules: written holds each service port's rules as they are
+	// in the kernel after the last successful write; dirty the service
+	// ports whose rules may have changed since. rulesValid false (at
+	// start, after a failed write, after Cleanup) forces a full rewrite of
+	// our chains; otherwise only dirty services are rewritten, with -D/-A
+	// lines (rules of different services never depend on their order).
+	written    map[proxy.ServicePortName][]captureRule
+	dirty      map[proxy.ServicePortName]bool
+	rulesValid bool
+	ruleCount  map[iptables.Table]int
+	restoreBf  bytes.Buffer
 	// staleUDP are conntrack filters still to be applied (retried until done).
 	staleUDP []ConntrackFilter
 
@@ -114,18 +122,21 @@ func New(cfg Config) (*Proxier, error) {
 		return nil, err
 	}
 	p := &Proxier{
-		cfg:      cfg,
-		log:      cfg.Logger.WithValues("proxier", "userspace", "ipFamily", cfg.IPFamily),
-		lb:       cfg.LoadBalancer,
-		hostIP:   cfg.HostIP.Unmap(),
-		closing:  make(chan struct{}),
-		services: map[proxy.ServicePortName]*serviceState{},
-		skipped:  map[proxy.ServicePortName]error{},
-		failing:  map[proxy.ServicePortName]bool{},
-		tcpPorts: newPortAllocator(cfg.PortRange),
-		udpPorts: newPortAllocator(cfg.PortRange),
-		active:   map[*activeConn]struct{}{},
-		timers:   map[clock.Timer]struct{}{},
+		cfg:       cfg,
+		log:       cfg.Logger.WithValues("proxier", "userspace", "ipFamily", cfg.IPFamily),
+		lb:        cfg.LoadBalancer,
+		hostIP:    cfg.HostIP.Unmap(),
+		closing:   make(chan struct{}),
+		services:  map[proxy.ServicePortName]*serviceState{},
+		skipped:   map[proxy.ServicePortName]error{},
+		failing:   map[proxy.ServicePortName]bool{},
+		written:   map[proxy.ServicePortName][]captureRule{},
+		dirty:     map[proxy.ServicePortName]bool{},
+		ruleCount: map[iptables.Table]int{},
+		tcpPorts:  newPortAllocator(cfg.PortRange),
+		udpPorts:  newPortAllocator(cfg.PortRange),
+		active:    map[*activeConn]struct{}{},
+		timers:    map[clock.Timer]struct{}{},
 	}
 	p.closingCtx, p.cancelClosing = context.WithCancel(context.Background())
 	if cfg.Capture == CaptureIPTables && cfg.ListenAddress.IsUnspecified() && !p.hostIP.IsValid() {
@@ -277,7 +288,6 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 	}
 	p.planned = true
 
-	rulesChanged := false
 	for name, st := range p.services {
 		// Only a changed service can have lost a port.
 		if !full && !u.ChangedServices.Has(name.NamespacedName) {
@@ -289,7 +299,7 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 			p.teardownService(st)
 			delete(p.services, name)
 			delete(p.failing, name)
-			rulesChanged = true
+			p.dirty[name] = true
 		}
 	}
 
@@ -306,7 +316,7 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 		// The capture rules depend on the rule plan and the proxy ports:
 		// endpoint-only changes (the common case) leave them alone.
 		if st.plan == nil || st.err != nil || !slices.Equal(st.plan.rules, plan.rules) || !slices.Equal(st.plan.listeners, plan.listeners) {
-			rulesChanged = true
+			p.dirty[name] = true
 		}
 		if st.plan == nil || !slices.Equal(st.plan.rules, plan.rules) {
 			p.staleUDP = conntrackFilters(st.plan, p.staleUDP)
@@ -328,8 +338,8 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 	}
 	p.lb.CleanupStale()
 
-	if p.cfg.Capture == CaptureIPTables && (rulesChanged || p.applied == nil) {
-		if err := p.syncRules(ctx); err != nil {
+	if p.cfg.Capture == CaptureIPTables && (len(p.dirty) > 0 || !p.rulesValid || full) {
+		if err := p.syncRules(ctx, full); err != nil {
 			return errors.Join(append([]error{err}, errs...)...)
 		}
 	}
@@ -476,45 +486,82 @@ func (p *Proxier) teardownService(st *serviceState) {
 	}
 }
 
-// syncRules rewrites the capture chains from the open listeners.
-func (p *Proxier) syncRules(ctx context.Context) error {
-	var rules []captureRule
-	for _, st := range p.services {
-		ports := make(map[listenerID]int, len(st.listeners))
-		for id, ls := range st.listeners {
-			ports[id] = int(ls.sock.Addr().Port())
-		}
-		rules = append(rules, resolveRules(st.plan, ports, p.cfg.ListenAddress, p.hostIP)...)
-	}
-	sortRules(rules)
-	p.restoreBf.Reset()
-	renderRestore(&p.restoreBf, rules)
-	if p.applied != nil && bytes.Equal(p.applied, p.restoreBf.Bytes()) {
-		p.rules = rules
+// serviceRules resolves one service port's capture rules from its plan
+// and open sockets (nil for a service that is gone).
+func (p *Proxier) serviceRules(name proxy.ServicePortName) []captureRule {
+	st := p.services[name]
+	if st == nil {
 		return nil
 	}
-	if p.applied == nil {
+	ports := make(map[listenerID]int, len(st.listeners))
+	for id, ls := range st.listeners {
+		ports[id] = int(ls.sock.Addr().Port())
+	}
+	return resolveRules(st.plan, ports, p.cfg.ListenAddress, p.hostIP)
+}
+
+// syncRules writes the capture rules: everything (our chains declared,
+// hence flushed, and refilled) when full or when the last write failed,
+// otherwise -D/-A lines for the dirty service ports only.
+func (p *Proxier) syncRules(ctx context.Context, full bool) error {
+	p.restoreBf.Reset()
+	written := map[proxy.ServicePortName][]captureRule{}
+	if full || !p.rulesValid {
+		var all []captureRule
+		for name := range p.services {
+			if rules := p.serviceRules(name); len(rules) > 0 {
+				written[name] = rules
+				all = append(all, rules...)
+			}
+		}
+		sortRules(all)
 		if err := ensureJumps(ctx, p.cfg.IPTables); err != nil {
+			p.rulesValid = false
 			return fmt.Errorf("userspace: installing capture chains: %w", err)
 		}
+		renderRestore(&p.restoreBf, all)
+	} else {
+		var del, add []captureRule
+		for name := range p.dirty {
+			rules := p.serviceRules(name)
+			if old := p.written[name]; !slices.EqualFunc(old, rules, captureRule.equal) {
+				del = append(del, old...)
+				add = append(add, rules...)
+			}
+			written[name] = rules
+		}
+		if len(del) == 0 && len(add) == 0 {
+			clear(p.dirty)
+			return nil
+		}
+		renderChanges(&p.restoreBf, del, add)
 	}
 	if err := p.cfg.IPTables.Restore(ctx, p.restoreBf.Bytes()); err != nil {
 		p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
-		p.applied = nil
+		p.rulesValid = false
 		return fmt.Errorf("userspace: writing capture rules: %w", err)
 	}
-	p.applied = append(p.applied[:0], p.restoreBf.Bytes()...)
-	p.rules = rules
-	var nat, filter int
-	for _, r := range rules {
-		if r.table == iptables.TableNAT {
-			nat++
+	if full || !p.rulesValid {
+		clear(p.written)
+		clear(p.ruleCount)
+	}
+	for name, rules := range written {
+		for _, r := range p.written[name] {
+			p.ruleCount[r.table]--
+		}
+		for _, r := range rules {
+			p.ruleCount[r.table]++
+		}
+		if len(rules) == 0 {
+			delete(p.written, name)
 		} else {
-			filter++
+			p.written[name] = rules
 		}
 	}
-	p.cfg.Metrics.SetIPTablesRules(p.cfg.IPFamily, metrics.TableNAT, nat)
-	p.cfg.Metrics.SetIPTablesRules(p.cfg.IPFamily, metrics.TableFilter, filter)
+	clear(p.dirty)
+	p.rulesValid = true
+	p.cfg.Metrics.SetIPTablesRules(p.cfg.IPFamily, metrics.TableNAT, p.ruleCount[iptables.TableNAT])
+	p.cfg.Metrics.SetIPTablesRules(p.cfg.IPFamily, metrics.TableFilter, p.ruleCount[iptables.TableFilter])
 	return nil
 }
 
@@ -532,8 +579,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	}
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
-	p.applied = nil
-	p.rules = nil
+	p.rulesValid = false
 	return CleanupLeftovers(ctx, p.cfg.IPTables)
 }
 

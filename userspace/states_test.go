@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,18 +32,31 @@ func canonical(t *testing.T, p *userspace.Proxier, fake *iptablestest.Fake) stri
 		owner[fmt.Sprint(l.Addr.Port())+"/"+string(l.Protocol)] = tag
 		fmt.Fprintf(&b, "socket %s -> %v sticky=%v\n", tag, l.Endpoints, l.Affinity.ClientIP)
 	}
+	// Rules of different services may sit in any order (incremental
+	// writes append), so our chains' rules are compared as a sorted list.
+	var ours []string
 	for _, line := range strings.Split(fake.Dump(), "\n") {
 		proto := "TCP"
 		if strings.Contains(line, " -p udp ") {
 			proto = "UDP"
 		}
-		b.WriteString(proxyPortRE.ReplaceAllStringFunc(line, func(m string) string {
+		line = proxyPortRE.ReplaceAllStringFunc(line, func(m string) string {
 			sub := proxyPortRE.FindStringSubmatch(m)
 			if tag, ok := owner[sub[2]+"/"+proto]; ok {
 				return sub[1] + tag
 			}
 			return m
-		}))
+		})
+		if strings.HasPrefix(line, "-A KUBE-") {
+			ours = append(ours, line)
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	slices.Sort(ours)
+	for _, line := range ours {
+		b.WriteString(line)
 		b.WriteByte('\n')
 	}
 	return b.String()
