@@ -8,11 +8,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -319,5 +321,40 @@ func TestMetrics(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.IPTablesRestoreFailuresTotal.WithLabelValues("IPv4")); v != 1 {
 		t.Errorf("restore failures = %v, want 1", v)
+	}
+}
+
+func TestCaptureRulesRepairedByPeriodicFullWrite(t *testing.T) {
+	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	clk := clocktesting.NewFakeClock(time.Now())
+	p, err := userspace.New(userspace.Config{NodeName: "node-a", IPTables: fake, HostIP: netip.MustParseAddr("192.168.50.10"), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	p.OnServiceAdd(nodePortService())
+	p.OnEndpointSliceAdd(webSlice("10.244.1.2"))
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Someone flushes our chain.
+	if err := fake.FlushChain(ctx, iptables.TableNAT, userspace.ChainPortalsContainer); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(fake.Dump(), "-A KUBE-PORTALS-CONTAINER") {
+		t.Fatal("rules came back without a reason to rewrite")
+	}
+	clk.Step(time.Hour)
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fake.Dump(), "-A KUBE-PORTALS-CONTAINER -d 10.96.0.10/32") {
+		t.Fatalf("periodic full write did not repair the chain:\n%s", fake.Dump())
 	}
 }

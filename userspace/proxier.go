@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -22,6 +23,10 @@ import (
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
+
+// fullRewritePeriod: capture chains are rewritten in full at least this
+// often, repairing rules someone else changed.
+const fullRewritePeriod = time.Hour
 
 // Proxier is the userspace engine: a proxy.Provider that serves every
 // service port from sockets of its own and copies each connection (or UDP
@@ -62,11 +67,12 @@ type Proxier struct {
 	// start, after a failed write, after Cleanup) forces a full rewrite of
 	// our chains; otherwise only dirty services are rewritten, with -D/-A
 	// lines (rules of different services never depend on their order).
-	written    map[proxy.ServicePortName][]captureRule
-	dirty      map[proxy.ServicePortName]bool
-	rulesValid bool
-	ruleCount  map[iptables.Table]int
-	restoreBf  bytes.Buffer
+	written       map[proxy.ServicePortName][]captureRule
+	dirty         map[proxy.ServicePortName]bool
+	rulesValid    bool
+	lastFullWrite time.Time
+	ruleCount     map[iptables.Table]int
+	restoreBf     bytes.Buffer
 	// staleUDP are conntrack filters still to be applied (retried until done).
 	staleUDP []ConntrackFilter
 
@@ -338,8 +344,10 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 	}
 	p.lb.CleanupStale()
 
-	if p.cfg.Capture == CaptureIPTables && (len(p.dirty) > 0 || !p.rulesValid || full) {
-		if err := p.syncRules(ctx, full); err != nil {
+	// A full rewrite now and then repairs rules changed behind our back.
+	fullRules := full || p.cfg.Clock.Since(p.lastFullWrite) >= fullRewritePeriod
+	if p.cfg.Capture == CaptureIPTables && (len(p.dirty) > 0 || !p.rulesValid || fullRules) {
+		if err := p.syncRules(ctx, fullRules); err != nil {
 			return errors.Join(append([]error{err}, errs...)...)
 		}
 	}
@@ -557,6 +565,9 @@ func (p *Proxier) syncRules(ctx context.Context, full bool) error {
 		} else {
 			p.written[name] = rules
 		}
+	}
+	if full || !p.rulesValid {
+		p.lastFullWrite = p.cfg.Clock.Now()
 	}
 	clear(p.dirty)
 	p.rulesValid = true
