@@ -15,8 +15,14 @@
 //     pods and the outside; REDIRECT, or DNAT to a specific ListenAddress),
 //     KUBE-PORTALS-HOST and KUBE-NODEPORT-HOST (from OUTPUT: the node itself;
 //     DNAT to HostIP) and, in the filter table, KUBE-NODEPORT-NON-LOCAL
-//     (accepts node-port proxy ports). Proxier.Cleanup and
-//     CleanupLeftovers remove them.
+//     (accepts node-port proxy ports) and KUBE-USERSPACE-FILTER (rejects
+//     new connections to a socket whose service has no endpoints, drops
+//     them when it has endpoints but none under the socket's traffic
+//     policy, and drops load-balancer traffic from outside
+//     loadBalancerSourceRanges). The first write fills the chains; later
+//     ones change only the rules of the services that changed (-D/-A in
+//     one iptables-restore), with a full rewrite at least hourly and after
+//     any failure. Proxier.Cleanup and CleanupLeftovers remove them.
 //   - CaptureNone: no rules. Each service port is served on ListenAddress
 //     at a proxy port (Proxier.ProxyAddr, Proxier.Listeners) and at its node
 //     port.
@@ -27,10 +33,13 @@
 // # Guarantees
 //
 //   - Endpoints are chosen with proxy.CategorizeEndpoints (traffic
-//     policies, topology, terminating fallback). Cluster-IP traffic uses the
-//     internalTrafficPolicy set; when externalTrafficPolicy differs, node
-//     port, external and load-balancer traffic get a socket of their own
-//     with the externalTrafficPolicy set. Selection is round robin over a
+//     policies, topology, terminating fallback). A service port has a
+//     socket for its cluster endpoint set and, when a traffic policy is
+//     Local, one for its local set. Cluster-IP traffic goes to the set
+//     internalTrafficPolicy names; node-port, external-IP and load-balancer
+//     traffic to the set externalTrafficPolicy names, except that traffic
+//     from pods (Config.ClusterCIDRs) and from the node is short-circuited
+//     to the cluster set, as in kube-proxy. Selection is round robin over a
 //     per-change shuffle, with sessionAffinity: ClientIP and its timeout.
 //   - Changes apply to new connections as soon as Sync returns.
 //     Established TCP connections to an endpoint that left are closed after
@@ -42,8 +51,8 @@
 //     skipped and the next one tried, up to Config.MaxRetries more times with
 //     doubling backoff. Data is copied with io.Copy between *net.TCPConn, so
 //     Linux splices it; a clean EOF is passed on as a half-close, an error in
-//     either direction resets both sides. With no endpoint the client
-//     connection is reset.
+//     either direction resets both sides. With no endpoint (and no capture
+//     rule refusing it first) the client connection is reset.
 //   - UDP: one flow per client address, ended after Config.UDPIdleTimeout
 //     without traffic either way, at most Config.MaxUDPFlows per socket
 //     (further clients' datagrams are dropped and counted). With no
@@ -57,7 +66,15 @@
 //   - The proxy originates the backend connection, so backends see the
 //     node's address: userspacetest.Tracer always reports Masquerade.
 //
-// Userspace proxying costs a copy through the proxy; see BENCHMARKS.md
-// ("## userspace") for throughput, latency and connection rates measured
-// against direct connections.
+// Proxying costs a second TCP connection per client (the payload itself
+// is spliced, not copied through user space); see BENCHMARKS.md
+// ("## userspace") for throughput, CPU per byte, latency, connection rates
+// and sync cost measured against direct connections.
+//
+// Testing: userspacetest.Tracer answers the conformance table's questions
+// from the rules the proxier wrote and its sockets. The package's own tests
+// run the table three ways: over iptablestest.Fake, over real loopback
+// traffic without root (rules traced, data path real, pod addresses mapped
+// to loopback stand-ins by a Sockets layer), and, as root, with real
+// packets in network namespaces on both iptables backends.
 package userspace
