@@ -265,3 +265,46 @@ func TestModes(t *testing.T) {
 		})
 	}
 }
+
+// TestDryRunTouchesNothing runs --dry-run as root in a fresh namespace (for
+// each mode with a plan) and checks that no iptables rule, chain or link
+// appeared there.
+func TestDryRunTouchesNothing(t *testing.T) {
+	skipUnlessRoot(t)
+	for _, mode := range []string{modeIPTables, modeIPVS} {
+		t.Run(mode, func(t *testing.T) {
+			_, inNS := newNamespace(t)
+			snapshot := func() string {
+				var out []byte
+				_ = inNS(func() error {
+					a, _ := exec.Command("iptables-save").CombinedOutput()
+					b, _ := exec.Command("iptables-legacy-save").CombinedOutput()
+					c, _ := exec.Command("ip", "-o", "link").CombinedOutput()
+					out = append(append(a, b...), c...)
+					return nil
+				})
+				// iptables-save stamps times; compare the rest.
+				var keep []string
+				for _, l := range strings.Split(string(out), "\n") {
+					if !strings.HasPrefix(l, "#") {
+						keep = append(keep, l)
+					}
+				}
+				return strings.Join(keep, "\n")
+			}
+			before := snapshot()
+			logPath := filepath.Join(t.TempDir(), "dry-run.log")
+			p := startProcess(t, inNS, "minimal-proxy --dry-run", logPath, buildProxyBinary(t),
+				"--objects-file=demo.yaml", "--dry-run", "--proxy-mode="+mode)
+			if !p.wait(time.Minute) || p.err != nil {
+				t.Fatalf("--dry-run: %v\n%s", p.err, tail(readFile(logPath), 20))
+			}
+			if !strings.Contains(readFile(logPath), "KUBE-SERVICES") {
+				t.Errorf("--dry-run printed no plan:\n%s", tail(readFile(logPath), 20))
+			}
+			if after := snapshot(); after != before {
+				t.Errorf("--dry-run changed the namespace:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
