@@ -54,6 +54,9 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 			return nil, err
 		}
 		ucfg.Capture, ucfg.IPTables = userspace.CaptureIPTables, ipt
+		// Stale UDP flows through the capture rules are cleared as in the
+		// iptables mode.
+		ucfg.Conntrack = iptables.NewConntrackCleaner()
 	} else {
 		p.log.Info("No usable iptables: the userspace mode serves node ports and the bind address only, without capturing service IPs", "reason", err.Error())
 		ucfg.Capture = userspace.CaptureNone
