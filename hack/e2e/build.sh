@@ -30,7 +30,8 @@ version_of() {
 k8s_version="$(version_of k8s.io/kubernetes)"
 etcd_version="$(version_of go.etcd.io/etcd/server/v3)"
 goversion="$(go env GOVERSION)"
-out="${cache_root}/kubernetes-${k8s_version}_etcd-${etcd_version}_${goversion}"
+# "-v2": the build flags below (version stamping) are part of the key.
+out="${cache_root}/kubernetes-${k8s_version}_etcd-${etcd_version}_${goversion}-v2"
 
 etcd_bin="${out}/etcd"
 apiserver_bin="${out}/kube-apiserver"
@@ -57,7 +58,14 @@ else
 	echo "building etcd ${etcd_version} into ${out}" >&2
 	go build -trimpath -o "${tmp}/etcd" go.etcd.io/etcd/server/v3
 	echo "building kube-apiserver ${k8s_version} into ${out}" >&2
-	go build -trimpath -o "${tmp}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+	# Stamp the version, as the release build does (kube-apiserver --version
+	# and /version then report it instead of v0.0.0-master).
+	minor="${k8s_version#v1.}"
+	minor="${minor%%.*}"
+	pkg=k8s.io/component-base/version
+	go build -trimpath -o "${tmp}/kube-apiserver" \
+		-ldflags "-X ${pkg}.gitVersion=${k8s_version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean" \
+		k8s.io/kubernetes/cmd/kube-apiserver
 	mv -f "${tmp}/etcd" "${etcd_bin}"
 	mv -f "${tmp}/kube-apiserver" "${apiserver_bin}"
 fi
