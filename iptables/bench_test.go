@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -114,16 +113,6 @@ func benchProxierT(b testing.TB, n int) (*Proxier, *countingRunner) {
 		b.Fatal(err)
 	}
 	return p, cr
-}
-
-// cpuTime is this process's user+system CPU time: on a shared machine
-// wall time per op includes waiting for a core, CPU time does not.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // heapWatch tracks the high-water mark of HeapInuse, sampled after each
