@@ -59,10 +59,25 @@
 // # Not done
 //
 // The conntrack section sets nf_conntrack_max (raised, never lowered) and
-// the timeouts as kube-proxy does, but not the conntrack hash table size;
+// the timeouts as kube-proxy does, but not the conntrack hash table size.
 // detectLocalMode NodeCIDR reads the Node's podCIDRs once at start (it does
-// not wait for them to be assigned, as kube-proxy does); the userspace mode serves only the node's primary
-// family and has no --dry-run. The end-to-end test is
-// TestE2EKubeAPIServer (root; it builds etcd and kube-apiserver with
-// hack/e2e/build.sh).
+// not wait for them to be assigned, as kube-proxy does). The userspace mode
+// serves only the node's primary family and has no --dry-run. The
+// kernelspace (Windows) mode is refused until the winkernel engine exists.
+//
+// # Tests
+//
+// go test ./examples/minimal-proxy runs everything that needs no root
+// (flags, configuration, dry runs, the binary against an unreachable API
+// server). As root it also runs the binary in network namespaces of its
+// own (every mode, --cleanup, an objects file, a dry run that must change
+// nothing) and the end-to-end test TestE2EKubeAPIServer: a real etcd and
+// kube-apiserver (built once by hack/e2e/build.sh into
+// ~/.cache/svcproxy-e2e; a test without them skips saying so) inside the
+// conformance topology's node namespace, every proxytest scenario driven
+// through the API for IPv4 and IPv6 and checked with real connections,
+// then a restart over the rules. $SVCPROXY_E2E_ETCD and
+// $SVCPROXY_E2E_KUBE_APISERVER name prebuilt binaries instead;
+// $SVCPROXY_E2E_CACHE moves the cache; $SVCPROXY_MINIMAL_PROXY names a
+// prebuilt minimal-proxy.
 package main
