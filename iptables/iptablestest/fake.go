@@ -368,7 +368,9 @@ func (f *Fake) EnsureRule(ctx context.Context, position iptables.RulePosition, t
 }
 
 // DeleteRule implements iptables.Runner: it deletes the first rule equal
-// to args; a missing rule or chain is not an error.
+// to args. A missing rule or chain is not an error (nor a rule jumping to
+// a chain that does not exist, which cannot be there); a rule that does
+// not parse is.
 func (f *Fake) DeleteRule(ctx context.Context, table iptables.Table, chain iptables.Chain, args ...string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -380,13 +382,17 @@ func (f *Fake) DeleteRule(ctx context.Context, table iptables.Table, chain iptab
 	if err != nil {
 		return err
 	}
-	c, ok := t.chains[chain]
-	if !ok {
-		return nil
-	}
+	// A rule that does not parse is an error (as with iptables -C). A
+	// missing chain or rule is not, nor is a rule jumping to a chain that
+	// does not exist: such a rule cannot exist (the Runner contract;
+	// iptables -C exits 2 there, which a Runner must treat as missing).
 	r, err := parseRule(f.family, table, args)
 	if err != nil {
 		return err
+	}
+	c, ok := t.chains[chain]
+	if !ok {
+		return nil
 	}
 	if i := c.find(r.key); i >= 0 {
 		t.remove(c, i)

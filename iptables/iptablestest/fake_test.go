@@ -304,6 +304,12 @@ func TestRuleIdentity(t *testing.T) {
 	if err := f.DeleteRule(ctx, iptables.TableFilter, "NOPE", "-j", "DROP"); err != nil {
 		t.Error(err)
 	}
+	if err := f.DeleteRule(ctx, iptables.TableFilter, iptables.ChainInput, "-j", "KUBE-NOPE"); err != nil {
+		t.Errorf("DeleteRule of a jump to a missing chain (cannot exist): %v", err)
+	}
+	if err := f.DeleteRule(ctx, iptables.TableFilter, "NOPE", "-p", "tcp", "--dprot", "1"); !errors.Is(err, ErrBadRule) {
+		t.Errorf("DeleteRule of a rule that does not parse: %v", err)
+	}
 }
 
 func TestChainCommands(t *testing.T) {
