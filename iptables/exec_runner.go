@@ -188,10 +188,39 @@ func (r *execRunner) DeleteRule(ctx context.Context, table Table, chain Chain, a
 		if code == 1 {
 			return nil // missing (or the chain is): nothing to delete
 		}
+		if code == 2 && r.ruleCannotExist(ctx, table, chain, args) {
+			// iptables -C exits 2, not 1, when the chain or the rule's
+			// jump target does not exist; then the rule cannot exist
+			// either, and the contract is "no error when missing" (a
+			// Cleanup on a clean node must succeed).
+			return nil
+		}
 		return err
 	}
 	_, _, err = r.run(ctx, table, append([]string{"-D", string(chain)}, args...)...)
 	return err
+}
+
+// ruleCannotExist reports whether chain, or the user chain the rule jumps
+// or goes to, is missing from table.
+func (r *execRunner) ruleCannotExist(ctx context.Context, table Table, chain Chain, args []string) bool {
+	if ok, err := r.ChainExists(ctx, table, chain); err == nil && !ok {
+		return true
+	}
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] != "-j" && args[i] != "--jump" && args[i] != "-g" && args[i] != "--goto" {
+			continue
+		}
+		target := args[i+1]
+		if strings.ToUpper(target) != target || !strings.HasPrefix(target, "KUBE-") {
+			// Built-in targets (ACCEPT, DNAT, MASQUERADE, …) always
+			// exist; only our own chains can be missing.
+			return false
+		}
+		ok, err := r.ChainExists(ctx, table, Chain(target))
+		return err == nil && !ok
+	}
+	return false
 }
 
 func (r *execRunner) SaveInto(ctx context.Context, table Table, buf *bytes.Buffer) error {
