@@ -20,16 +20,6 @@ type servicePortInfo struct {
 	chains   serviceChainNames
 }
 
-// UsesClusterEndpoints follows kube-proxy: the cluster-wide endpoint set is
-// needed when internal traffic uses it, and also whenever the service is
-// externally reachable, because traffic from local pods and from the node
-// to an external address is short-circuited to the cluster set even under
-// externalTrafficPolicy Local. (proxy.BaseServicePort leaves out the second
-// case; the KUBE-EXT chain would then jump to a chain that is never made.)
-func (s *servicePortInfo) UsesClusterEndpoints() bool {
-	return !s.InternalLocal || s.ExternallyAccessible()
-}
-
 func newServicePortInfo(name proxy.ServicePortName, base *proxy.BaseServicePort) *servicePortInfo {
 	return &servicePortInfo{
 		BaseServicePort: base,
