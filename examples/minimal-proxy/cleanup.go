@@ -33,7 +33,6 @@ func cleanupAll(ctx context.Context, log logr.Logger) error {
 				errs = append(errs, fmt.Errorf("iptables %s %s: %w", backend, family, err))
 				continue
 			}
-			ipt = missingChainTolerant{ipt}
 			if err := iptables.Cleanup(ctx, ipt); err != nil {
 				errs = append(errs, fmt.Errorf("iptables mode (%s, %s): %w", backend, family, err))
 			}
@@ -74,7 +73,6 @@ func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error
 	if err != nil {
 		return err
 	}
-	ipt = missingChainTolerant{ipt}
 	p, err := ipvs.NewProxier(ipvs.Config{IPFamily: family, Logger: log}, ipvs.Interfaces{
 		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
 	})
@@ -86,30 +84,4 @@ func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error
 	}
 	log.Info("Removed ipvs mode state")
 	return nil
-}
-
-// missingChainTolerant works around the exec runner's DeleteRule failing
-// (iptables -C exits 2) when the rule's jump target chain does not exist,
-// although iptables.Runner documents "no error when missing": a rule that
-// jumps to a chain that does not exist cannot exist either, so there is
-// nothing to delete. Only --cleanup needs this; it runs on nodes where
-// some modes never ran.
-type missingChainTolerant struct{ iptables.Runner }
-
-// builtinTargets are targets that are not chains.
-var builtinTargets = map[string]bool{
-	"ACCEPT": true, "DROP": true, "REJECT": true, "RETURN": true, "MARK": true, "CONNMARK": true,
-	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true, "LOG": true, "NOTRACK": true,
-}
-
-func (r missingChainTolerant) DeleteRule(ctx context.Context, table iptables.Table, chain iptables.Chain, args ...string) error {
-	for i := 0; i+1 < len(args); i++ {
-		if (args[i] == "-j" || args[i] == "-g" || args[i] == "--jump" || args[i] == "--goto") && !builtinTargets[args[i+1]] {
-			exists, err := r.ChainExists(ctx, table, iptables.Chain(args[i+1]))
-			if err == nil && !exists {
-				return nil
-			}
-		}
-	}
-	return r.Runner.DeleteRule(ctx, table, chain, args...)
 }
