@@ -16,7 +16,8 @@
 #   --timeout SEC    kill the guest after SEC seconds: exit 124 [SVCPROXY_VMTEST_TIMEOUT, 900]
 #   --env K=V        set a variable in the guest (repeatable); the host's
 #                    SVCPROXY_* variables are forwarded as well
-#   --copy SRC[:DST] put a host file or directory into the guest (repeatable)
+#   --copy SRC[:DST] put a host file or directory into the guest (repeatable);
+#                    ./testdata, when present, is always copied (for go test)
 #   --debug          stream the guest console to stderr
 #   --prepare        build the cache and exit
 #   --rebuild        rebuild the base initramfs (downloads are reused)
@@ -272,6 +273,8 @@ run() {
   for a in "$@"; do
     case $a in -test.gocoverdir=*|-test.outputdir=*) mkdir -p "$pl${a#*=}" ;; esac
   done
+  # go test runs the binary in the package directory and tests read ./testdata
+  [ ! -d "$PWD/testdata" ] || COPIES+=("$PWD/testdata:$PWD/testdata")
   for a in "${COPIES[@]+"${COPIES[@]}"}"; do
     src=${a%%:*}; dst=${a#*:}; [ "$dst" != "$a" ] || dst=$(readlink -f "$src")
     [ -e "$src" ] || fail "--copy: no such file: $src"
