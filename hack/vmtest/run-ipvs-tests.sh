@@ -19,7 +19,9 @@ CGO_ENABLED=0 go test -c -o "$out/ipvs.test" ./ipvs/
 cd ipvs
 rc=0
 "$root/hack/vmtest/vmtest.sh" -- "$out/ipvs.test" -test.v -test.count=1 -test.run "$run" "$@" | tee "$out/log" || rc=$?
-if grep -q -- '--- SKIP' "$out/log"; then
+# TestKernelInVM is the host-side wrapper that calls this script; in the
+# guest (which has IPVS) it skips by design.
+if grep -- '--- SKIP' "$out/log" | grep -qv 'TestKernelInVM'; then
   echo "run-ipvs-tests: some real-kernel tests skipped inside the VM" >&2
   [ "$rc" != 0 ] || rc=1
 fi
