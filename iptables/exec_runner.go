@@ -188,10 +188,9 @@ func (r *execRunner) DeleteRule(ctx context.Context, table Table, chain Chain, a
 		if code == 1 {
 			return nil // missing (or the chain is): nothing to delete
 		}
-		if code == 2 && r.ruleCannotExist(ctx, table, chain, args) {
-			// iptables -C exits 2, not 1, when the chain or the rule's
-			// jump target does not exist; then the rule cannot exist
-			// either, and the contract is "no error when missing" (a
+		if code == 2 && r.ruleCannotExist(ctx, table, args) {
+			// iptables -C exits 2, not 1, when the rule's jump target
+			// does not exist; then the rule cannot exist either, and the contract is "no error when missing" (a
 			// Cleanup on a clean node must succeed).
 			return nil
 		}
@@ -201,12 +200,10 @@ func (r *execRunner) DeleteRule(ctx context.Context, table Table, chain Chain, a
 	return err
 }
 
-// ruleCannotExist reports whether chain, or the user chain the rule jumps
-// or goes to, is missing from table.
-func (r *execRunner) ruleCannotExist(ctx context.Context, table Table, chain Chain, args []string) bool {
-	if ok, err := r.ChainExists(ctx, table, chain); err == nil && !ok {
-		return true
-	}
+// ruleCannotExist reports whether the user chain the rule jumps or goes to
+// is missing from table. (A missing chain itself makes -C exit 1; a
+// malformed rule exits 2 as well and stays an error.)
+func (r *execRunner) ruleCannotExist(ctx context.Context, table Table, args []string) bool {
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] != "-j" && args[i] != "--jump" && args[i] != "-g" && args[i] != "--goto" {
 			continue
