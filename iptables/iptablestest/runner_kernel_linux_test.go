@@ -101,9 +101,9 @@ func runnerScript(ctx context.Context, r iptables.Runner) []string {
 	rec("DeleteRule nat PREROUTING -j KUBE-X", nil, r.DeleteRule(ctx, nat, iptables.ChainPrerouting, "-j", "KUBE-X"))
 	rec("DeleteRule nat PREROUTING -j KUBE-X (again)", nil, r.DeleteRule(ctx, nat, iptables.ChainPrerouting, "-j", "KUBE-X"))
 	rec("DeleteRule nat KUBE-NOPE", nil, r.DeleteRule(ctx, nat, "KUBE-NOPE", "-j", "ACCEPT"))
-	// Not compared: DeleteRule of a rule jumping to a missing chain. The
-	// Runner contract (and the Fake) say nil: such a rule cannot exist;
-	// iptables -C exits 2 there, which the exec Runner reports as an error.
+	// A rule jumping to a missing chain cannot exist: nil (iptables -C
+	// exits 2 there; the exec Runner checks the target chain).
+	rec("DeleteRule nat PREROUTING -j KUBE-GONE (missing target)", nil, r.DeleteRule(ctx, nat, iptables.ChainPrerouting, "-j", "KUBE-GONE"))
 	rec("DeleteRule with a bad option in a missing chain", nil, r.DeleteRule(ctx, nat, "KUBE-NOPE", "-p", "tcp", "--dprot", "1", "-j", "ACCEPT"))
 	rec("DeleteChain nat KUBE-X (not empty)", nil, r.DeleteChain(ctx, nat, "KUBE-X"))
 	rec("FlushChain nat KUBE-X", nil, r.FlushChain(ctx, nat, "KUBE-X"))
