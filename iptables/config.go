@@ -21,78 +21,21 @@ const (
 	DefaultMasqueradeBit = 14
 )
 
-// LocalMode says how the engine tells traffic from this node's pods apart
-// from other traffic (kube-proxy's --detect-local-mode).
-type LocalMode string
-
-const (
-	// LocalModeNone: no detection. Traffic to cluster IPs is then only
-	// masqueraded with MasqueradeAll, and eTP Local services do not
-	// short-circuit pod traffic.
-	LocalModeNone LocalMode = ""
-	// LocalModeClusterCIDR: pods are the sources inside LocalDetector.CIDR
-	// (the cluster's pod CIDR of this family).
-	LocalModeClusterCIDR LocalMode = "ClusterCIDR"
-	// LocalModeNodeCIDR: pods are the sources inside LocalDetector.CIDR
-	// (this node's pod CIDR of this family).
-	LocalModeNodeCIDR LocalMode = "NodeCIDR"
-	// LocalModeBridgeInterface: pod traffic arrives on LocalDetector.Interface.
-	LocalModeBridgeInterface LocalMode = "BridgeInterface"
-	// LocalModeInterfaceNamePrefix: pod traffic arrives on interfaces whose
-	// name starts with LocalDetector.Interface.
-	LocalModeInterfaceNamePrefix LocalMode = "InterfaceNamePrefix"
+// Local-traffic detection is shared with the other engines; see
+// proxy.LocalDetector.
+type (
+	LocalMode     = proxy.LocalMode
+	LocalDetector = proxy.LocalDetector
 )
 
-// LocalDetector configures local-traffic detection. The zero value is
-// LocalModeNone.
-type LocalDetector struct {
-	Mode LocalMode
-	// CIDR for the ClusterCIDR and NodeCIDR modes (of the proxier's family).
-	CIDR netip.Prefix
-	// Interface is the bridge name or interface-name prefix.
-	Interface string
-}
-
-// matchArgs returns the iptables match for "from a local pod" (negate:
-// "not from a local pod"), or nil when detection is off.
-func (d LocalDetector) matchArgs(negate bool) []string {
-	var flag, value string
-	switch d.Mode {
-	case LocalModeClusterCIDR, LocalModeNodeCIDR:
-		flag, value = "-s", d.CIDR.String()
-	case LocalModeBridgeInterface:
-		flag, value = "-i", d.Interface
-	case LocalModeInterfaceNamePrefix:
-		flag, value = "-i", d.Interface+"+"
-	default:
-		return nil
-	}
-	if negate {
-		return []string{"!", flag, value}
-	}
-	return []string{flag, value}
-}
-
-func (d LocalDetector) validate(family v1.IPFamily) error {
-	switch d.Mode {
-	case LocalModeNone:
-		return nil
-	case LocalModeClusterCIDR, LocalModeNodeCIDR:
-		if !d.CIDR.IsValid() {
-			return fmt.Errorf("iptables: local detector %s needs a CIDR", d.Mode)
-		}
-		if d.CIDR.Addr().Is4() != (family == v1.IPv4Protocol) {
-			return fmt.Errorf("iptables: local detector CIDR %s is not of family %s", d.CIDR, family)
-		}
-		return nil
-	case LocalModeBridgeInterface, LocalModeInterfaceNamePrefix:
-		if d.Interface == "" {
-			return fmt.Errorf("iptables: local detector %s needs an interface name", d.Mode)
-		}
-		return nil
-	}
-	return fmt.Errorf("iptables: unknown local detector mode %q", d.Mode)
-}
+// The local-traffic detection modes (proxy.LocalMode).
+const (
+	LocalModeNone                = proxy.LocalModeNone
+	LocalModeClusterCIDR         = proxy.LocalModeClusterCIDR
+	LocalModeNodeCIDR            = proxy.LocalModeNodeCIDR
+	LocalModeBridgeInterface     = proxy.LocalModeBridgeInterface
+	LocalModeInterfaceNamePrefix = proxy.LocalModeInterfaceNamePrefix
+)
 
 // HealthServer is the proxier health (healthz) server, told when a sync is
 // queued and when one completed. proxy/healthcheck's server satisfies it.
@@ -184,8 +127,8 @@ func (c Config) withDefaults(family v1.IPFamily) (Config, error) {
 	case c.MasqueradeBit < 0 || c.MasqueradeBit > 31:
 		return c, fmt.Errorf("iptables: MasqueradeBit %d out of range 0..31", c.MasqueradeBit)
 	}
-	if err := c.LocalDetector.validate(c.IPFamily); err != nil {
-		return c, err
+	if err := c.LocalDetector.Validate(c.IPFamily); err != nil {
+		return c, fmt.Errorf("iptables: %w", err)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

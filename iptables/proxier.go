@@ -57,8 +57,8 @@ func NewProxier(cfg Config, ipt Runner) (*Proxier, error) {
 		nodeName:      cfg.NodeName,
 		nodeIP:        cfg.nodeIP(),
 		masqueradeAll: cfg.MasqueradeAll,
-		ifLocal:       cfg.LocalDetector.matchArgs(false),
-		ifNotLocal:    cfg.LocalDetector.matchArgs(true),
+		ifLocal:       cfg.LocalDetector.IPTablesMatch(false),
+		ifNotLocal:    cfg.LocalDetector.IPTablesMatch(true),
 	}
 	p.r.mark = fmt.Sprintf("%#x", 1<<uint(cfg.MasqueradeBit))
 	p.r.env.masqMark = p.r.mark
@@ -422,8 +422,8 @@ func Render(cfg Config, services changetracker.ServicePortMap, endpoints changet
 		nodeLabels:    nodeLabels,
 		nodeIP:        cfg.nodeIP(),
 		masqueradeAll: cfg.MasqueradeAll,
-		ifLocal:       cfg.LocalDetector.matchArgs(false),
-		ifNotLocal:    cfg.LocalDetector.matchArgs(true),
+		ifLocal:       cfg.LocalDetector.IPTablesMatch(false),
+		ifNotLocal:    cfg.LocalDetector.IPTablesMatch(true),
 	}
 	r.mark = fmt.Sprintf("%#x", 1<<uint(cfg.MasqueradeBit))
 	r.randomFull = randomFully

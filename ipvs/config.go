@@ -31,29 +31,21 @@ const (
 	AnnotationScheduler = "ipvs.svcproxy.io/scheduler"
 )
 
-// LocalMode says how the proxier tells traffic from this node's pods apart
-// from other traffic (kube-proxy's --detect-local-mode).
-type LocalMode string
-
-const (
-	// LocalModeNone: no detection; cluster IPs are masqueraded only with
-	// MasqueradeAll.
-	LocalModeNone LocalMode = ""
-	// LocalModeClusterCIDR and LocalModeNodeCIDR: pods are the sources inside LocalDetector.CIDR.
-	LocalModeClusterCIDR LocalMode = "ClusterCIDR"
-	LocalModeNodeCIDR    LocalMode = "NodeCIDR"
-	// LocalModeBridgeInterface: pod traffic arrives on LocalDetector.Interface.
-	LocalModeBridgeInterface LocalMode = "BridgeInterface"
-	// LocalModeInterfaceNamePrefix: pod traffic arrives on interfaces named LocalDetector.Interface*.
-	LocalModeInterfaceNamePrefix LocalMode = "InterfaceNamePrefix"
+// Local-traffic detection is shared with the other engines; see
+// proxy.LocalDetector.
+type (
+	LocalMode     = proxy.LocalMode
+	LocalDetector = proxy.LocalDetector
 )
 
-// LocalDetector configures local-traffic detection; the zero value is off.
-type LocalDetector struct {
-	Mode      LocalMode
-	CIDR      netip.Prefix
-	Interface string
-}
+// The local-traffic detection modes (proxy.LocalMode).
+const (
+	LocalModeNone                = proxy.LocalModeNone
+	LocalModeClusterCIDR         = proxy.LocalModeClusterCIDR
+	LocalModeNodeCIDR            = proxy.LocalModeNodeCIDR
+	LocalModeBridgeInterface     = proxy.LocalModeBridgeInterface
+	LocalModeInterfaceNamePrefix = proxy.LocalModeInterfaceNamePrefix
+)
 
 // Config configures a Proxier. Zero values are documented per field.
 type Config struct {
@@ -178,14 +170,8 @@ func (c *Config) setDefaults() error {
 	if c.GracefulTerminationPeriod <= 0 {
 		c.GracefulTerminationPeriod = DefaultGracefulTerminationPeriod
 	}
-	six := c.IPFamily == v1.IPv6Protocol
-	if c.LocalDetector.Mode == LocalModeClusterCIDR || c.LocalDetector.Mode == LocalModeNodeCIDR {
-		if !c.LocalDetector.CIDR.IsValid() || c.LocalDetector.CIDR.Addr().Is6() != six {
-			return fmt.Errorf("ipvs: local detection %s needs a CIDR of family %s, got %v", c.LocalDetector.Mode, c.IPFamily, c.LocalDetector.CIDR)
-		}
-	}
-	if (c.LocalDetector.Mode == LocalModeBridgeInterface || c.LocalDetector.Mode == LocalModeInterfaceNamePrefix) && c.LocalDetector.Interface == "" {
-		return fmt.Errorf("ipvs: local detection %s needs an interface name", c.LocalDetector.Mode)
+	if err := c.LocalDetector.Validate(c.IPFamily); err != nil {
+		return fmt.Errorf("ipvs: %w", err)
 	}
 	for _, p := range c.NodePortAddresses {
 		if !p.IsValid() {

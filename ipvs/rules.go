@@ -100,7 +100,7 @@ func writeRules(b *bytes.Buffer, cfg *Config, randomFully bool) {
 	case cfg.MasqueradeAll:
 		rule(ChainServices, cmt("Kubernetes service cluster ip + port for masquerade purpose"), set(s.clusterIP, "dst,dst"), jump(ChainMarkMasq))
 	case cfg.LocalDetector.Mode != LocalModeNone:
-		rule(ChainServices, cmt("Kubernetes service cluster ip + port for masquerade purpose"), notLocal(cfg.LocalDetector), set(s.clusterIP, "dst,dst"), jump(ChainMarkMasq))
+		rule(ChainServices, cmt("Kubernetes service cluster ip + port for masquerade purpose"), cfg.LocalDetector.IPTablesMatch(true), set(s.clusterIP, "dst,dst"), jump(ChainMarkMasq))
 	}
 	rule(ChainServices, cmt("Kubernetes service external ip + port for masquerade and filter purpose"), set(s.externalIP, "dst,dst"), jump(ChainMarkMasq))
 	rule(ChainServices, cmt("Kubernetes service external ip + port for masquerade and filter purpose"), set(s.externalIP, "dst,dst"), jump("ACCEPT"))
@@ -150,17 +150,4 @@ func writeRules(b *bytes.Buffer, cfg *Config, randomFully bool) {
 	rule(ChainIPVSFilter, set(s.healthCheck, "dst"), jump("RETURN"))
 	rule(ChainIPVSFilter, cmt("Kubernetes service IPs: reject other ports"), []string{"-m", "conntrack", "--ctstate", "NEW"}, set(s.ipvsIPs, "dst"), jump("REJECT"))
 	w.line("COMMIT")
-}
-
-// notLocal is the match "not from a pod of this node".
-func notLocal(d LocalDetector) []string {
-	switch d.Mode {
-	case LocalModeClusterCIDR, LocalModeNodeCIDR:
-		return []string{"!", "-s", d.CIDR.Masked().String()}
-	case LocalModeBridgeInterface:
-		return []string{"!", "-i", d.Interface}
-	case LocalModeInterfaceNamePrefix:
-		return []string{"!", "-i", d.Interface + "+"}
-	}
-	return nil
 }
