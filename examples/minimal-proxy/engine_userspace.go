@@ -33,7 +33,19 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 	if a, err := netip.ParseAddr(cfg.BindAddress); err == nil && !a.IsUnspecified() {
 		listen = a.Unmap()
 	}
+	// Node-originated traffic is DNATed to the node IP of this family (as
+	// kube-proxy's userspace mode did), not to whichever global address
+	// the proxier would find first: with several (pod gateways, a bridge)
+	// that one may not answer UDP from the service address.
+	var hostIP netip.Addr
+	for _, ip := range p.nodeIPs {
+		if ip.Unmap().Is6() == (family == v1.IPv6Protocol) {
+			hostIP = ip.Unmap()
+			break
+		}
+	}
 	ucfg := userspace.Config{
+		HostIP:           hostIP,
 		NodeName:         p.nodeName,
 		IPFamily:         family,
 		ListenAddress:    listen,
