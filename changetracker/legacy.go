@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcproxy/svcproxy/proxy"
 )
 
 // EndpointsToSlices converts a legacy v1.Endpoints object into
@@ -116,4 +118,31 @@ func EndpointsUpdateToSlices(oldEp, newEp *v1.Endpoints) (update, remove []*disc
 		}
 	}
 	return update, remove
+}
+
+// ApplyEndpointsChange hands a change of a legacy Endpoints object to h as
+// EndpointSlice events (oldEp nil: an add; newEp nil: a delete). Slices
+// (from EndpointsToSlices) present before and after are updates, new ones
+// adds, and those that disappeared deletes, in that order. The informer
+// glue and the file source feed legacy Endpoints through it.
+func ApplyEndpointsChange(h proxy.EndpointSliceHandler, oldEp, newEp *v1.Endpoints) {
+	oldSlices := EndpointsToSlices(oldEp)
+	byName := make(map[string]*discovery.EndpointSlice, len(oldSlices))
+	for _, s := range oldSlices {
+		byName[s.Name] = s
+	}
+	seen := make(map[string]bool, len(oldSlices))
+	for _, s := range EndpointsToSlices(newEp) {
+		seen[s.Name] = true
+		if o, ok := byName[s.Name]; ok {
+			h.OnEndpointSliceUpdate(o, s)
+		} else {
+			h.OnEndpointSliceAdd(s)
+		}
+	}
+	for _, s := range oldSlices {
+		if !seen[s.Name] {
+			h.OnEndpointSliceDelete(s)
+		}
+	}
 }

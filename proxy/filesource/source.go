@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 
 	"github.com/svcproxy/svcproxy/changetracker"
@@ -255,7 +254,7 @@ func (s *Source) deliver(oldObj, newObj any) {
 		}
 	case *v1.Endpoints:
 		o, _ := oldObj.(*v1.Endpoints)
-		applyEndpointsChange(h, o, n)
+		changetracker.ApplyEndpointsChange(h, o, n)
 	case *v1.Node:
 		if oldObj == nil {
 			h.OnNodeAdd(n)
@@ -269,37 +268,13 @@ func (s *Source) deliver(oldObj, newObj any) {
 		case *discovery.EndpointSlice:
 			h.OnEndpointSliceDelete(o)
 		case *v1.Endpoints:
-			applyEndpointsChange(h, o, nil)
+			changetracker.ApplyEndpointsChange(h, o, nil)
 		case *v1.Node:
 			h.OnNodeDelete(o)
 		}
 	}
 }
 
-// applyEndpointsChange hands a legacy Endpoints change to h as slice
-// events (as proxy/informers.ApplyEndpointsChange does).
-func applyEndpointsChange(h proxy.EndpointSliceHandler, oldEp, newEp *v1.Endpoints) {
-	oldSlices := changetracker.EndpointsToSlices(oldEp)
-	newSlices := changetracker.EndpointsToSlices(newEp)
-	byName := make(map[string]*discovery.EndpointSlice, len(oldSlices))
-	for _, sl := range oldSlices {
-		byName[sl.Name] = sl
-	}
-	seen := sets.New[string]()
-	for _, sl := range newSlices {
-		seen.Insert(sl.Name)
-		if o, ok := byName[sl.Name]; ok {
-			h.OnEndpointSliceUpdate(o, sl)
-		} else {
-			h.OnEndpointSliceAdd(sl)
-		}
-	}
-	for _, sl := range oldSlices {
-		if !seen.Has(sl.Name) {
-			h.OnEndpointSliceDelete(sl)
-		}
-	}
-}
 
 // Objects returns the objects currently handed to the provider, sorted by
 // kind order then namespace and name (for dry runs and debugging).

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -261,7 +260,7 @@ func (r *registrar) sliceDelete(obj any) {
 
 func (r *registrar) endpointsAdd(obj any) {
 	if e, ok := as[*v1.Endpoints](r, "endpoints add", obj); ok {
-		ApplyEndpointsChange(r.provider, nil, e)
+		changetracker.ApplyEndpointsChange(r.provider, nil, e)
 	}
 }
 
@@ -269,13 +268,13 @@ func (r *registrar) endpointsUpdate(oldObj, newObj any) {
 	o, ok1 := as[*v1.Endpoints](r, "endpoints update", oldObj)
 	n, ok2 := as[*v1.Endpoints](r, "endpoints update", newObj)
 	if ok1 && ok2 {
-		ApplyEndpointsChange(r.provider, o, n)
+		changetracker.ApplyEndpointsChange(r.provider, o, n)
 	}
 }
 
 func (r *registrar) endpointsDelete(obj any) {
 	if e, ok := as[*v1.Endpoints](r, "endpoints delete", obj); ok {
-		ApplyEndpointsChange(r.provider, e, nil)
+		changetracker.ApplyEndpointsChange(r.provider, e, nil)
 	}
 }
 
@@ -299,29 +298,3 @@ func (r *registrar) nodeDelete(obj any) {
 	}
 }
 
-// ApplyEndpointsChange hands a change of a legacy Endpoints object to h as
-// EndpointSlice events: oldEp nil is an add, newEp nil a delete. Slices
-// (from changetracker.EndpointsToSlices) present in both are updates, new
-// ones adds, and those that disappeared deletes, in that order.
-func ApplyEndpointsChange(h proxy.EndpointSliceHandler, oldEp, newEp *v1.Endpoints) {
-	oldSlices := changetracker.EndpointsToSlices(oldEp)
-	newSlices := changetracker.EndpointsToSlices(newEp)
-	byName := make(map[string]*discovery.EndpointSlice, len(oldSlices))
-	for _, s := range oldSlices {
-		byName[s.Name] = s
-	}
-	seen := sets.New[string]()
-	for _, s := range newSlices {
-		seen.Insert(s.Name)
-		if o, ok := byName[s.Name]; ok {
-			h.OnEndpointSliceUpdate(o, s)
-		} else {
-			h.OnEndpointSliceAdd(s)
-		}
-	}
-	for _, s := range oldSlices {
-		if !seen.Has(s.Name) {
-			h.OnEndpointSliceDelete(s)
-		}
-	}
-}

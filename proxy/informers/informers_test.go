@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/svcproxy/svcproxy/changetracker"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -358,8 +359,8 @@ func TestDeletedFinalStateUnknownAndBadTypes(t *testing.T) {
 
 func TestApplyEndpointsChange(t *testing.T) {
 	rec := &recorder{}
-	ApplyEndpointsChange(rec, nil, endpoints("ns", "a", subset("10.0.0.1", 80), subset("fd00::1", 80)))
-	ApplyEndpointsChange(rec, endpoints("ns", "a", subset("10.0.0.1", 80), subset("fd00::1", 80)), endpoints("ns", "a", subset("fd00::2", 80)))
+	changetracker.ApplyEndpointsChange(rec, nil, endpoints("ns", "a", subset("10.0.0.1", 80), subset("fd00::1", 80)))
+	changetracker.ApplyEndpointsChange(rec, endpoints("ns", "a", subset("10.0.0.1", 80), subset("fd00::1", 80)), endpoints("ns", "a", subset("fd00::2", 80)))
 	want := []string{
 		"slice add ns/a-legacy-0-ipv4", "slice add ns/a-legacy-1-ipv6",
 		// subset 0 is now IPv6: a new slice; both old ones go.
