@@ -275,7 +275,6 @@ func (s *Source) deliver(oldObj, newObj any) {
 	}
 }
 
-
 // Objects returns the objects currently handed to the provider, sorted by
 // kind order then namespace and name (for dry runs and debugging).
 func (s *Source) Objects() []Object {

@@ -297,4 +297,3 @@ func (r *registrar) nodeDelete(obj any) {
 		r.provider.OnNodeDelete(n)
 	}
 }
-
