@@ -111,6 +111,11 @@ type Update struct {
 	// ServiceResult and EndpointsResult are what this update changed.
 	ServiceResult   UpdateServiceMapResult
 	EndpointsResult UpdateEndpointsMapResult
+	// ServicePorts lists, for every service the tracker holds ports of (in
+	// the Filter's scope or not), its current port names: with
+	// ChangedServices it finds the changed ports without a walk over
+	// Services. Owned by the tracker, read-only, valid until the next Update.
+	ServicePorts map[types.NamespacedName][]proxy.ServicePortName
 	// ChangedServices is the union of both results' UpdatedServices (and of
 	// services that entered or left scope through the Filter).
 	ChangedServices sets.Set[types.NamespacedName]

@@ -30,12 +30,14 @@ type Tracker struct {
 	// Owned by the Update goroutine.
 	serviceMap   ServicePortMap
 	endpointsMap EndpointsMap
-	// With an active filter: the services that have endpoints of ours,
-	// the filtered view of serviceMap, and each service's port names so
-	// that a service entering scope can be added without a full walk.
+	// Each service's current port names (kept for every service, so that
+	// engines and the filtered view find a changed service's ports
+	// without a walk over serviceMap).
+	portsByName map[types.NamespacedName][]proxy.ServicePortName
+	// With an active filter: the services that have endpoints of ours and
+	// the filtered view of serviceMap.
 	scoped       ServicePortMap
 	inScope      sets.Set[types.NamespacedName]
-	portsByName  map[types.NamespacedName][]proxy.ServicePortName
 	filterActive bool
 
 	mu             sync.Mutex // guards the fields below
@@ -67,13 +69,13 @@ func New(cfg Config) *Tracker {
 			Logger:       cfg.Logger,
 		}),
 		serviceMap:   make(ServicePortMap),
+		portsByName:  make(map[types.NamespacedName][]proxy.ServicePortName),
 		endpointsMap: make(EndpointsMap),
 		filterActive: cfg.Filter.Active(),
 	}
 	if t.filterActive {
 		t.scoped = make(ServicePortMap)
 		t.inScope = sets.New[types.NamespacedName]()
-		t.portsByName = make(map[types.NamespacedName][]proxy.ServicePortName)
 	}
 	return t
 }
@@ -264,6 +266,8 @@ func (t *Tracker) Update() Update {
 		EndpointsResult: epRes,
 		ChangedServices: svcRes.UpdatedServices.Union(epRes.UpdatedServices),
 	}
+	t.indexPorts(svcChanges)
+	u.ServicePorts = t.portsByName
 	if t.filterActive {
 		t.updateScope(svcChanges, epChanges, u.ChangedServices)
 		u.Services = t.scoped
@@ -277,21 +281,27 @@ func (t *Tracker) Update() Update {
 	return u
 }
 
-// updateScope maintains the filtered view for the services that changed.
-func (t *Tracker) updateScope(svcChanges map[types.NamespacedName]*serviceChange, epChanges map[types.NamespacedName]*endpointsChange, changed sets.Set[types.NamespacedName]) {
+// indexPorts records the current port names of the services that changed.
+func (t *Tracker) indexPorts(svcChanges map[types.NamespacedName]*serviceChange) {
 	for nn, c := range svcChanges {
-		// Drop the old ports from the view, index the new ones.
-		for name := range c.previous {
-			delete(t.scoped, name)
-		}
 		if len(c.current) == 0 {
 			delete(t.portsByName, nn)
-		} else {
-			names := make([]proxy.ServicePortName, 0, len(c.current))
-			for name := range c.current {
-				names = append(names, name)
-			}
-			t.portsByName[nn] = names
+			continue
+		}
+		names := make([]proxy.ServicePortName, 0, len(c.current))
+		for name := range c.current {
+			names = append(names, name)
+		}
+		t.portsByName[nn] = names
+	}
+}
+
+// updateScope maintains the filtered view for the services that changed.
+func (t *Tracker) updateScope(svcChanges map[types.NamespacedName]*serviceChange, epChanges map[types.NamespacedName]*endpointsChange, changed sets.Set[types.NamespacedName]) {
+	for _, c := range svcChanges {
+		// Drop the old ports from the view (indexPorts has the new ones).
+		for name := range c.previous {
+			delete(t.scoped, name)
 		}
 	}
 	for nn, c := range epChanges {

@@ -2,6 +2,7 @@ package changetracker
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,5 +273,44 @@ func TestHandlersDoNotSignalNoOpChanges(t *testing.T) {
 	}
 	if sv, e := tr.Pending(); sv != 0 || e != 0 {
 		t.Fatalf("Pending = %d, %d after no-op events", sv, e)
+	}
+}
+
+// TestTrackerServicePortsIndex: Update.ServicePorts lists each service's
+// current ports, following ports added and removed and services deleted,
+// so engines find a changed service's ports without walking Services.
+func TestTrackerServicePortsIndex(t *testing.T) {
+	tr := New(Config{IPFamily: v1.IPv4Protocol, NodeName: "n1"})
+	a := makeService("ns", "a", []string{"10.0.0.1"}, []int32{80, 443}, v1.ProtocolTCP)
+	b := makeService("ns", "b", []string{"10.0.0.2"}, []int32{53}, v1.ProtocolUDP)
+	tr.OnServiceAdd(a)
+	tr.OnServiceAdd(b)
+	ports := func(u Update, ns, name string) []string {
+		var out []string
+		for _, p := range u.ServicePorts[nn(ns, name)] {
+			if _, ok := u.Services[p]; !ok {
+				t.Errorf("index names %v, which is not in Services", p)
+			}
+			out = append(out, p.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	u := tr.Update()
+	if got := ports(u, "ns", "a"); !slices.Equal(got, []string{"ns/a:p443", "ns/a:p80"}) {
+		t.Fatalf("ports of a = %v", got)
+	}
+	if got := ports(u, "ns", "b"); !slices.Equal(got, []string{"ns/b:p53"}) {
+		t.Fatalf("ports of b = %v", got)
+	}
+	a2 := makeService("ns", "a", []string{"10.0.0.1"}, []int32{8080}, v1.ProtocolTCP)
+	tr.OnServiceUpdate(a, a2)
+	tr.OnServiceDelete(b)
+	u = tr.Update()
+	if got := ports(u, "ns", "a"); !slices.Equal(got, []string{"ns/a:p8080"}) {
+		t.Fatalf("ports of a after the update = %v", got)
+	}
+	if _, ok := u.ServicePorts[nn("ns", "b")]; ok {
+		t.Fatalf("deleted service b still indexed: %v", u.ServicePorts[nn("ns", "b")])
 	}
 }

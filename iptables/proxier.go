@@ -152,7 +152,7 @@ func (p *Proxier) syncLocked(ctx context.Context, u *changetracker.Update) error
 		p.r.randomFull = p.ipt.HasRandomFully()
 		payload = p.r.renderFull(u.Services, u.Endpoints, existing)
 	} else {
-		payload = p.r.renderPartial(u.Services, u.Endpoints, u.ChangedServices)
+		payload = p.r.renderPartial(u.Services, u.Endpoints, u.ChangedServices, u.ServicePorts)
 	}
 	if len(payload) > 0 {
 		if err := p.ipt.Restore(ctx, payload); err != nil {

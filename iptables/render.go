@@ -142,7 +142,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 // rewritten, chains they no longer need deleted, and their rules in the
 // shared chains added or deleted one by one. Nothing else is touched, so
 // the payload is proportional to the change, not to the number of services.
-func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, changed sets.Set[types.NamespacedName]) []byte {
+func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, changed sets.Set[types.NamespacedName], ports map[types.NamespacedName][]proxy.ServicePortName) []byte {
 	r.out.reset()
 	r.filter.reset()
 	r.decl = r.decl[:0]
@@ -155,12 +155,14 @@ func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoint
 	r.out.raw("*nat")
 	r.filter.raw("*filter")
 
-	// New ports of the changed services (one pass over the map; no rules
-	// are written for unchanged services).
+	// Current ports of the changed services, from the tracker's index (no
+	// walk over the service map; nothing is written for unchanged services).
 	r.names = r.names[:0]
-	for name := range services {
-		if _, ok := changed[name.NamespacedName]; ok {
-			r.names = append(r.names, name)
+	for nn := range changed {
+		for _, name := range ports[nn] {
+			if _, ok := services[name]; ok {
+				r.names = append(r.names, name)
+			}
 		}
 	}
 	for nn := range changed {

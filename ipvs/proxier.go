@@ -256,11 +256,14 @@ func (p *Proxier) syncPartial(u changetracker.Update) opList {
 // reporting what changes to sink (nil: none).
 func (p *Proxier) replanChanged(u changetracker.Update, sink diffSink) {
 	in := p.planInput(u.NodeLabels)
-	// the ports each changed service has now
+	// the ports each changed service has now (from the tracker's index:
+	// no walk over the service map)
 	current := make(map[types.NamespacedName][]proxy.ServicePortName, len(u.ChangedServices))
-	for spn := range u.Services {
-		if u.ChangedServices.Has(spn.NamespacedName) {
-			current[spn.NamespacedName] = append(current[spn.NamespacedName], spn)
+	for name := range u.ChangedServices {
+		for _, spn := range u.ServicePorts[name] {
+			if _, ok := u.Services[spn]; ok {
+				current[name] = append(current[name], spn)
+			}
 		}
 	}
 	for name := range u.ChangedServices {
