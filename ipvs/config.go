@@ -63,7 +63,8 @@ type Config struct {
 	MinSyncPeriod time.Duration
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
-	// MasqueradeBit is the fwmark bit of KUBE-MARK-MASQ (0: 14; negative is an error).
+	// MasqueradeBit is the fwmark bit (0..31) of KUBE-MARK-MASQ (0: 14, as
+	// kube-proxy). Use -1 to mean bit 0, as in iptables.Config.
 	MasqueradeBit int
 	// LocalDetector tells pod traffic apart (for masquerading cluster IP traffic from outside).
 	LocalDetector LocalDetector
@@ -155,8 +156,11 @@ func (c *Config) setDefaults() error {
 	} else if c.MinSyncPeriod < 0 {
 		c.MinSyncPeriod = 0
 	}
-	if c.MasqueradeBit == 0 {
+	switch c.MasqueradeBit {
+	case 0:
 		c.MasqueradeBit = DefaultMasqueradeBit
+	case -1:
+		c.MasqueradeBit = 0
 	}
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
 		return fmt.Errorf("ipvs: MasqueradeBit %d is not in 0..31", c.MasqueradeBit)

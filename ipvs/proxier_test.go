@@ -476,3 +476,25 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("NewProxier accepted missing interfaces")
 	}
 }
+
+// TestMasqueradeBitZero: -1 asks for fwmark bit 0 (0 means the default 14),
+// as in iptables.Config, so every bit kube-proxy accepts can be chosen.
+func TestMasqueradeBitZero(t *testing.T) {
+	for _, tc := range []struct {
+		bit  int
+		mark string
+	}{{0, "0x4000"}, {-1, "0x1"}, {31, "0x80000000"}} {
+		e := newEnv(t, ipvs.Config{MasqueradeBit: tc.bit})
+		e.p.OnServiceSynced()
+		e.p.OnEndpointSlicesSynced()
+		e.sync(t)
+		if want := "-A KUBE-MARK-MASQ -j MARK --set-xmark " + tc.mark + "/" + tc.mark; !strings.Contains(e.ipt.Dump(), want) {
+			t.Errorf("MasqueradeBit %d: no %q in\n%s", tc.bit, want, e.ipt.Dump())
+		}
+	}
+	e := newEnv(t, ipvs.Config{})
+	ifs := ipvs.Interfaces{IPVS: e.ipvs, IPSet: e.ipset, Netlink: e.nl, IPTables: e.ipt, Sysctl: e.sysctl}
+	if _, err := ipvs.NewProxier(ipvs.Config{MasqueradeBit: -2}, ifs); err == nil {
+		t.Error("NewProxier accepted MasqueradeBit -2")
+	}
+}

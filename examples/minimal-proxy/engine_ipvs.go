@@ -39,9 +39,6 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		}
 		exclude = append(exclude, pfx.Masked())
 	}
-	if b := cfg.IPTables.MasqueradeBit; b != nil && *b == 0 {
-		return nil, fmt.Errorf("iptables.masqueradeBit: the ipvs mode cannot use bit 0 (ipvs.Config reads 0 as the default, 14)")
-	}
 	vcfg := ipvs.Config{
 		IPFamily:          family,
 		NodeName:          p.nodeName,
@@ -49,7 +46,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		SyncPeriod:        cfg.IPVS.SyncPeriod.Duration,
 		MinSyncPeriod:     minSync(cfg.IPVS.MinSyncPeriod.Duration),
 		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
-		MasqueradeBit:     masqBitIPVS(cfg.IPTables.MasqueradeBit),
+		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
 		LocalDetector:     ipvs.LocalDetector{Mode: ipvs.LocalMode(itDetector.Mode), CIDR: itDetector.CIDR, Interface: itDetector.Interface},
 		NodePortAddresses: npa,
 		Scheduler:         cfg.IPVS.Scheduler,
@@ -131,15 +128,6 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 			}
 		},
 	}, nil
-}
-
-// masqBitIPVS maps masqueradeBit to ipvs.Config's (0 there means 14, and
-// bit 0 cannot be asked for: it is refused with a clear error).
-func masqBitIPVS(b *int32) int {
-	if b == nil {
-		return 0
-	}
-	return int(*b)
 }
 
 // newServiceHealth is the health-check node-port server of an engine.

@@ -21,7 +21,8 @@ type TracerConfig struct {
 	// (defaults "cbr0" and "eth0").
 	PodInterface      string
 	ExternalInterface string
-	// MasqueradeBit is the proxier's KUBE-MARK-MASQ bit (0: 14).
+	// MasqueradeBit is the proxier's KUBE-MARK-MASQ bit, read as in
+	// ipvs.Config (0: 14; -1: bit 0).
 	MasqueradeBit int
 }
 
@@ -49,7 +50,9 @@ func NewTracer(cfg TracerConfig, ipvsFake *IPVS, ipsetFake *IPSet, nl *Netlink, 
 	if cfg.Family == "" {
 		cfg.Family = v1.IPv4Protocol
 	}
-	if cfg.MasqueradeBit == 0 {
+	if cfg.MasqueradeBit == -1 {
+		cfg.MasqueradeBit = 0
+	} else if cfg.MasqueradeBit == 0 {
 		cfg.MasqueradeBit = ipvs.DefaultMasqueradeBit
 	}
 	return &Tracer{cfg: cfg, ipvs: ipvsFake, ipset: ipsetFake, nl: nl, ipt: ipt}
