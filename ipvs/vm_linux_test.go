@@ -19,7 +19,7 @@ import (
 // skips. Where this kernel has IPVS, the Kernel tests run directly instead.
 func TestKernelInVM(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots a VM (about a minute under TCG); skipped with -short")
+		t.Skip("boots a VM (about three minutes under TCG); skipped with -short")
 	}
 	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
 		t.Skip("this kernel has IPVS: the Kernel tests run directly, no VM needed")
