@@ -11,13 +11,14 @@ import (
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 func kernelConformanceHarness(topo proxytest.Topology) netnstest.KernelHarness {
 	return netnstest.KernelHarness{
-		Quirks: ipvsQuirks(topo),
+		Quirks: ipvstest.ConformanceQuirks(topo),
 		New: func(t *testing.T, env *netnstest.Env, opts proxytest.Options) proxy.Provider {
 			var ifs ipvs.Interfaces
 			err := netnstest.Exec(env.Node, func() error {

@@ -269,3 +269,47 @@ func TestShuffle(t *testing.T) {
 		t.Error("quirks must match repeated steps by their original name only")
 	}
 }
+
+func TestApplyQuirks(t *testing.T) {
+	topo := DefaultTopology(v1.IPv4Protocol)
+	table := tinyTable(topo)
+	rewritten := Result{Verdict: NotProxied}
+	got, err := ApplyQuirks(table, []Quirk{
+		{Scenario: "tiny", Step: "two", Check: "c", Reason: "test: rewrite", Adjust: func(Result) Result { return rewritten }},
+		{Scenario: "tiny", Step: "one", Reason: "test: skip every check of step one"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range got[0].Steps {
+		switch st.Name {
+		case "one":
+			if len(st.Checks) != 0 {
+				t.Errorf("step one keeps %d checks, want none (skipped)", len(st.Checks))
+			}
+		case "two":
+			for _, c := range st.Checks {
+				if c.Name == "c" && c.Want.Verdict != NotProxied {
+					t.Errorf("check c wants %v, want the quirk's %v", c.Want, rewritten)
+				}
+			}
+		}
+	}
+	// The input is left as it was.
+	if fresh := tinyTable(topo); len(table[0].Steps[0].Checks) != len(fresh[0].Steps[0].Checks) {
+		t.Errorf("ApplyQuirks modified its input")
+	}
+	for _, st := range table[0].Steps {
+		for _, c := range st.Checks {
+			if st.Name == "two" && c.Name == "c" && c.Want.Verdict == NotProxied {
+				t.Errorf("ApplyQuirks modified its input's wanted result")
+			}
+		}
+	}
+	if _, err := ApplyQuirks(table, []Quirk{{Scenario: "tiny", Check: "zz", Reason: "stale"}}); err == nil {
+		t.Errorf("a quirk matching no check was accepted")
+	}
+	if _, err := ApplyQuirks(table, []Quirk{{Scenario: "tiny"}}); err == nil {
+		t.Errorf("a quirk without a Reason was accepted")
+	}
+}

@@ -95,17 +95,7 @@ func runScenario(t *testing.T, topo Topology, sc Scenario, h Harness) {
 		}
 		failed := false
 		for _, c := range st.Checks {
-			want, skip := c.Want, ""
-			for _, q := range h.Quirks {
-				if !q.matches(sc.Name, st.Name, c.Name) {
-					continue
-				}
-				if q.Adjust == nil {
-					skip = q.Reason
-				} else {
-					want = q.Adjust(want)
-				}
-			}
+			want, skip := quirkedWant(h.Quirks, sc.Name, st.Name, c)
 			if skip != "" {
 				t.Logf("%s check %q: skipped: %s", where, c.Name, skip)
 				continue
