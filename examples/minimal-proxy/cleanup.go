@@ -19,7 +19,24 @@ import (
 // and, when the kernel has IPVS, the IPVS mode's virtual servers, ipsets,
 // kube-ipvs0 link and rules. Nothing else is touched. It tries everything
 // and returns the failures joined.
+//
+// The modes share chains (KUBE-MARK-MASQ, KUBE-POSTROUTING,
+// KUBE-PROXY-FIREWALL, …), and a chain cannot be deleted while another
+// mode's chain still jumps to it, so one mode's cleanup can fail only
+// because another's has not run yet. When a round fails, a second round
+// runs after every mode has flushed its chains, and only its failures
+// count.
 func cleanupAll(ctx context.Context, log logr.Logger) error {
+	err := cleanupRound(ctx, log)
+	if err == nil {
+		return nil
+	}
+	log.V(1).Info("Cleanup round left something behind; trying once more now that every mode has run", "error", err.Error())
+	return cleanupRound(ctx, log)
+}
+
+// cleanupRound runs every mode's cleanup once.
+func cleanupRound(ctx context.Context, log logr.Logger) error {
 	var errs []error
 	for _, backend := range []string{iptables.BackendNFT, iptables.BackendLegacy} {
 		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
