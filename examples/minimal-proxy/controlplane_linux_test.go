@@ -211,7 +211,7 @@ func startPreparedControlPlane(t *testing.T, files *controlPlaneFiles, bins e2eB
 	}
 
 	// Ready when /readyz answers ok; bounded, and cut short if the process dies.
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(apiServerReadyTimeout)
 	var lastErr error
 	for {
 		if apiserver.exited() {
@@ -225,7 +225,7 @@ func startPreparedControlPlane(t *testing.T, files *controlPlaneFiles, bins e2eB
 		}
 		lastErr = err
 		if time.Now().After(deadline) {
-			t.Fatalf("kube-apiserver not ready after 3m (last error: %v):\n%s\netcd:\n%s", lastErr, tail(readFile(apiLog), 40), tail(readFile(etcdLog), 20))
+			t.Fatalf("kube-apiserver not ready after %v (last error: %v):\n%s\netcd:\n%s", apiServerReadyTimeout, lastErr, tail(readFile(apiLog), 40), tail(readFile(etcdLog), 20))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -76,7 +76,12 @@
 // ~/.cache/svcproxy-e2e; a test without them skips saying so) inside the
 // conformance topology's node namespace, every proxytest scenario driven
 // through the API for IPv4 and IPv6 and checked with real connections,
-// then a restart over the rules. $SVCPROXY_E2E_ETCD and
+// then a restart over the rules. It runs in the iptables mode, the
+// userspace mode (TestE2EKubeAPIServerUserspace) and the ipvs mode
+// (TestE2EKubeAPIServerIPVS); where the host's kernel has no IPVS, the
+// last runs itself with etcd, kube-apiserver and the binary inside a qemu
+// guest that has it (hack/vmtest/run-e2e-ipvs.sh, its waits stretched by
+// $SVCPROXY_E2E_SLOWDOWN for the emulation). $SVCPROXY_E2E_ETCD and
 // $SVCPROXY_E2E_KUBE_APISERVER name prebuilt binaries instead;
 // $SVCPROXY_E2E_CACHE moves the cache; $SVCPROXY_MINIMAL_PROXY names a
 // prebuilt minimal-proxy.

@@ -31,18 +31,31 @@ import (
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
-// Bounds of the e2e test's waits.
-const (
+// Bounds of the e2e test's waits, stretched by $SVCPROXY_E2E_SLOWDOWN
+// (an integer factor; the ipvs e2e sets it inside its emulated VM).
+var (
 	// convergeTimeout: how long a check may take to hold after its step's
 	// objects were written to the API server (informer delivery, the
 	// engine's min sync period, iptables-restore).
-	convergeTimeout = 60 * time.Second
+	convergeTimeout = slowdown(60 * time.Second)
 	// readyTimeout: how long the proxy may take to answer /healthz 200.
-	readyTimeout = 2 * time.Minute
+	readyTimeout = slowdown(2 * time.Minute)
 	// stopTimeout: how long the proxy may take to exit after SIGTERM. The
 	// binary aims at well under a second; this only bounds the wait.
-	stopTimeout = 5 * time.Second
+	stopTimeout = slowdown(5 * time.Second)
+	// apiServerReadyTimeout: how long etcd and kube-apiserver may take to
+	// answer /readyz.
+	apiServerReadyTimeout = slowdown(3 * time.Minute)
 )
+
+// slowdown stretches d by $SVCPROXY_E2E_SLOWDOWN when that is an integer
+// above 1.
+func slowdown(d time.Duration) time.Duration {
+	if f, err := strconv.Atoi(os.Getenv("SVCPROXY_E2E_SLOWDOWN")); err == nil && f > 1 {
+		return d * time.Duration(f)
+	}
+	return d
+}
 
 var (
 	proxyBinaryOnce sync.Once
@@ -319,6 +332,28 @@ func converge(prober *netnstest.Prober, c proxytest.Check) string {
 	}
 }
 
+// e2eMode is what differs between the engines the e2e drives the same way.
+type e2eMode struct {
+	// name is --proxy-mode, mode: in the config file, and /proxyMode.
+	name string
+	// flags are mode-specific flags (its min sync period).
+	flags []string
+	// config is the mode-specific part of the KubeProxyConfiguration the
+	// restarted proxy reads.
+	config string
+	// quirks are the engine's explained differences from the table.
+	quirks func(proxytest.Topology) []proxytest.Quirk
+	// cleaned checks, after --cleanup, that the mode's own kernel state
+	// (beyond iptables, which every mode's check covers) is gone.
+	cleaned func(t *testing.T, inNS inNamespace)
+}
+
+var iptablesE2EMode = e2eMode{
+	name:   modeIPTables,
+	flags:  []string{"--iptables-min-sync-period=100ms"},
+	config: "iptables:\n  minSyncPeriod: 100ms\n",
+}
+
 // TestE2EKubeAPIServer runs the minimal-proxy binary against a real
 // kube-apiserver inside the conformance topology's node namespace, drives
 // the conformance scenarios through the API, checks every one with real
@@ -328,11 +363,11 @@ func TestE2EKubeAPIServer(t *testing.T) {
 	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		t.Run(string(family), func(t *testing.T) { testE2E(t, bins, family) })
+		t.Run(string(family), func(t *testing.T) { testE2E(t, bins, family, iptablesE2EMode) })
 	}
 }
 
-func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily) {
+func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily, mode e2eMode) {
 	topo := proxytest.DefaultTopology(family)
 	env := netnstest.NewEnv(t, topo)
 	inNS := func(fn func() error) error { return netnstest.Exec(env.Node, fn) }
@@ -350,18 +385,24 @@ func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily) {
 	}
 	feeder := proxytest.NewFeeder(h)
 
-	common := []string{
+	common := append([]string{
 		"--kubeconfig=" + cp.Kubeconfig,
 		"--hostname-override=" + topo.NodeName,
 		"--cluster-cidr=" + topo.ClusterCIDR.String(),
 		"--nodeport-addresses=" + proxytest.HostPrefix(topo.NodeIP).String(),
-		"--proxy-mode=iptables",
-		"--iptables-min-sync-period=100ms",
+		"--proxy-mode=" + mode.name,
 		"--v=2",
-	}
+	}, mode.flags...)
 
+	scenarios := proxytest.Scenarios(topo)
+	if mode.quirks != nil {
+		var err error
+		if scenarios, err = proxytest.ApplyQuirks(scenarios, mode.quirks(topo)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var plain, masqueradeAll []proxytest.Scenario
-	for _, sc := range proxytest.Scenarios(topo) {
+	for _, sc := range scenarios {
 		if sc.Options.MasqueradeAll {
 			masqueradeAll = append(masqueradeAll, sc)
 		} else {
@@ -374,8 +415,8 @@ func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily) {
 	if log := readFile(p.logPath); !strings.Contains(log, topo.NodeIP.String()) {
 		t.Errorf("the proxy does not log the node IP %s from the Node object:\n%s", topo.NodeIP, tail(log, 20))
 	}
-	if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != modeIPTables {
-		t.Errorf("/proxyMode = %d %q %v, want 200 %q", code, body, err, modeIPTables)
+	if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != mode.name {
+		t.Fatalf("/proxyMode = %d %q %v, want 200 %q", code, body, err, mode.name)
 	}
 	runScenariosThroughAPI(t, env, p, h, feeder, plain)
 	if code, body, err := p.get(p.metrics, "/metrics"); err != nil || code != 200 || !strings.Contains(body, "kubeproxy_sync_proxy_rules_duration_seconds_count") {
@@ -412,12 +453,10 @@ clientConnection:
 hostnameOverride: %s
 clusterCIDR: %s
 nodePortAddresses: [%s]
-mode: iptables
-iptables:
-  minSyncPeriod: 100ms
-logging:
+mode: %s
+%slogging:
   verbosity: 2
-`, cp.Kubeconfig, topo.NodeName, topo.ClusterCIDR, proxytest.HostPrefix(topo.NodeIP))), 0o600); err != nil {
+`, cp.Kubeconfig, topo.NodeName, topo.ClusterCIDR, proxytest.HostPrefix(topo.NodeIP), mode.name, mode.config)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--config=" + config}
@@ -431,6 +470,9 @@ logging:
 		}
 	}
 	p2.waitHealthy(t)
+	if code, body, err := p2.get(p2.metrics, "/proxyMode"); err != nil || code != 200 || body != mode.name {
+		t.Errorf("restarted from the config file: /proxyMode = %d %q %v, want 200 %q", code, body, err, mode.name)
+	}
 	for _, c := range keep.Checks {
 		// The restarted proxy runs with the new flags: under
 		// --masquerade-all, pod traffic to a cluster IP is masqueraded too.
@@ -440,7 +482,78 @@ logging:
 		}
 	}
 	runScenariosThroughAPI(t, env, p2, h, feeder, masqueradeAll)
+
+	// --cleanup after the proxy stopped: what the mode left is gone, so
+	// the survivor's cluster IP is no longer proxied.
+	if err := feeder.Apply(keep.Objects); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range keep.Checks {
+		c.Want.Masquerade = c.Want.Masquerade || len(masqueradeAll) > 0
+		if why := converge(env.Prober(), c); why != "" {
+			t.Fatalf("before --cleanup, %s: %s", c.Name, why)
+		}
+	}
 	p2.stop(t)
+	runCleanup(t, inNS)
+	checkNoKubeRules(t, inNS)
+	if mode.cleaned != nil {
+		mode.cleaned(t, inNS)
+	}
+	for _, c := range keep.Checks {
+		c.Want = proxytest.Result{Verdict: proxytest.NotProxied}
+		if why := converge(env.Prober(), c); why != "" {
+			t.Errorf("after --cleanup, %s: %s", c.Name, why)
+		}
+	}
+}
+
+// runCleanup runs minimal-proxy --cleanup in the namespace and checks it
+// exits 0 (bounded).
+func runCleanup(t *testing.T, inNS inNamespace) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "cleanup.log")
+	p := startProcess(t, inNS, "minimal-proxy --cleanup", logPath, buildProxyBinary(t), "--cleanup", "--v=1")
+	if !p.wait(slowdown(time.Minute)) {
+		t.Fatalf("--cleanup still running after %v:\n%s", slowdown(time.Minute), tail(readFile(logPath), 30))
+	}
+	if p.err != nil {
+		t.Fatalf("--cleanup: %v\n%s", p.err, tail(readFile(logPath), 30))
+	}
+}
+
+// checkNoKubeRules fails when any iptables backend and family present
+// still has a KUBE- chain or rule in the namespace.
+func checkNoKubeRules(t *testing.T, inNS inNamespace) {
+	t.Helper()
+	for _, save := range []string{"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save", "ip6tables-nft-save"} {
+		if _, err := exec.LookPath(save); err != nil {
+			continue
+		}
+		out := commandIn(t, inNS, save)
+		if strings.Contains(out, "KUBE-") {
+			t.Errorf("%s: KUBE- chains or rules left after --cleanup:\n%s", save, out)
+		}
+	}
+}
+
+// commandIn runs a command in the namespace and returns its output,
+// failing the test when it fails.
+func commandIn(t *testing.T, inNS inNamespace, name string, args ...string) string {
+	t.Helper()
+	var out []byte
+	err := inNS(func() error {
+		var err error
+		out, err = exec.Command(name, args...).CombinedOutput()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 // restartFixture is one ClusterIP service with a local and a remote
