@@ -3,10 +3,7 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/vmtest"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 )
 
@@ -58,36 +56,5 @@ func TestE2EKubeAPIServerIPVS(t *testing.T) {
 // runE2EIPVSInVM runs TestE2EKubeAPIServerIPVS in the VM and fails when it
 // fails or skips there.
 func runE2EIPVSInVM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("this kernel has no IPVS and the VM run takes minutes under TCG; skipped with -short")
-	}
-	for _, tool := range []string{"apt-get", "dpkg", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("this kernel has no IPVS, and the VM runner needs %s: %v", tool, err)
-		}
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	budget := 35 * time.Minute
-	if d, ok := t.Deadline(); ok && time.Until(d)-time.Minute < budget {
-		budget = time.Until(d) - time.Minute
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "vmtest", "run-e2e-ipvs.sh"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "SVCPROXY_VMTEST_QUIET=1")
-	out, err := cmd.CombinedOutput()
-	var kept []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.Contains(line, "=== RUN") && !strings.Contains(line, "=== PAUSE") && !strings.Contains(line, "=== CONT") {
-			kept = append(kept, line)
-		}
-	}
-	t.Log("in the VM (kernel with IPVS):\n" + strings.Join(kept, "\n"))
-	if err != nil {
-		t.Fatalf("the ipvs-mode e2e in the VM: %v", err)
-	}
+	vmtest.Run(t, "the ipvs-mode e2e (this kernel has no IPVS)", "about four minutes", "run-e2e-ipvs.sh", 35*time.Minute)
 }
