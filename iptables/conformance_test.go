@@ -10,6 +10,7 @@ import (
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 )
 
 // conformanceConfig is the engine configuration the conformance topology
@@ -42,9 +43,9 @@ func conformanceHarness(t *testing.T, topo proxytest.Topology, opts proxytest.Op
 }
 
 func TestConformanceIPv4(t *testing.T) {
-	proxytest.Run(t, v1.IPv4Protocol, proxytest.Harness{New: conformanceHarness})
+	conformance.Run(t, v1.IPv4Protocol, conformance.Harness{New: conformanceHarness})
 }
 
 func TestConformanceIPv6(t *testing.T) {
-	proxytest.Run(t, v1.IPv6Protocol, proxytest.Harness{New: conformanceHarness})
+	conformance.Run(t, v1.IPv6Protocol, conformance.Harness{New: conformanceHarness})
 }

@@ -10,12 +10,13 @@ import (
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 )
 
 // conformanceHarness runs the shared conformance table through the fakes
 // and the ipvstest tracer.
-func conformanceHarness(topo proxytest.Topology) proxytest.Harness {
-	return proxytest.Harness{
+func conformanceHarness(topo proxytest.Topology) conformance.Harness {
+	return conformance.Harness{
 		Quirks: ipvstest.ConformanceQuirks(topo),
 		New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
 			e := newEnvFor(t, topo, ipvs.Config{
@@ -46,7 +47,7 @@ func (d dumpingTracer) Dump() string { return d.e.dump() }
 func TestConformance(t *testing.T) {
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		t.Run(string(fam), func(t *testing.T) {
-			proxytest.Run(t, fam, conformanceHarness(proxytest.DefaultTopology(fam)))
+			conformance.Run(t, fam, conformanceHarness(proxytest.DefaultTopology(fam)))
 		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 	"github.com/svcproxy/svcproxy/userspace"
 	"github.com/svcproxy/svcproxy/userspace/userspacetest"
 )
@@ -244,7 +245,7 @@ func TestConformanceLoopback(t *testing.T) {
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		t.Run(string(fam), func(t *testing.T) {
 			topo := proxytest.DefaultTopology(fam)
-			proxytest.Run(t, fam, proxytest.Harness{New: loopbackHarness, Quirks: quirks(topo)})
+			conformance.Run(t, fam, conformance.Harness{New: loopbackHarness, Quirks: quirks(topo)})
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 	"github.com/svcproxy/svcproxy/userspace"
 	"github.com/svcproxy/svcproxy/userspace/userspacetest"
 )
@@ -52,10 +53,10 @@ func harness(t *testing.T, topo proxytest.Topology, _ proxytest.Options) (proxy.
 
 func TestConformanceIPv4(t *testing.T) {
 	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
-	proxytest.Run(t, v1.IPv4Protocol, proxytest.Harness{New: harness, Quirks: quirks(topo)})
+	conformance.Run(t, v1.IPv4Protocol, conformance.Harness{New: harness, Quirks: quirks(topo)})
 }
 
 func TestConformanceIPv6(t *testing.T) {
 	topo := proxytest.DefaultTopology(v1.IPv6Protocol)
-	proxytest.Run(t, v1.IPv6Protocol, proxytest.Harness{New: harness, Quirks: quirks(topo)})
+	conformance.Run(t, v1.IPv6Protocol, conformance.Harness{New: harness, Quirks: quirks(topo)})
 }

@@ -1,5 +1,5 @@
-// Package netnstest runs svcproxy's conformance table (proxy/proxytest)
-// with real packets on the real kernel, in network namespaces made for the
+// Package netnstest runs svcproxy's conformance table (proxy/proxytest,
+// through the runner of proxy/proxytest/conformance) with real packets on the real kernel, in network namespaces made for the
 // test. It needs root on Linux; otherwise every entry point skips the test
 // with the reason (SkipUnlessRoot).
 //
@@ -51,5 +51,5 @@
 //
 // Every scenario gets a fresh Env, so scenarios cannot leak state into each
 // other. Loops are bounded: at most DefaultMaxAttempts connections per
-// check, 10 s to wait for links, proxytest.SyncTimeout per Sync.
+// check, 10 s to wait for links, conformance.SyncTimeout per Sync.
 package netnstest

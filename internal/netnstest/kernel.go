@@ -8,6 +8,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 )
 
 // KernelHarness is what an engine's real-kernel test supplies.
@@ -20,13 +21,14 @@ type KernelHarness struct {
 	// Exec(env.Node, ...) too. It may call t.Skip and should register its
 	// cleanup with t.Cleanup (env is removed after it). Required.
 	New func(t *testing.T, env *Env, opts proxytest.Options) proxy.Provider
-	// Quirks: see proxytest.Harness.
+	// Quirks: see conformance.Harness; they apply as they do there.
 	Quirks []proxytest.Quirk
 }
 
 // RunKernel runs the whole conformance table for family on the real
-// kernel: every scenario gets a fresh Env (NewEnv), an engine from h.New,
-// and the Prober as its tracer. It skips unless root on Linux.
+// kernel, through the conformance runner (proxy/proxytest/conformance):
+// every scenario gets a fresh Env (NewEnv), an engine from h.New, and the
+// Prober as its tracer. It skips unless root on Linux.
 func RunKernel(t *testing.T, family v1.IPFamily, h KernelHarness) {
 	t.Helper()
 	SkipUnlessRoot(t)
@@ -41,7 +43,7 @@ func RunKernelScenarios(t *testing.T, topo proxytest.Topology, scenarios []proxy
 	if h.New == nil {
 		t.Fatal("netnstest: KernelHarness.New is nil")
 	}
-	proxytest.RunScenarios(t, topo, scenarios, proxytest.Harness{
+	conformance.RunScenarios(t, topo, scenarios, conformance.Harness{
 		New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
 			env := NewEnv(t, topo)
 			p := h.New(t, env, opts)

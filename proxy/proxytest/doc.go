@@ -1,45 +1,38 @@
 // Package proxytest is the cross-mode conformance table of svcproxy: the
 // shared vocabulary of packet tracers (Packet, Origin, Verdict, Result,
-// Tracer), one Topology that every engine is tested against, the table of
-// Scenarios, and the runner that feeds a scenario to an engine and checks
-// every packet.
+// Tracer, Sampler), one Topology that every engine is tested against, the
+// table of Scenarios, Quirks, and the Feeder that turns a step's objects
+// into the events an informer would deliver.
 //
-// # What an engine's test supplies
+// It does not import package testing: the shipped fakes and tracers
+// (iptables/iptablestest, ipvs/ipvstest) speak this vocabulary, and the
+// reference binary's dry run links them. The runner that feeds the table to
+// an engine from its tests is package proxytest/conformance.
 //
-// An engine joins the table with one test per IP family:
+// # How an engine uses it
 //
-//	func TestConformanceIPv4(t *testing.T) {
-//		proxytest.Run(t, v1.IPv4Protocol, proxytest.Harness{
-//			New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
-//				// build a fresh engine configured for topo (node name, node IP,
-//				// cluster CIDR as the local-traffic detector, opts.MasqueradeAll)
-//				// over its fake, and return it with the fake's tracer.
-//			},
-//			Quirks: nil, // explained differences, as few as possible
-//		})
-//	}
+// An engine's test joins the table through the runner:
+//
+//	conformance.Run(t, v1.IPv4Protocol, conformance.Harness{New: newEngineAndTracer})
 //
 // Shuffle replays each scenario's steps in random orders (every step is a
 // complete state), which shows that every transition converges:
 //
-//	proxytest.RunScenarios(t, topo, proxytest.Shuffle(proxytest.Scenarios(topo), seed, 3), h)
+//	conformance.RunScenarios(t, topo, proxytest.Shuffle(proxytest.Scenarios(topo), seed, 3), h)
 //
-// The real-kernel variant is internal/netnstest.RunKernel, which builds the
-// same topology in network namespaces and answers with real packets.
+// A harness that drives the table its own way (through a real API server,
+// say) takes Scenarios, applies its quirks with ApplyQuirks, feeds each
+// step with a Feeder and compares what its tracer answers with Match.
 //
 // # Guarantees
 //
 //   - Scenarios(topo) is deterministic and valid for topo (Validate): every
 //     packet's source matches its Origin, every port has a listener in the
 //     real-kernel harness, every wanted backend is a pod.
-//   - The runner gives each scenario a fresh engine, checks that Sync
-//     returns proxy.ErrNotSynced before the initial lists are reported
-//     synced, then feeds each step as the add/update/delete events an
-//     informer would deliver (Feeder) and calls Sync before tracing.
-//   - Every failure names scenario, step and check, and shows the packet,
-//     the wanted and the actual result, and why they differ.
+//   - The Feeder delivers each step as the add/update/delete events against
+//     the previous step, never an event for an unchanged object.
 //   - Quirks are explicit: each has a reason, and a quirk that matches no
-//     check of its scenario fails the run.
+//     check of its scenario is an error (ApplyQuirks), so the runner fails.
 //   - Expectations follow kube-proxy's iptables mode; where another mode
 //     legitimately differs, its test states so with a Quirk.
 //

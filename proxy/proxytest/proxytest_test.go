@@ -1,18 +1,13 @@
 package proxytest
 
 import (
-	"context"
 	"net/netip"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-
-	"github.com/svcproxy/svcproxy/proxy"
 )
 
 func TestFeederEvents(t *testing.T) {
@@ -129,32 +124,6 @@ func TestValidateRejectsBadTables(t *testing.T) {
 	}
 }
 
-// fakeProvider records events and honours the ErrNotSynced contract
-// (unless sloppy).
-type fakeProvider struct {
-	*Recorder
-	svcSynced, epSynced bool
-	sloppy              bool
-	syncs               int
-}
-
-func (p *fakeProvider) OnServiceSynced()        { p.svcSynced = true }
-func (p *fakeProvider) OnEndpointSlicesSynced() { p.epSynced = true }
-func (p *fakeProvider) Sync(ctx context.Context) error {
-	if !p.sloppy && !(p.svcSynced && p.epSynced) {
-		return proxy.ErrNotSynced
-	}
-	p.syncs++
-	return nil
-}
-func (p *fakeProvider) Run(ctx context.Context) error { <-ctx.Done(); return nil }
-
-// constTracer answers every packet with the same result.
-type constTracer struct{ r Result }
-
-func (c constTracer) Trace(Packet) (Result, error) { return c.r, nil }
-func (c constTracer) Dump() string                 { return "FAKE-DUMP" }
-
 func tinyTable(topo Topology) []Scenario {
 	svc := MakeService(topo, "web", topo.ServiceIP(1), []ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080}}, nil)
 	ck := func(name string, want Result) Check {
@@ -167,73 +136,6 @@ func tinyTable(topo Topology) []Scenario {
 			{Name: "two", Objects: Objects{}, Checks: []Check{ck("b", Result{Verdict: NotProxied}), ck("c", Result{Verdict: Rejected})}},
 		},
 	}}
-}
-
-func TestRunScenariosPassesAndAppliesQuirks(t *testing.T) {
-	topo := DefaultTopology(v1.IPv4Protocol)
-	var p *fakeProvider
-	RunScenarios(t, topo, tinyTable(topo), Harness{
-		New: func(t *testing.T, topo Topology, opts Options) (proxy.Provider, Tracer) {
-			p = &fakeProvider{Recorder: &Recorder{}}
-			return p, constTracer{Result{Verdict: NotProxied}}
-		},
-		Quirks: []Quirk{{Scenario: "tiny", Step: "two", Check: "c", Reason: "test: this engine does not reject",
-			Adjust: func(r Result) Result { return Result{Verdict: NotProxied} }}},
-	})
-	if p.syncs != 2 {
-		t.Errorf("Sync called %d times after synced, want 2 (one per step)", p.syncs)
-	}
-}
-
-// TestRunScenariosReports runs failing harnesses in a child process and
-// checks what the runner reports.
-func TestRunScenariosReports(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a child test process")
-	}
-	for _, tc := range []struct {
-		mode string
-		want []string
-	}{
-		{"mismatch", []string{`scenario "tiny" step "two" check "c"`, "packet: pod 10.244.1.9 -> 10.96.0.1:80/TCP", "want:   rejected", "got:    not-proxied", "FAKE-DUMP"}},
-		{"sloppy", []string{"Sync before the initial lists were reported synced returned <nil>, want proxy.ErrNotSynced"}},
-		{"quirk-without-reason", []string{`quirk for scenario "tiny" has no Reason`}},
-		{"skip-quirk-unknown-check", []string{`scenario "tiny" has no step "one" with check "zz"`}},
-	} {
-		t.Run(tc.mode, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRunner$", "-test.v")
-			cmd.Env = append(os.Environ(), "PROXYTEST_HELPER="+tc.mode)
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("child passed, want a failure; output:\n%s", out)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(string(out), w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
-				}
-			}
-		})
-	}
-}
-
-func TestHelperRunner(t *testing.T) {
-	mode := os.Getenv("PROXYTEST_HELPER")
-	if mode == "" {
-		t.Skip("helper for TestRunScenariosReports")
-	}
-	topo := DefaultTopology(v1.IPv4Protocol)
-	h := Harness{New: func(t *testing.T, topo Topology, opts Options) (proxy.Provider, Tracer) {
-		return &fakeProvider{Recorder: &Recorder{}, sloppy: mode == "sloppy"}, constTracer{Result{Verdict: NotProxied}}
-	}}
-	switch mode {
-	case "sloppy":
-		h.Quirks = []Quirk{{Scenario: "tiny", Check: "c", Reason: "skip"}}
-	case "quirk-without-reason":
-		h.Quirks = []Quirk{{Scenario: "tiny"}}
-	case "skip-quirk-unknown-check":
-		h.Quirks = []Quirk{{Scenario: "tiny", Step: "one", Check: "zz", Reason: "skip"}}
-	}
-	RunScenarios(t, topo, tinyTable(topo), h)
 }
 
 func TestShuffle(t *testing.T) {
@@ -265,7 +167,7 @@ func TestShuffle(t *testing.T) {
 		}
 	}
 	q := Quirk{Scenario: "x", Step: "step", Reason: "r"}
-	if !q.matches("x", "step#3", "c") || q.matches("x", "steps", "c") {
+	if !q.Matches("x", "step#3", "c") || q.Matches("x", "steps", "c") {
 		t.Error("quirks must match repeated steps by their original name only")
 	}
 }

@@ -1,14 +1,19 @@
 package proxytest
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
-// ApplyQuirks returns scenarios with quirks applied as RunScenarios applies
-// them, for harnesses that drive the table their own way (through a real
-// API server, say): each matching check's wanted result is rewritten by the
-// quirk's Adjust, and a check matched by a quirk with a nil Adjust is
-// dropped. scenarios is not modified. Quirks are validated as RunScenarios
-// validates them: one without a Reason or a Scenario, or one naming a
-// scenario in the list but matching none of its checks, is an error.
+// ApplyQuirks returns scenarios with quirks applied: each matching check's
+// wanted result is rewritten by the quirk's Adjust, and a check matched by
+// a quirk with a nil Adjust is dropped (a skip wins over any Adjust).
+// scenarios is not modified. The conformance runner (package
+// proxytest/conformance) applies a Harness's quirks through this function,
+// and harnesses that drive the table their own way (through a real API
+// server, say) call it directly. Quirks are validated first: one without a
+// Reason or a Scenario, or one naming a scenario in the list but matching
+// none of its checks, is an error, so stale quirks do not pile up.
 func ApplyQuirks(scenarios []Scenario, quirks []Quirk) ([]Scenario, error) {
 	if err := validateQuirks(scenarios, quirks); err != nil {
 		return nil, fmt.Errorf("proxytest: %w", err)
@@ -40,7 +45,7 @@ func ApplyQuirks(scenarios []Scenario, quirks []Quirk) ([]Scenario, error) {
 func quirkedWant(quirks []Quirk, scenario, step string, c Check) (want Result, skip string) {
 	want = c.Want
 	for _, q := range quirks {
-		if !q.matches(scenario, step, c.Name) {
+		if !q.Matches(scenario, step, c.Name) {
 			continue
 		}
 		if q.Adjust == nil {
@@ -50,4 +55,29 @@ func quirkedWant(quirks []Quirk, scenario, step string, c Check) (want Result, s
 		}
 	}
 	return want, skip
+}
+
+// validateQuirks checks that every quirk has a Reason and a Scenario, and
+// that a quirk naming a scenario of the list matches one of its checks.
+func validateQuirks(scenarios []Scenario, quirks []Quirk) error {
+	for _, q := range quirks {
+		if q.Reason == "" {
+			return fmt.Errorf("quirk for scenario %q has no Reason", q.Scenario)
+		}
+		if q.Scenario == "" {
+			return fmt.Errorf("quirk %q names no scenario", q.Reason)
+		}
+		found := false
+		for _, sc := range scenarios {
+			for _, st := range sc.Steps {
+				for _, c := range st.Checks {
+					found = found || q.Matches(sc.Name, st.Name, c.Name)
+				}
+			}
+		}
+		if !found && slices.ContainsFunc(scenarios, func(sc Scenario) bool { return sc.Name == q.Scenario }) {
+			return fmt.Errorf("quirk %q: scenario %q has no step %q with check %q", q.Reason, q.Scenario, q.Step, q.Check)
+		}
+	}
+	return nil
 }

@@ -68,10 +68,11 @@ func (r Result) Equal(o Result) bool {
 // result as a hint of how long to keep sampling (stop once every wanted
 // backend answered, bounded either way). The hint never shapes the answer.
 //
-// The conformance runner calls TraceSample when a tracer has it, and then
-// compares sticky results leniently: a sampling tracer sees a single
-// backend for a sticky service, which must be one of the wanted ones; and
-// stickiness cannot be observed when fewer than two backends are wanted.
+// The conformance runner (package proxytest/conformance) calls
+// TraceSample when a tracer has it, and then compares sticky results
+// leniently: a sampling tracer sees a single backend for a sticky service,
+// which must be one of the wanted ones; and stickiness cannot be observed
+// when fewer than two backends are wanted.
 type Sampler interface {
 	TraceSample(p Packet, want Result) (Result, error)
 }

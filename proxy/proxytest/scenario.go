@@ -60,7 +60,10 @@ type Quirk struct {
 	Adjust func(want Result) Result
 }
 
-func (q Quirk) matches(scenario, step, check string) bool {
+// Matches reports whether q applies to the check named check of the given
+// scenario and step. A step that Shuffle repeated ("name#2") matches by its
+// original name.
+func (q Quirk) Matches(scenario, step, check string) bool {
 	return q.Scenario == scenario && (q.Step == "" || q.Step == baseStepName(step)) && (q.Check == "" || q.Check == check)
 }
 
