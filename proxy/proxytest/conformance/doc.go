@@ -5,7 +5,8 @@
 //
 // It is a package of its own because it imports package testing; proxytest,
 // which the shipped fakes and the reference binary's dry run use for the
-// tracer vocabulary, does not. Import conformance from _test files only.
+// tracer vocabulary, does not. Import conformance from tests and test
+// helpers (such as internal/netnstest) only, never from code a binary links.
 //
 // # What an engine's test supplies
 //
