@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/svcproxy/svcproxy/changetracker"
@@ -61,6 +62,18 @@ type Proxier struct {
 	lastPlans int                             // service ports planned by the last sync
 	tcpPorts  *portAllocator
 	udpPorts  *portAllocator
+
+	// byService indexes services by service: the ports of each service
+	// that have state. A partial sync finds there the ports a changed
+	// service had, including those the tracker no longer lists. Change
+	// services only through addService and removeService.
+	byService map[types.NamespacedName][]proxy.ServicePortName
+	// noLocalInternal / noLocalExternal count the service ports whose plan
+	// has that flag set (the no_local_endpoints metric), kept by
+	// addService, setPlan and removeService rather than recounted.
+	noLocalInternal, noLocalExternal int
+	teardownBuf                      []proxy.ServicePortName // scratch, reused across syncs
+
 	// Capture rules: written holds each service port's rules as they are
 	// in the kernel after the last successful write; dirty the service
 	// ports whose rules may have changed since. rulesValid false (at
@@ -134,6 +147,7 @@ func New(cfg Config) (*Proxier, error) {
 		hostIP:    cfg.HostIP.Unmap(),
 		closing:   make(chan struct{}),
 		services:  map[proxy.ServicePortName]*serviceState{},
+		byService: map[types.NamespacedName][]proxy.ServicePortName{},
 		skipped:   map[proxy.ServicePortName]error{},
 		failing:   map[proxy.ServicePortName]bool{},
 		written:   map[proxy.ServicePortName][]captureRule{},
@@ -240,17 +254,8 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		if err == nil {
 			m.SetLastSync(fam, p.cfg.Clock.Now())
 		}
-		var internal, external int
-		for _, st := range p.services {
-			if st.plan.noLocalInternal {
-				internal++
-			}
-			if st.plan.noLocalExternal {
-				external++
-			}
-		}
-		m.SetNoLocalEndpoints(fam, metrics.TrafficPolicyInternal, internal)
-		m.SetNoLocalEndpoints(fam, metrics.TrafficPolicyExternal, external)
+		m.SetNoLocalEndpoints(fam, metrics.TrafficPolicyInternal, p.noLocalInternal)
+		m.SetNoLocalEndpoints(fam, metrics.TrafficPolicyExternal, p.noLocalExternal)
 	}
 	return err
 }
@@ -264,16 +269,13 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 	}
 	// Only services the update changed are planned again, unless the node's
 	// topology labels changed (endpoint selection may change everywhere),
-	// this is the first sync, or the service failed last time.
+	// this is the first sync, or the service failed last time. A partial
+	// sync finds the changed ports through the tracker's index of ports by
+	// service, so its cost follows the change, not the number of services.
 	full := !p.planned || u.NodeChanged
 	plans := map[proxy.ServicePortName]*servicePlan{}
 	p.lastPlans = 0
-	for name, svc := range u.Services {
-		// Unchanged and served fine: skip, without a lookup in the common
-		// case (no failing service). New service ports are always changed.
-		if !full && !u.ChangedServices.Has(name.NamespacedName) && (len(p.failing) == 0 || !p.failing[name]) {
-			continue
-		}
+	planOne := func(name proxy.ServicePortName, svc proxy.ServicePort) {
 		p.lastPlans++
 		plan, err := planService(name, svc, u.Endpoints[name], pp)
 		if err != nil {
@@ -282,39 +284,80 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 				p.log.Info("Not serving service port", "service", name, "protocol", svc.Protocol(), "reason", err)
 			}
 			p.skipped[name] = err
-			continue
+			return
 		}
 		delete(p.skipped, name)
 		plans[name] = plan
 	}
+	if full {
+		for name, svc := range u.Services {
+			planOne(name, svc)
+		}
+	} else {
+		for nn := range u.ChangedServices {
+			for _, name := range u.ServicePorts[nn] {
+				// u.Services is the filtered view: a port out of scope is
+				// not planned (and is torn down below).
+				if svc, ok := u.Services[name]; ok {
+					planOne(name, svc)
+				}
+			}
+		}
+		// Failing ports are retried whether or not their service changed.
+		for name := range p.failing {
+			if u.ChangedServices.Has(name.NamespacedName) {
+				continue // planned above
+			}
+			if svc, ok := u.Services[name]; ok {
+				planOne(name, svc)
+			}
+		}
+	}
+	// Only a changed service can have lost a skipped port.
 	for name := range p.skipped {
+		if !full && !u.ChangedServices.Has(name.NamespacedName) {
+			continue
+		}
 		if _, ok := u.Services[name]; !ok {
 			delete(p.skipped, name)
 		}
 	}
 	p.planned = true
 
-	for name, st := range p.services {
-		// Only a changed service can have lost a port.
-		if !full && !u.ChangedServices.Has(name.NamespacedName) {
-			continue
+	// Tear down the ports that vanished (from the tracker or from the
+	// filtered view), became skipped or changed protocol. Only a changed
+	// service can have lost a port; its old ports come from byService,
+	// since the tracker no longer lists the ones that left.
+	teardown := p.teardownBuf[:0]
+	if full {
+		for name := range p.services {
+			teardown = append(teardown, name)
 		}
+	} else {
+		for nn := range u.ChangedServices {
+			teardown = append(teardown, p.byService[nn]...)
+		}
+	}
+	for _, name := range teardown {
+		st := p.services[name]
 		_, present := u.Services[name]
 		if plan, replanned := plans[name]; !present || p.skipped[name] != nil || replanned && plan.protocol != st.plan.protocol {
 			p.staleUDP = conntrackFilters(st.plan, p.staleUDP)
 			p.teardownService(st)
-			delete(p.services, name)
+			p.removeService(name)
 			delete(p.failing, name)
 			p.dirty[name] = true
 		}
 	}
+	clear(teardown)
+	p.teardownBuf = teardown[:0]
 
 	var errs []error
 	for name, plan := range plans {
 		st := p.services[name]
 		if st == nil {
 			st = &serviceState{listeners: map[listenerID]*listenerState{}}
-			p.services[name] = st
+			p.addService(name, st)
 		}
 		if st.err == nil && st.plan != nil && plansEqual(st.plan, plan) {
 			continue
@@ -330,7 +373,7 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 		}
 		p.applyFrontends(st.plan, plan)
 		st.err = p.applyListeners(st, plan)
-		st.plan = plan
+		p.setPlan(st, plan)
 		if st.err != nil {
 			p.failing[name] = true
 		} else {
@@ -362,6 +405,52 @@ func (p *Proxier) apply(ctx context.Context, u changetracker.Update) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// addService records st as name's state; name must have none.
+func (p *Proxier) addService(name proxy.ServicePortName, st *serviceState) {
+	p.services[name] = st
+	p.byService[name.NamespacedName] = append(p.byService[name.NamespacedName], name)
+	if st.plan != nil {
+		p.countNoLocal(st.plan, 1)
+	}
+}
+
+// removeService forgets name's state (its sockets must be closed already).
+func (p *Proxier) removeService(name proxy.ServicePortName) {
+	st := p.services[name]
+	if st == nil {
+		return
+	}
+	if st.plan != nil {
+		p.countNoLocal(st.plan, -1)
+	}
+	delete(p.services, name)
+	nn := name.NamespacedName
+	ports := slices.DeleteFunc(p.byService[nn], func(n proxy.ServicePortName) bool { return n == name })
+	if len(ports) == 0 {
+		delete(p.byService, nn)
+	} else {
+		p.byService[nn] = ports
+	}
+}
+
+// setPlan makes plan st's current plan.
+func (p *Proxier) setPlan(st *serviceState, plan *servicePlan) {
+	if st.plan != nil {
+		p.countNoLocal(st.plan, -1)
+	}
+	st.plan = plan
+	p.countNoLocal(plan, 1)
+}
+
+func (p *Proxier) countNoLocal(plan *servicePlan, delta int) {
+	if plan.noLocalInternal {
+		p.noLocalInternal += delta
+	}
+	if plan.noLocalExternal {
+		p.noLocalExternal += delta
+	}
 }
 
 func plansEqual(a, b *servicePlan) bool {
@@ -614,7 +703,7 @@ func (p *Proxier) Close() error {
 		for _, ls := range st.listeners {
 			p.closeListener(ls)
 		}
-		delete(p.services, name)
+		p.removeService(name)
 	}
 	p.syncMu.Unlock()
 
