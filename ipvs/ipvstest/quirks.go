@@ -20,7 +20,7 @@ const (
 
 // ConformanceQuirks are the IPVS engine's explained differences from the
 // shared conformance table (proxytest.Scenarios) for topo, for a
-// proxytest.Harness, a netnstest.KernelHarness, or proxytest.ApplyQuirks
+// conformance.Harness, a netnstest.KernelHarness, or proxytest.ApplyQuirks
 // when the table is driven some other way (through a real API server).
 func ConformanceQuirks(topo proxytest.Topology) []proxytest.Quirk {
 	rejected := func(proxytest.Result) proxytest.Result { return proxytest.Result{Verdict: proxytest.Rejected} }
