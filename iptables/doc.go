@@ -22,9 +22,13 @@
 //     payload creates, flushes or deletes is declared in one block ahead
 //     of the rules, in descending name order: both iptables-restore
 //     backends insert chains into a sorted list, and this order is several
-//     times faster at scale (see BENCHMARKS.md). Full syncs read each table
-//     once with iptables-save, and run iptables -N/-C/-I only for the
-//     fixed chains, jump rules and canaries the listing lacks.
+//     times faster at scale (see BENCHMARKS.md). The exception: on a full
+//     sync, a service's chains that the kernel already has are declared
+//     (flushed) just before that service's rules, which keeps the lookup
+//     table iptables-restore fills with declared chain names small for
+//     longer. Full syncs read each table once with iptables-save, and run
+//     iptables -N/-C/-I only for the fixed chains, jump rules and canaries
+//     the listing lacks.
 //
 // Plan returns the payload a full sync would apply (the dry run).
 //

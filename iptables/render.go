@@ -38,10 +38,21 @@ type renderer struct {
 	// declarations interleaved with rules, or in ascending order, make
 	// that scan quadratic (measured: 10,000 services 24 s -> 7 s with
 	// legacy; 1,000 services 7.3 s -> 2.0 s with nft).
-	decl   []Chain
-	staleX lineWriter // deletions, after every rule referencing them is gone
-	tail   []string   // nat KUBE-SERVICES tail rules (to KUBE-NODEPORTS)
-	names  []proxy.ServicePortName
+	decl []Chain
+	// existing are the service chains the kernel has (full syncs, from
+	// iptables-save). Those a service rewrites are declared just before its
+	// rules instead of in the block: iptables-restore announces every
+	// declared chain into libxtables' fixed-size hash of non-target names,
+	// which every "-j" of every later rule searches, so declaring all
+	// 110,000 chains of 10,000 services first makes each lookup scan
+	// buckets twice as full on average. Declaring an existing chain only
+	// flushes it, which costs the same anywhere in the payload (measured,
+	// legacy re-apply at 10,000 services: 7.4-7.6 s -> 5.6-6.5 s).
+	existing map[Chain]struct{}
+	svcOut   lineWriter // one service's own rules, before they join out
+	staleX   lineWriter // deletions, after every rule referencing them is gone
+	tail     []string   // nat KUBE-SERVICES tail rules (to KUBE-NODEPORTS)
+	names    []proxy.ServicePortName
 	// natLines and filterLines count the rules of the last payload.
 	natLines, filterLines int
 	// sizeHint is the payload size of the last full sync, to allocate the
@@ -74,7 +85,8 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	r.pendingChanged = r.pendingChanged[:0]
 	plans := make(map[proxy.ServicePortName]*servicePlan, len(services))
 	r.fullRender = true
-	defer func() { r.fullRender = false }()
+	r.existing = existing
+	defer func() { r.fullRender, r.existing = false, nil }()
 
 	w := &r.out
 	w.raw("*nat")
@@ -203,9 +215,25 @@ func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePor
 	if old != nil && !r.fullRender && old.sticky == (info.SessionAffinityType() == v1.ServiceAffinityClientIP) {
 		r.env.keepEndpointChains = old.chains
 	}
-	planService(&r.env, info, eps, p, &r.out)
+	if r.fullRender && len(r.existing) > 0 {
+		// Existing chains are declared (flushed) right before the
+		// service's rules; new ones go to the sorted block.
+		r.svcOut.reset()
+		planService(&r.env, info, eps, p, &r.svcOut)
+		for _, c := range p.decl {
+			if _, ok := r.existing[c]; ok {
+				r.out.chainLine(c)
+			} else {
+				r.decl = append(r.decl, c)
+			}
+		}
+		r.out.buf = append(r.out.buf, r.svcOut.buf...)
+		r.out.lines += r.svcOut.lines
+	} else {
+		planService(&r.env, info, eps, p, &r.out)
+		r.decl = append(r.decl, p.decl...)
+	}
 	r.env.keepEndpointChains = nil
-	r.decl = append(r.decl, p.decl...)
 	p.decl = nil
 	if r.fullRender {
 		r.writeShared(p)
