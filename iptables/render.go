@@ -39,7 +39,7 @@ type renderer struct {
 	// that scan quadratic (measured: 10,000 services 24 s -> 7 s with
 	// legacy; 1,000 services 7.3 s -> 2.0 s with nft).
 	decl []Chain
-	// existing are the service chains the kernel has (full syncs, from
+	// existing are the nat chains the kernel has (full syncs, from
 	// iptables-save). Those a service rewrites are declared just before its
 	// rules instead of in the block: iptables-restore announces every
 	// declared chain into libxtables' fixed-size hash of non-target names,
@@ -72,8 +72,9 @@ type renderStats struct {
 	rules, services int
 }
 
-// renderFull writes every service. existing are service chains known to
-// exist in the kernel (from iptables-save); those not wanted are deleted.
+// renderFull writes every service. existing are the nat chains known to
+// exist in the kernel (from iptables-save); the service chains among them
+// that are not wanted are deleted.
 func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing map[Chain]struct{}) []byte {
 	r.out.reset()
 	if cap(r.out.buf) < r.sizeHint {
@@ -136,7 +137,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 			}
 		}
 		for c := range existing {
-			if _, ok := wanted[c]; !ok {
+			if _, ok := wanted[c]; !ok && isServiceChain(string(c)) {
 				gone = append(gone, c)
 			}
 		}
