@@ -367,32 +367,55 @@ func TestE2EKubeAPIServer(t *testing.T) {
 	}
 }
 
-func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily, mode e2eMode) {
-	topo := proxytest.DefaultTopology(family)
-	env := netnstest.NewEnv(t, topo)
-	inNS := func(fn func() error) error { return netnstest.Exec(env.Node, fn) }
+// e2eCluster is the conformance topology in network namespaces with etcd
+// and kube-apiserver in its node namespace, the Node object written, and a
+// Feeder that writes scenario steps through the API.
+type e2eCluster struct {
+	topo   proxytest.Topology
+	env    *netnstest.Env
+	inNS   inNamespace
+	cp     *controlPlane
+	h      *apiHandlers
+	feeder *proxytest.Feeder
+}
+
+func startE2ECluster(t *testing.T, bins e2eBinaries, family v1.IPFamily) *e2eCluster {
+	t.Helper()
+	c := &e2eCluster{topo: proxytest.DefaultTopology(family)}
+	c.env = netnstest.NewEnv(t, c.topo)
+	c.inNS = func(fn func() error) error { return netnstest.Exec(c.env.Node, fn) }
 
 	// The API server's own ranges only hold the "kubernetes" Service; the
 	// scenarios' cluster IPs come from a second ServiceCIDR (the API server
 	// serves a family only when its flag has a range of that family).
-	cp := startControlPlane(t, bins, inNS, "10.95.0.0/24,fd00:95::/112")
-	addServiceCIDR(t, cp, topo.ServiceCIDR.String())
+	c.cp = startControlPlane(t, bins, c.inNS, "10.95.0.0/24,fd00:95::/112")
+	addServiceCIDR(t, c.cp, c.topo.ServiceCIDR.String())
 
-	h := &apiHandlers{client: cp.Client}
-	h.putNode(proxytest.MakeNode(topo, topo.Zone))
-	if err := h.Err(); err != nil {
+	c.h = &apiHandlers{client: c.cp.Client}
+	c.h.putNode(proxytest.MakeNode(c.topo, c.topo.Zone))
+	if err := c.h.Err(); err != nil {
 		t.Fatal(err)
 	}
-	feeder := proxytest.NewFeeder(h)
+	c.feeder = proxytest.NewFeeder(c.h)
+	return c
+}
 
-	common := append([]string{
-		"--kubeconfig=" + cp.Kubeconfig,
-		"--hostname-override=" + topo.NodeName,
-		"--cluster-cidr=" + topo.ClusterCIDR.String(),
-		"--nodeport-addresses=" + proxytest.HostPrefix(topo.NodeIP).String(),
-		"--proxy-mode=" + mode.name,
+// proxyArgs are the flags every e2e proxy gets, then the mode's.
+func (c *e2eCluster) proxyArgs(mode string, flags ...string) []string {
+	return append([]string{
+		"--kubeconfig=" + c.cp.Kubeconfig,
+		"--hostname-override=" + c.topo.NodeName,
+		"--cluster-cidr=" + c.topo.ClusterCIDR.String(),
+		"--nodeport-addresses=" + proxytest.HostPrefix(c.topo.NodeIP).String(),
+		"--proxy-mode=" + mode,
 		"--v=2",
-	}, mode.flags...)
+	}, flags...)
+}
+
+func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily, mode e2eMode) {
+	c := startE2ECluster(t, bins, family)
+	topo, env, inNS, cp, h, feeder := c.topo, c.env, c.inNS, c.cp, c.h, c.feeder
+	common := c.proxyArgs(mode.name, mode.flags...)
 
 	scenarios := proxytest.Scenarios(topo)
 	if mode.quirks != nil {

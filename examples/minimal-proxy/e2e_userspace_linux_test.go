@@ -24,28 +24,9 @@ func TestE2EKubeAPIServerUserspace(t *testing.T) {
 }
 
 func testE2EUserspace(t *testing.T, bins e2eBinaries, family v1.IPFamily) {
-	topo := proxytest.DefaultTopology(family)
-	env := netnstest.NewEnv(t, topo)
-	inNS := func(fn func() error) error { return netnstest.Exec(env.Node, fn) }
-
-	cp := startControlPlane(t, bins, inNS, "10.95.0.0/24,fd00:95::/112")
-	addServiceCIDR(t, cp, topo.ServiceCIDR.String())
-	h := &apiHandlers{client: cp.Client}
-	h.putNode(proxytest.MakeNode(topo, topo.Zone))
-	if err := h.Err(); err != nil {
-		t.Fatal(err)
-	}
-	feeder := proxytest.NewFeeder(h)
-
-	p := startProxy(t, inNS, "minimal-proxy",
-		"--kubeconfig="+cp.Kubeconfig,
-		"--hostname-override="+topo.NodeName,
-		"--cluster-cidr="+topo.ClusterCIDR.String(),
-		"--nodeport-addresses="+proxytest.HostPrefix(topo.NodeIP).String(),
-		"--proxy-mode=userspace",
-		"--iptables-min-sync-period=100ms",
-		"--v=2",
-	)
+	c := startE2ECluster(t, bins, family)
+	topo := c.topo
+	p := startProxy(t, c.inNS, "minimal-proxy", c.proxyArgs(modeUserspace, "--iptables-min-sync-period=100ms")...)
 	p.waitHealthy(t)
 	if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != modeUserspace {
 		t.Fatalf("/proxyMode = %d %q %v, want 200 %q", code, body, err, modeUserspace)
@@ -69,6 +50,6 @@ func testE2EUserspace(t *testing.T, bins e2eBinaries, family v1.IPFamily) {
 		}
 		scenarios = append(scenarios, sc)
 	}
-	runScenariosThroughAPI(t, env, p, h, feeder, scenarios)
+	runScenariosThroughAPI(t, c.env, p, c.h, c.feeder, scenarios)
 	p.stop(t)
 }
