@@ -86,8 +86,7 @@ func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(time.Since(start).Seconds(), "first-sync-s")
-	gen := make([]int, n)
-	next := 0
+	ch := newEndpointChurn(n)
 	var cpu time.Duration
 	b.ResetTimer()
 	for b.Loop() {
@@ -96,11 +95,7 @@ func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
 		} else {
 			b.StopTimer()
 			for range n / 100 {
-				i := next % n
-				next += 7919
-				old := benchSlice(i, gen[i])
-				gen[i]++
-				p.OnEndpointSliceUpdate(old, benchSlice(i, gen[i]))
+				ch.step(p)
 			}
 			b.StartTimer()
 		}

@@ -169,9 +169,8 @@ func BenchmarkSyncPartial(b *testing.B) {
 			p, cr := benchProxier(b, n)
 			var hw heapWatch
 			ctx := context.Background()
-			gen := make([]int, n)
+			ch := newEndpointChurn(n)
 			var cpu time.Duration
-			next := 0
 			cr.lines, cr.bytes, cr.restores = 0, 0, 0
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -179,11 +178,7 @@ func BenchmarkSyncPartial(b *testing.B) {
 				b.StopTimer()
 				// 1% of the services each get one endpoint replaced.
 				for range n / 100 {
-					i := next % n
-					next += 7919 // a prime stride spreads the changes
-					old := benchSlice(i, gen[i])
-					gen[i]++
-					p.OnEndpointSliceUpdate(old, benchSlice(i, gen[i]))
+					ch.step(p)
 				}
 				b.StartTimer()
 				c0 := cpuTime()
@@ -205,4 +200,22 @@ func BenchmarkSyncPartial(b *testing.B) {
 			runtime.KeepAlive(p)
 		})
 	}
+}
+
+// endpointChurn replaces one endpoint of one of n benchmark services per
+// step, walking the services with a prime stride so that consecutive steps
+// spread over the table.
+type endpointChurn struct {
+	gen  []int // each service's current slice generation
+	next int
+}
+
+func newEndpointChurn(n int) *endpointChurn { return &endpointChurn{gen: make([]int, n)} }
+
+func (c *endpointChurn) step(p *Proxier) {
+	i := c.next % len(c.gen)
+	c.next += 7919
+	old := benchSlice(i, c.gen[i])
+	c.gen[i]++
+	p.OnEndpointSliceUpdate(old, benchSlice(i, c.gen[i]))
 }
