@@ -96,10 +96,26 @@ type Config struct {
 	MakeEndpoint     MakeEndpointFunc
 	Logger           logr.Logger
 	// OnChange, if set, is called after a handler recorded a change that
-	// needs a sync (engines trigger their runner from it). Called without
-	// the tracker's lock held.
-	OnChange func()
+	// needs a sync (the engine base triggers its loop and counts the change
+	// for metrics from it), with the kind of change. Called without the
+	// tracker's lock held, from the handler's goroutine.
+	OnChange func(kind Change)
 }
+
+// Change is the kind of event a handler recorded (see Config.OnChange).
+type Change int
+
+// The kinds of change reported to Config.OnChange.
+const (
+	// ServiceChange: a Service add, update or delete changed a service port.
+	ServiceChange Change = iota + 1
+	// EndpointsChange: an EndpointSlice add, update or delete changed an endpoint.
+	EndpointsChange
+	// NodeChange: this node's topology labels changed.
+	NodeChange
+	// SyncedChange: OnServiceSynced or OnEndpointSlicesSynced was called.
+	SyncedChange
+)
 
 // Update is what Tracker.Update hands the engine for one sync.
 type Update struct {

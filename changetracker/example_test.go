@@ -18,7 +18,7 @@ func ExampleTracker() {
 	tracker := changetracker.New(changetracker.Config{
 		IPFamily: v1.IPv4Protocol,
 		NodeName: "node-1",
-		OnChange: func() { /* an engine triggers its runner here */ },
+		OnChange: func(changetracker.Change) { /* an engine triggers its runner here */ },
 	})
 
 	tracker.OnServiceAdd(&v1.Service{

@@ -83,9 +83,9 @@ func New(cfg Config) *Tracker {
 // IPFamily returns the family this tracker keeps.
 func (t *Tracker) IPFamily() v1.IPFamily { return t.cfg.IPFamily }
 
-func (t *Tracker) changed() {
+func (t *Tracker) changed(kind Change) {
 	if t.cfg.OnChange != nil {
-		t.cfg.OnChange()
+		t.cfg.OnChange(kind)
 	}
 }
 
@@ -95,7 +95,7 @@ func (t *Tracker) OnServiceAdd(service *v1.Service) { t.OnServiceUpdate(nil, ser
 // OnServiceUpdate records a changed service.
 func (t *Tracker) OnServiceUpdate(oldService, service *v1.Service) {
 	if t.services.Update(oldService, service) {
-		t.changed()
+		t.changed(ServiceChange)
 	}
 }
 
@@ -107,7 +107,7 @@ func (t *Tracker) OnServiceSynced() {
 	t.mu.Lock()
 	t.servicesSynced = true
 	t.mu.Unlock()
-	t.changed()
+	t.changed(SyncedChange)
 }
 
 // OnEndpointSliceAdd records a new slice.
@@ -131,7 +131,7 @@ func (t *Tracker) OnEndpointSliceUpdate(oldSlice, slice *discovery.EndpointSlice
 		changed = t.slices.EndpointSliceUpdate(oldSlice, true)
 	}
 	if t.slices.EndpointSliceUpdate(slice, t.skipSlice(slice)) || changed {
-		t.changed()
+		t.changed(EndpointsChange)
 	}
 }
 
@@ -141,7 +141,7 @@ func (t *Tracker) OnEndpointSliceDelete(slice *discovery.EndpointSlice) {
 		return
 	}
 	if t.slices.EndpointSliceUpdate(slice, true) {
-		t.changed()
+		t.changed(EndpointsChange)
 	}
 }
 
@@ -160,7 +160,7 @@ func (t *Tracker) OnEndpointSlicesSynced() {
 	t.mu.Lock()
 	t.slicesSynced = true
 	t.mu.Unlock()
-	t.changed()
+	t.changed(SyncedChange)
 }
 
 // OnNodeAdd records this node's labels (events for other nodes are ignored).
@@ -195,7 +195,7 @@ func (t *Tracker) setNode(node *v1.Node, deleted bool) {
 	}
 	t.mu.Unlock()
 	if changed {
-		t.changed()
+		t.changed(NodeChange)
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 
 func TestTrackerServiceAndSlice(t *testing.T) {
 	var calls atomic.Int32
-	tr := New(Config{IPFamily: v1.IPv4Protocol, NodeName: "n1", OnChange: func() { calls.Add(1) }})
+	var kinds []Change // handlers below run on this goroutine
+	tr := New(Config{IPFamily: v1.IPv4Protocol, NodeName: "n1", OnChange: func(k Change) { calls.Add(1); kinds = append(kinds, k) }})
 	if tr.Synced() {
 		t.Fatal("Synced before any synced event")
 	}
@@ -35,6 +36,9 @@ func TestTrackerServiceAndSlice(t *testing.T) {
 	}
 	if calls.Load() != 4 {
 		t.Errorf("OnChange called %d times, want 4", calls.Load())
+	}
+	if want := []Change{ServiceChange, EndpointsChange, SyncedChange, SyncedChange}; !slices.Equal(kinds, want) {
+		t.Errorf("OnChange kinds = %v, want %v", kinds, want)
 	}
 	u := tr.Update()
 	name := spn("ns", "a", "p80", v1.ProtocolTCP)
@@ -63,7 +67,7 @@ func TestTrackerServiceAndSlice(t *testing.T) {
 
 func TestTrackerNodeEvents(t *testing.T) {
 	var calls atomic.Int32
-	tr := New(Config{NodeName: "n1", OnChange: func() { calls.Add(1) }})
+	tr := New(Config{NodeName: "n1", OnChange: func(Change) { calls.Add(1) }})
 	other := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{proxy.LabelTopologyZone: "z"}}}
 	tr.OnNodeAdd(other)
 	if tr.NodeLabels() != nil || calls.Load() != 0 {
@@ -168,7 +172,7 @@ func TestTrackerSkipsHeadlessAndForeignSlices(t *testing.T) {
 // TestTrackerConcurrentHandlers runs handlers from many goroutines while
 // the sync goroutine calls Update; run with -race.
 func TestTrackerConcurrentHandlers(t *testing.T) {
-	tr := New(Config{NodeName: "n1", OnChange: func() {}})
+	tr := New(Config{NodeName: "n1", OnChange: func(Change) {}})
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
@@ -256,7 +260,7 @@ func TestUpdateCostIsProportionalToChange(t *testing.T) {
 
 func TestHandlersDoNotSignalNoOpChanges(t *testing.T) {
 	var calls int
-	tr := New(Config{NodeName: "n1", OnChange: func() { calls++ }})
+	tr := New(Config{NodeName: "n1", OnChange: func(Change) { calls++ }})
 	svc := makeService("ns", "a", []string{"10.0.0.1"}, []int32{80}, v1.ProtocolTCP)
 	tr.OnServiceAdd(svc)
 	s := makeSlice("ns", "a", "a-1", []int32{80}, v1.ProtocolTCP, epSpec{ip: "10.1.0.1"})

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/changetracker"
-	"github.com/svcproxy/svcproxy/internal/conntrack"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcproxy/svcproxy/changetracker"
-	"github.com/svcproxy/svcproxy/internal/runner"
+	"github.com/svcproxy/svcproxy/proxy/runner"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -81,7 +81,7 @@ func NewProxier(cfg Config, ipt Runner) (*Proxier, error) {
 	return p, nil
 }
 
-func (p *Proxier) onChange() {
+func (p *Proxier) onChange(changetracker.Change) {
 	if hs := p.cfg.HealthServer; hs != nil {
 		hs.QueuedUpdate(p.cfg.IPFamily)
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/svcproxy/svcproxy/internal/conntrack"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/metrics"

@@ -1,6 +1,6 @@
 package ipvs
 
-import "github.com/svcproxy/svcproxy/internal/conntrack"
+import "github.com/svcproxy/svcproxy/proxy/conntrack"
 
 // ConntrackFilter lets the external tests name the filter type.
 type ConntrackFilter = conntrack.Filter

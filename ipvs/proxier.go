@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/svcproxy/svcproxy/changetracker"
-	"github.com/svcproxy/svcproxy/internal/conntrack"
-	"github.com/svcproxy/svcproxy/internal/runner"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	"github.com/svcproxy/svcproxy/proxy/runner"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -122,7 +122,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	return p, nil
 }
 
-func (p *Proxier) onChange() {
+func (p *Proxier) onChange(changetracker.Change) {
 	if hs := p.cfg.HealthServer; hs != nil {
 		hs.QueuedUpdate(p.cfg.IPFamily)
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/svcproxy/svcproxy/changetracker"
-	"github.com/svcproxy/svcproxy/internal/runner"
+	"github.com/svcproxy/svcproxy/proxy/runner"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
@@ -177,7 +177,7 @@ func New(cfg Config) (*Proxier, error) {
 		ServiceProxyName: cfg.ServiceProxyName,
 		Filter:           cfg.EndpointFilter,
 		Logger:           cfg.Logger,
-		OnChange:         p.runner.Trigger,
+		OnChange:         func(changetracker.Change) { p.runner.Trigger() },
 	})
 	return p, nil
 }

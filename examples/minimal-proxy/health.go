@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
-	"github.com/svcproxy/svcproxy/internal/runner"
+	"github.com/svcproxy/svcproxy/proxy/runner"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 )

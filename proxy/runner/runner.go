@@ -22,6 +22,10 @@ type Config struct {
 	// the failure (still no sooner than MinInterval after the failed run
 	// started). 0 means MinInterval, or 1s if that is 0 too.
 	RetryInterval time.Duration
+	// MaxRetryInterval turns on exponential backoff: each consecutive
+	// failure doubles the retry delay, from RetryInterval up to this cap.
+	// 0 (or anything below RetryInterval) keeps the delay at RetryInterval.
+	MaxRetryInterval time.Duration
 	// Clock drives every timer; nil means the real clock. Tests pass a
 	// k8s.io/utils/clock/testing.FakeClock.
 	Clock clock.WithTicker
@@ -62,7 +66,7 @@ func New(name string, fn func(ctx context.Context) error, cfg Config) *Runner {
 	if fn == nil {
 		panic("runner.New: fn is nil")
 	}
-	if cfg.MinInterval < 0 || cfg.MaxInterval < 0 || cfg.RetryInterval < 0 {
+	if cfg.MinInterval < 0 || cfg.MaxInterval < 0 || cfg.RetryInterval < 0 || cfg.MaxRetryInterval < 0 {
 		panic("runner.New: negative interval")
 	}
 	if cfg.Clock == nil {
@@ -108,8 +112,23 @@ type schedule struct {
 	lastEnd   time.Time
 	// failed: the last run returned an error and must be retried.
 	failed bool
+	// failures counts consecutive failed runs (for the backoff).
+	failures int
 	// loopStart is when Run began, the base of the first MaxInterval.
 	loopStart time.Time
+}
+
+// retryDelay is the wait after the last failure: RetryInterval, doubled
+// for each further consecutive failure up to MaxRetryInterval.
+func (s *schedule) retryDelay() time.Duration {
+	d := s.cfg.RetryInterval
+	for i := 1; i < s.failures && d < s.cfg.MaxRetryInterval; i++ {
+		d *= 2
+	}
+	if s.cfg.MaxRetryInterval > s.cfg.RetryInterval && d > s.cfg.MaxRetryInterval {
+		d = s.cfg.MaxRetryInterval
+	}
+	return d
 }
 
 // next returns when the next run is due. ok is false when nothing is due
@@ -124,7 +143,7 @@ func (s *schedule) next() (at time.Time, ok bool) {
 		consider(s.loopStart) // as soon as allowed; the gate below moves it
 	}
 	if s.failed {
-		consider(s.lastEnd.Add(s.cfg.RetryInterval))
+		consider(s.lastEnd.Add(s.retryDelay()))
 	}
 	if s.cfg.MaxInterval > 0 {
 		base := s.loopStart
@@ -202,7 +221,12 @@ func (r *Runner) runOnce(ctx context.Context, log logr.Logger, s *schedule) {
 	s.lastEnd = c.Now()
 	s.ran = true
 	s.failed = err != nil
-	if err != nil && ctx.Err() == nil {
-		log.Error(err, "Run failed; will retry", "after", r.cfg.RetryInterval)
+	if err == nil {
+		s.failures = 0
+		return
+	}
+	s.failures++
+	if ctx.Err() == nil {
+		log.Error(err, "Run failed; will retry", "after", s.retryDelay(), "consecutiveFailures", s.failures)
 	}
 }

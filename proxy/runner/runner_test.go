@@ -252,6 +252,22 @@ func TestRunnerSchedule(t *testing.T) {
 			want:   "0s 2s 4s",
 		},
 		{
+			name: "MaxRetryInterval doubles the delay per consecutive failure, up to the cap",
+			cfg:  Config{RetryInterval: time.Second, MaxRetryInterval: 4 * time.Second},
+			b:    fnBehaviour{fail: failFirst(5)},
+			// Failures at 0s, 1s, 3s, 7s, 11s; delays 1s 2s 4s 4s(cap) 4s; success at 15s.
+			script: "T +1s +2s +4s +4s +4s +1h",
+			want:   "0s 1s 3s 7s 11s 15s",
+		},
+		{
+			name: "backoff starts over after a success",
+			cfg:  Config{RetryInterval: time.Second, MaxRetryInterval: 8 * time.Second},
+			b:    fnBehaviour{fail: func(n int) bool { return n < 2 || n == 3 }},
+			// Fail 0s, fail 1s (retry +2s), success 3s; trigger at 5s fails, retried after 1s again.
+			script: "T +1s +2s +2s T +1s +1h",
+			want:   "0s 1s 3s 5s 6s",
+		},
+		{
 			name:   "RetryInterval defaults to MinInterval",
 			cfg:    Config{MinInterval: 3 * time.Second},
 			b:      fnBehaviour{fail: failFirst(1)},

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/svcproxy/svcproxy/internal/runner"
+	"github.com/svcproxy/svcproxy/proxy/runner"
 )
 
 func Example() {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/svcproxy/svcproxy/internal/conntrack"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
 )
 
 // A Filter selects UDP entries; the iptables engine builds them from a
