@@ -173,5 +173,5 @@ var (
 //
 //	func CategorizeEndpoints(endpoints []Endpoint, svc ServicePort, nodeName string, nodeLabels map[string]string) (clusterEndpoints, localEndpoints, allReachableEndpoints []Endpoint, hasAnyEndpoints bool)
 //	func ShouldSkipService(svc *v1.Service, serviceProxyName string) bool
-//	func NewDualStack(ipv4, ipv6 Provider) Provider
+//	func NewDualStack(ipv4, ipv6 Provider) (Provider, error)
 var _ = discovery.EndpointSlice{}

@@ -16,7 +16,10 @@ import (
 func TestDualStack(t *testing.T) {
 	p4, f4 := newTestProxier(t, Config{}, v1.IPv4Protocol)
 	p6, f6 := newTestProxier(t, Config{}, v1.IPv6Protocol)
-	ds := proxy.NewDualStack(p4, p6)
+	ds, err := proxy.NewDualStack(p4, p6)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := svc("ns", "ds", "172.30.0.7")
 	s.Spec.ClusterIPs = []string{"172.30.0.7", "fd00:30::7"}
 	s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,15 +13,38 @@ import (
 
 // NewDualStack returns a Provider that hands every event to both an IPv4 and
 // an IPv6 provider (each keeps only its own family), syncs both, and runs
-// both. If one of them is nil the other is returned as is; both nil gives nil.
-func NewDualStack(ipv4, ipv6 Provider) Provider {
-	switch {
-	case ipv4 == nil:
-		return ipv6
-	case ipv6 == nil:
-		return ipv4
+// both. It refuses, with an error, a nil provider (a typed nil pointer
+// included: it would panic at the first event), and a provider whose
+// IPFamily method (every svcproxy engine has one) names the wrong family,
+// which catches two engines of one family and swapped arguments. For a
+// single-stack node use the one provider directly.
+func NewDualStack(ipv4, ipv6 Provider) (Provider, error) {
+	for _, c := range []struct {
+		p    Provider
+		want v1.IPFamily
+		arg  string
+	}{{ipv4, v1.IPv4Protocol, "ipv4"}, {ipv6, v1.IPv6Protocol, "ipv6"}} {
+		if isNil(c.p) {
+			return nil, fmt.Errorf("proxy.NewDualStack: the %s provider is nil", c.arg)
+		}
+		if f, ok := c.p.(interface{ IPFamily() v1.IPFamily }); ok && f.IPFamily() != c.want {
+			return nil, fmt.Errorf("proxy.NewDualStack: the %s provider is an %s proxier (two of one family, or the arguments swapped?)", c.arg, f.IPFamily())
+		}
 	}
-	return &dualStack{providers: [2]Provider{ipv4, ipv6}}
+	return &dualStack{providers: [2]Provider{ipv4, ipv6}}, nil
+}
+
+// isNil reports whether p is nil or an interface holding a nil pointer,
+// map, slice, func or channel.
+func isNil(p Provider) bool {
+	if p == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(p); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // dualStack fans out to one Provider per IP family. Like kube-proxy's

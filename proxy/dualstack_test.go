@@ -58,7 +58,7 @@ func (r *recordingProvider) Run(ctx context.Context) error {
 
 func TestDualStackFansOutEveryCall(t *testing.T) {
 	v4, v6 := &recordingProvider{}, &recordingProvider{}
-	d := NewDualStack(v4, v6)
+	d := mustDualStack(t, v4, v6)
 	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
 	eps := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "e"}}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
@@ -89,7 +89,7 @@ func TestDualStackFansOutEveryCall(t *testing.T) {
 func TestDualStackSyncJoinsErrorsAndSyncsBoth(t *testing.T) {
 	errV6 := errors.New("v6 broke")
 	v4, v6 := &recordingProvider{syncErr: ErrNotSynced}, &recordingProvider{syncErr: errV6}
-	err := NewDualStack(v4, v6).Sync(context.Background())
+	err := mustDualStack(t, v4, v6).Sync(context.Background())
 	if !errors.Is(err, ErrNotSynced) || !errors.Is(err, errV6) {
 		t.Fatalf("Sync error %v does not wrap both errors", err)
 	}
@@ -102,7 +102,7 @@ func TestDualStackRunStopsBothWhenOneFails(t *testing.T) {
 	boom := errors.New("boom")
 	v4, v6 := &recordingProvider{runEarly: true, runErr: boom}, &recordingProvider{}
 	done := make(chan error, 1)
-	go func() { done <- NewDualStack(v4, v6).Run(context.Background()) }()
+	go func() { done <- mustDualStack(t, v4, v6).Run(context.Background()) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, boom) {
@@ -117,7 +117,7 @@ func TestDualStackRunUntilContextEnds(t *testing.T) {
 	v4, v6 := &recordingProvider{}, &recordingProvider{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- NewDualStack(v4, v6).Run(ctx) }()
+	go func() { done <- mustDualStack(t, v4, v6).Run(ctx) }()
 	cancel()
 	select {
 	case err := <-done:
@@ -132,12 +132,51 @@ func TestDualStackRunUntilContextEnds(t *testing.T) {
 	}
 }
 
-func TestDualStackWithOneFamily(t *testing.T) {
-	v4 := &recordingProvider{}
-	if NewDualStack(v4, nil) != Provider(v4) || NewDualStack(nil, v4) != Provider(v4) {
-		t.Fatal("a single provider should be returned as is")
+func mustDualStack(t *testing.T, v4, v6 Provider) Provider {
+	t.Helper()
+	d, err := NewDualStack(v4, v6)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if NewDualStack(nil, nil) != nil {
-		t.Fatal("two nil providers should give nil")
+	return d
+}
+
+// familyProvider is a recordingProvider that says its family, as engines do.
+type familyProvider struct {
+	recordingProvider
+	family v1.IPFamily
+}
+
+func (f *familyProvider) IPFamily() v1.IPFamily { return f.family }
+
+func TestDualStackRefusesBadPairs(t *testing.T) {
+	var typedNil *recordingProvider
+	v4 := &familyProvider{family: v1.IPv4Protocol}
+	v6 := &familyProvider{family: v1.IPv6Protocol}
+	other6 := &familyProvider{family: v1.IPv6Protocol}
+	for _, c := range []struct {
+		name       string
+		ipv4, ipv6 Provider
+		want       string
+	}{
+		{"nil ipv6", v4, nil, "ipv6 provider is nil"},
+		{"nil ipv4", nil, v6, "ipv4 provider is nil"},
+		{"typed nil", typedNil, v6, "ipv4 provider is nil"},
+		{"swapped", v6, v4, "ipv4 provider is an IPv6 proxier"},
+		{"two IPv6", other6, v6, "ipv4 provider is an IPv6 proxier"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := NewDualStack(c.ipv4, c.ipv6)
+			if err == nil || !strings.Contains(err.Error(), c.want) || d != nil {
+				t.Fatalf("NewDualStack = %v, %v; want an error containing %q", d, err, c.want)
+			}
+		})
+	}
+	if _, err := NewDualStack(v4, v6); err != nil {
+		t.Fatalf("a right pair was refused: %v", err)
+	}
+	// Providers that do not say their family are taken as given.
+	if _, err := NewDualStack(&recordingProvider{}, &recordingProvider{}); err != nil {
+		t.Fatalf("providers without IPFamily were refused: %v", err)
 	}
 }

@@ -80,7 +80,11 @@ func dualStack(a, b *engine, families []v1.IPFamily) *engine {
 	if families[0] == v1.IPv6Protocol {
 		v4, v6 = b, a
 	}
-	e := &engine{mode: a.mode, provider: proxy.NewDualStack(v4.provider, v6.provider)}
+	provider, err := proxy.NewDualStack(v4.provider, v6.provider)
+	if err != nil {
+		panic(err) // both engines were just built for their own family
+	}
+	e := &engine{mode: a.mode, provider: provider}
 	if a.plan != nil && b.plan != nil {
 		e.plan = func(ctx context.Context) (string, error) {
 			pa, err := a.plan(ctx)
