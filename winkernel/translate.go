@@ -147,13 +147,13 @@ type hcnProviderAddressSetting struct {
 }
 
 type hcnEndpoint struct {
-	ID                 string        `json:"ID,omitempty"`
-	Name               string        `json:",omitempty"`
-	HostComputeNetwork string        `json:",omitempty"`
-	Policies           []hcnPolicy   `json:",omitempty"`
-	IpConfigurations   []hcnIPConfig `json:",omitempty"`
-	MacAddress         string        `json:",omitempty"`
-	Flags              uint32        `json:",omitempty"`
+	ID                 string           `json:"ID,omitempty"`
+	Name               string           `json:",omitempty"`
+	HostComputeNetwork string           `json:",omitempty"`
+	Policies           []hcnPolicy      `json:",omitempty"`
+	IpConfigurations   []hcnIPConfig    `json:",omitempty"`
+	MacAddress         string           `json:",omitempty"`
+	Flags              uint32           `json:",omitempty"`
 	SchemaVersion      hcnSchemaVersion `json:",omitempty"`
 }
 
