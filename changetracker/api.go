@@ -7,6 +7,7 @@ package changetracker
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -83,6 +84,12 @@ type UpdateEndpointsMapResult struct {
 	// LocalReadyEndpoints is, for each updated service, the number of ready
 	// local endpoints (for health-check node ports).
 	LocalReadyEndpoints map[types.NamespacedName]int
+	// LastChangeTriggerTimes are, per service, the
+	// endpoints.kubernetes.io/last-change-trigger-time annotations of the
+	// slice changes applied (those from before the tracker was created are
+	// left out); the engine base observes kube-proxy's network programming
+	// latency from them once a sync succeeds. Nil when there are none.
+	LastChangeTriggerTimes map[types.NamespacedName][]time.Time
 }
 
 // Config configures a Tracker, the two change trackers plus the node,

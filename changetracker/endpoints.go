@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -36,6 +37,12 @@ type EndpointsChangeTracker struct {
 	// costs O(changed services), never O(all services).
 	dirty        sets.Set[types.NamespacedName]
 	pendingCount int
+	// triggerTimes are the last-change-trigger-time annotations of the
+	// pending changes, per service (for the network programming latency).
+	triggerTimes map[types.NamespacedName][]time.Time
+	// started: trigger times before it are not reported (they belong to
+	// changes made before this proxy ran, as kube-proxy does).
+	started time.Time
 }
 
 // sliceTracker holds one service's slices: as applied to the EndpointsMap,
@@ -96,6 +103,8 @@ func NewEndpointsChangeTracker(cfg EndpointsTrackerConfig) *EndpointsChangeTrack
 		log:          cfg.Logger,
 		services:     make(map[types.NamespacedName]*sliceTracker),
 		dirty:        sets.New[types.NamespacedName](),
+		triggerTimes: make(map[types.NamespacedName][]time.Time),
+		started:      time.Now(),
 	}
 }
 
@@ -153,6 +162,7 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 		t.pendingCount--
 		if len(st.pending) == 0 {
 			t.dirty.Delete(nn)
+			delete(t.triggerTimes, nn)
 			if len(st.applied) == 0 {
 				delete(t.services, nn)
 			}
@@ -164,7 +174,24 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 	}
 	st.pending[slice.Name] = info
 	t.dirty.Insert(nn)
+	if !removeSlice {
+		if tt, ok := triggerTime(slice); ok && !tt.Before(t.started) {
+			t.triggerTimes[nn] = append(t.triggerTimes[nn], tt)
+		}
+	}
 	return true
+}
+
+// triggerTime reads a slice's endpoints.kubernetes.io/last-change-trigger-time
+// annotation (set by the EndpointSlice controller to when the change that
+// caused it happened).
+func triggerTime(slice *discovery.EndpointSlice) (time.Time, bool) {
+	v, ok := slice.Annotations[v1.EndpointsLastChangeTriggerTime]
+	if !ok {
+		return time.Time{}, false
+	}
+	tt, err := time.Parse(time.RFC3339Nano, v)
+	return tt, err == nil
 }
 
 // Skipped returns how many invalid ports and addresses were logged and
@@ -276,10 +303,11 @@ func (m EndpointsMap) Update(t *EndpointsChangeTracker) UpdateEndpointsMapResult
 }
 
 func (m EndpointsMap) apply(t *EndpointsChangeTracker) (UpdateEndpointsMapResult, map[types.NamespacedName]*endpointsChange) {
-	changes := t.checkoutChanges()
+	changes, triggers := t.checkoutChanges()
 	res := UpdateEndpointsMapResult{
-		UpdatedServices:     sets.New[types.NamespacedName](),
-		LocalReadyEndpoints: make(map[types.NamespacedName]int),
+		UpdatedServices:        sets.New[types.NamespacedName](),
+		LocalReadyEndpoints:    make(map[types.NamespacedName]int),
+		LastChangeTriggerTimes: triggers,
 	}
 	for nn, change := range changes {
 		if reflect.DeepEqual(change.previous, change.current) {
@@ -304,9 +332,13 @@ func (m EndpointsMap) apply(t *EndpointsChangeTracker) (UpdateEndpointsMapResult
 
 // checkoutChanges moves pending slices to applied for every dirty service
 // and returns each one's endpoints before and after.
-func (t *EndpointsChangeTracker) checkoutChanges() map[types.NamespacedName]*endpointsChange {
+func (t *EndpointsChangeTracker) checkoutChanges() (map[types.NamespacedName]*endpointsChange, map[types.NamespacedName][]time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var triggers map[types.NamespacedName][]time.Time
+	if len(t.triggerTimes) > 0 {
+		triggers, t.triggerTimes = t.triggerTimes, make(map[types.NamespacedName][]time.Time)
+	}
 	changes := make(map[types.NamespacedName]*endpointsChange, t.dirty.Len())
 	for nn := range t.dirty {
 		st := t.services[nn]
@@ -331,7 +363,7 @@ func (t *EndpointsChangeTracker) checkoutChanges() map[types.NamespacedName]*end
 	}
 	t.dirty = sets.New[types.NamespacedName]()
 	t.pendingCount = 0
-	return changes
+	return changes, triggers
 }
 
 // buildEndpoints merges a service's slices into its endpoints per port.

@@ -4,9 +4,11 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
@@ -311,5 +313,30 @@ func TestMakeEndpointWraps(t *testing.T) {
 	w, ok := m[spn("ns", "s", "p80", v1.ProtocolTCP)][0].(*wrapped)
 	if !ok || w.chain != "SEP-ns/s:p80-10.1.0.1:80" {
 		t.Fatalf("wrapped endpoint = %#v", m)
+	}
+}
+
+func TestLastChangeTriggerTimes(t *testing.T) {
+	tr := NewEndpointsChangeTracker(EndpointsTrackerConfig{IPFamily: v1.IPv4Protocol, NodeName: "n1"})
+	m := make(EndpointsMap)
+	at := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+	withTrigger := func(s *discovery.EndpointSlice, when time.Time) *discovery.EndpointSlice {
+		s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: when.Format(time.RFC3339Nano)}
+		return s
+	}
+	old := withTrigger(makeSlice("ns", "a", "a-1", []int32{80}, v1.ProtocolTCP, epSpec{ip: "10.1.0.1"}), at.Add(-time.Hour))
+	tr.EndpointSliceUpdate(old, false)
+	tr.EndpointSliceUpdate(withTrigger(makeSlice("ns", "b", "b-1", []int32{80}, v1.ProtocolTCP, epSpec{ip: "10.1.0.2"}), at), false)
+	res := m.Update(tr)
+	nn := types.NamespacedName{Namespace: "ns", Name: "b"}
+	if got := res.LastChangeTriggerTimes; len(got) != 1 || len(got[nn]) != 1 || !got[nn][0].Equal(at) {
+		t.Fatalf("LastChangeTriggerTimes = %v, want only %v for ns/b (a's time is before the tracker started)", got, at)
+	}
+	// A change that is undone before the sync reports no time.
+	changed := withTrigger(makeSlice("ns", "b", "b-1", []int32{80}, v1.ProtocolTCP, epSpec{ip: "10.1.0.3"}), at.Add(time.Second))
+	tr.EndpointSliceUpdate(changed, false)
+	tr.EndpointSliceUpdate(withTrigger(makeSlice("ns", "b", "b-1", []int32{80}, v1.ProtocolTCP, epSpec{ip: "10.1.0.2"}), at.Add(2*time.Second)), false)
+	if res := m.Update(tr); len(res.LastChangeTriggerTimes) != 0 {
+		t.Fatalf("an undone change reported trigger times %v", res.LastChangeTriggerTimes)
 	}
 }

@@ -447,6 +447,12 @@ func (b *Base) syncLocked(ctx context.Context) SyncOutcome {
 		b.stats.FullSyncs++
 	}
 	b.afterSync(&u, &out, res)
+	now := clk.Now()
+	for _, times := range u.EndpointsResult.LastChangeTriggerTimes {
+		for _, t := range times {
+			m.ObserveNetworkProgramming(fam, now.Sub(t))
+		}
+	}
 	out.Duration = clk.Since(start)
 	m.ObserveSync(fam, out.Duration)
 	if out.Full {

@@ -249,7 +249,9 @@ func TestMetricsMove(t *testing.T) {
 	b := newBase(t, Common{Metrics: m}, r)
 	b.OnServiceAdd(service("a", "10.0.0.1", v1.ProtocolTCP))
 	b.OnServiceAdd(service("b", "10.0.0.2", v1.ProtocolTCP))
-	b.OnEndpointSliceAdd(slice("a", "10.1.0.1", v1.ProtocolTCP))
+	sl := slice("a", "10.1.0.1", v1.ProtocolTCP)
+	sl.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: time.Now().Add(time.Second).Format(time.RFC3339Nano)}
+	b.OnEndpointSliceAdd(sl)
 	synced(b)
 	for name, want := range map[string]float64{
 		"kubeproxy_sync_proxy_rules_service_changes_total":    2,
@@ -272,6 +274,7 @@ func TestMetricsMove(t *testing.T) {
 		"kubeproxy_sync_proxy_rules_duration_seconds":         2,
 		"kubeproxy_sync_full_proxy_rules_duration_seconds":    1,
 		"kubeproxy_sync_partial_proxy_rules_duration_seconds": 1,
+		"kubeproxy_network_programming_duration_seconds":      1,
 	} {
 		if got := gather(t, reg, name); got != want {
 			t.Errorf("after two syncs: %s = %v, want %v", name, got, want)
