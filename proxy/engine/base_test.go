@@ -250,7 +250,7 @@ func TestMetricsMove(t *testing.T) {
 	b.OnServiceAdd(service("a", "10.0.0.1", v1.ProtocolTCP))
 	b.OnServiceAdd(service("b", "10.0.0.2", v1.ProtocolTCP))
 	sl := slice("a", "10.1.0.1", v1.ProtocolTCP)
-	sl.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: time.Now().Add(time.Second).Format(time.RFC3339Nano)}
+	sl.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: time.Now().Format(time.RFC3339Nano)}
 	b.OnEndpointSliceAdd(sl)
 	synced(b)
 	for name, want := range map[string]float64{
