@@ -1,0 +1,122 @@
+//go:build linux
+
+package nftables
+
+import (
+	"fmt"
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
+)
+
+// Defaults for the zero values of Config.
+const (
+	// DefaultMasqueradeBit is kube-proxy's --masquerade-bit default.
+	DefaultMasqueradeBit = 14
+	// DefaultMaxTransactionOps bounds one cold-start transaction (see
+	// Config.MaxTransactionOps).
+	DefaultMaxTransactionOps = 20000
+)
+
+// TableName is the table this engine owns in the ip and ip6 families:
+// kube-proxy's own, so a node moves between upstream kube-proxy's nftables
+// mode and this engine in either direction.
+const TableName = "kube-proxy"
+
+// Config configures a Proxier. Every field has a documented zero value.
+type Config struct {
+	engine.Common
+
+	// MasqueradeAll masquerades all traffic to cluster IPs
+	// (kube-proxy's --masquerade-all).
+	MasqueradeAll bool
+	// MasqueradeBit is the packet-mark bit (0..31) of packets to
+	// masquerade (0: 14, as kube-proxy; -1 means bit 0).
+	MasqueradeBit int
+	// LocalDetector says which traffic comes from this node's pods (zero:
+	// none; cluster-IP traffic is then masqueraded only with
+	// MasqueradeAll).
+	LocalDetector proxy.LocalDetector
+	// NodePortAddresses restricts node ports to the local addresses inside
+	// these CIDRs (other families are ignored). Empty means this node's
+	// primary addresses (Common.NodeIPs of the family), as upstream's
+	// nftables mode; a CIDR covering the whole family means every local
+	// address ("fib daddr type local"). Loopback addresses never serve
+	// node ports.
+	NodePortAddresses []netip.Prefix
+	// LocalAddresses lists this node's addresses, to expand
+	// NodePortAddresses; nil means the addresses of the network interfaces.
+	LocalAddresses func() ([]netip.Addr, error)
+	// ServiceCIDRs, if set, makes traffic to unallocated addresses in them
+	// dropped (upstream's "cluster-ips-check"). Empty: not checked.
+	ServiceCIDRs []netip.Prefix
+	// MaxTransactionOps bounds the size of one transaction of a full sync
+	// that writes many services (a cold start): the services are written
+	// in several transactions of about this many operations, so no single
+	// one holds the kernel for long, and traffic to the services already
+	// written flows before the last lands (0: DefaultMaxTransactionOps;
+	// negative: one transaction).
+	MaxTransactionOps int
+}
+
+// Interfaces is what a Proxier drives.
+type Interfaces struct {
+	// NFTables is bound to TableName in the proxier's family (ip or ip6).
+	// Required. nftablestest.Fakes supplies a fake; NewInterfaces the
+	// real one.
+	NFTables knftables.Interface
+	// OtherFamily, if set, is the same table in the other family:
+	// Cleanup removes it too (so --cleanup removes every leftover).
+	OtherFamily knftables.Interface
+}
+
+// Family returns the knftables family of an IP family (ip or ip6).
+func Family(family v1.IPFamily) knftables.Family {
+	if family == v1.IPv6Protocol {
+		return knftables.IPv6Family
+	}
+	return knftables.IPv4Family
+}
+
+func (c Config) withDefaults() (Config, error) {
+	common, err := c.Common.WithDefaults(c.IPFamily)
+	if err != nil {
+		return c, fmt.Errorf("nftables: %w", err)
+	}
+	c.Common = common
+	switch {
+	case c.MasqueradeBit == 0:
+		c.MasqueradeBit = DefaultMasqueradeBit
+	case c.MasqueradeBit == -1:
+		c.MasqueradeBit = 0
+	case c.MasqueradeBit < 0 || c.MasqueradeBit > 31:
+		return c, fmt.Errorf("nftables: MasqueradeBit %d out of range 0..31", c.MasqueradeBit)
+	}
+	if err := c.LocalDetector.Validate(c.IPFamily); err != nil {
+		return c, fmt.Errorf("nftables: %w", err)
+	}
+	if c.MaxTransactionOps == 0 {
+		c.MaxTransactionOps = DefaultMaxTransactionOps
+	}
+	return c, nil
+}
+
+// Local-traffic detection is shared with the other engines; see
+// proxy.LocalDetector.
+type (
+	LocalMode     = proxy.LocalMode
+	LocalDetector = proxy.LocalDetector
+)
+
+// The local-traffic detection modes (proxy.LocalMode).
+const (
+	LocalModeNone                = proxy.LocalModeNone
+	LocalModeClusterCIDR         = proxy.LocalModeClusterCIDR
+	LocalModeNodeCIDR            = proxy.LocalModeNodeCIDR
+	LocalModeBridgeInterface     = proxy.LocalModeBridgeInterface
+	LocalModeInterfaceNamePrefix = proxy.LocalModeInterfaceNamePrefix
+)

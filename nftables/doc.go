@@ -1,0 +1,45 @@
+// Package nftables is kube-proxy's nftables mode as a library: a Proxier on
+// the shared engine base (package proxy/engine) that programs the
+// "kube-proxy" table of the ip or ip6 family through sigs.k8s.io/knftables.
+//
+// The table has upstream kube-proxy's layout and names (v1.34): base chains
+// filter-prerouting, filter-input, filter-forward, filter-output,
+// filter-output-post-dnat, nat-prerouting, nat-output and nat-postrouting;
+// dispatch through the verdict maps service-ips (cluster, external and
+// load-balancer IPs) and service-nodeports; no-endpoint-services and
+// no-endpoint-nodeports to reject (no endpoints) or drop (a Local policy
+// with no local endpoint); firewall-ips for loadBalancerSourceRanges; the
+// sets cluster-ips and nodeport-ips; per service port the chains
+// service-HASH-ns/name/proto/port (Cluster policy), local-… (Local
+// policy), external-… and firewall-…; per endpoint endpoint-HASH-…__ip/port
+// chains, reached by "numgen random mod N vmap", and affinity-… dynamic
+// sets with timeouts for ClientIP affinity. A node therefore moves from
+// upstream kube-proxy to this engine and back without a traffic gap, and
+// either's cleanup removes the other's table.
+//
+// Beyond upstream, for large clusters:
+//   - a partial sync never lists the kernel: it diffs the changed services
+//     against what the last successful transactions committed (kept in
+//     memory) and writes only the chains whose content changed and the map
+//     elements added or removed;
+//   - a full sync (start, FullSyncPeriod, after a failure or detected
+//     drift) lists the table once; the first rule of every chain the engine
+//     writes carries a hash of the chain's content in its comment, so only
+//     chains, sets and elements that differ are written: a restart over a
+//     correct table writes nothing for unchanged services;
+//   - a full sync that writes many services (a cold start) is split into
+//     transactions of about Config.MaxTransactionOps operations, whole
+//     services each, so traffic to the first services flows before the
+//     last are written;
+//   - drift (the table deleted or flushed behind the engine's back) is
+//     found by listing one two-rule chain every DriftCheckInterval, and
+//     repaired by a full sync.
+//
+// Removed chains are flushed at once and deleted by a later sync (about a
+// second later: kernels before 6.2 notice late that a chain is no longer
+// referenced), as upstream does.
+//
+// The engine needs Linux (nft ≥ 1.0.1, kernel ≥ 5.13 as upstream); on other
+// systems the package is empty. Package nftablestest has the fake (over
+// knftables.Fake) and a packet tracer for tests.
+package nftables

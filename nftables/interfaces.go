@@ -1,0 +1,47 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+)
+
+// NewInterfaces returns the real Interfaces for family: the kube-proxy
+// table through the nft binary (which must be at least 1.0.1), and the
+// same table of the other family for Cleanup. Listings use netlink where
+// knftables offers it.
+func NewInterfaces(family v1.IPFamily) (Interfaces, error) {
+	other := v1.IPv6Protocol
+	if family == v1.IPv6Protocol {
+		other = v1.IPv4Protocol
+	}
+	nft, err := knftables.New(Family(family), TableName, knftables.UseNetlink)
+	if err != nil {
+		return Interfaces{}, fmt.Errorf("nftables: %w", err)
+	}
+	ifs := Interfaces{NFTables: nft}
+	if o, err := knftables.New(Family(other), TableName, knftables.UseNetlink); err == nil {
+		ifs.OtherFamily = o
+	}
+	return ifs, nil
+}
+
+// CleanupLeftovers deletes the kube-proxy table of both families (ours or
+// upstream kube-proxy's), for a --cleanup run that builds no Proxier.
+func CleanupLeftovers(ctx context.Context) error {
+	var errs []error
+	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+		nft, err := knftables.New(fam, TableName)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("nftables: %w", err))
+			continue
+		}
+		errs = append(errs, deleteTable(ctx, nft))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,131 @@
+//go:build linux
+
+package nftables
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"hash/fnv"
+	"net"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/proxy"
+)
+
+// Upstream kube-proxy's object names (pkg/proxy/nftables), kept so that a
+// node moves between the two in either direction.
+const (
+	chainFilterPrerouting     = "filter-prerouting"
+	chainFilterInput          = "filter-input"
+	chainFilterForward        = "filter-forward"
+	chainFilterOutput         = "filter-output"
+	chainFilterOutputPostDNAT = "filter-output-post-dnat"
+	chainNATPrerouting        = "nat-prerouting"
+	chainNATOutput            = "nat-output"
+	chainNATPostrouting       = "nat-postrouting"
+
+	chainServices               = "services"
+	chainServiceEndpointsCheck  = "service-endpoints-check"
+	chainNodePortEndpointsCheck = "nodeport-endpoints-check"
+	chainReject                 = "reject-chain"
+	chainClusterIPsCheck        = "cluster-ips-check"
+	chainFirewallCheck          = "firewall-check"
+	chainMarkMasq               = "mark-for-masquerade"
+	chainMasquerading           = "masquerading"
+
+	mapServiceIPs          = "service-ips"
+	mapServiceNodePorts    = "service-nodeports"
+	mapNoEndpointServices  = "no-endpoint-services"
+	mapNoEndpointNodePorts = "no-endpoint-nodeports"
+	mapFirewallIPs         = "firewall-ips"
+	setClusterIPs          = "cluster-ips"
+	setNodePortIPs         = "nodeport-ips"
+
+	prefixClusterChain  = "service-"
+	prefixLocalChain    = "local-"
+	prefixExternalChain = "external-"
+	prefixFirewallChain = "firewall-"
+	prefixEndpointChain = "endpoint-"
+	prefixAffinitySet   = "affinity-"
+
+	nameBaseMax = knftables.NameLengthMax - 16
+)
+
+// containers are the sets and maps whose elements the engine owns, in the
+// order full syncs list them.
+var containers = []string{setClusterIPs, setNodePortIPs, mapServiceIPs, mapServiceNodePorts,
+	mapNoEndpointServices, mapNoEndpointNodePorts, mapFirewallIPs}
+
+func containerIsSet(name string) bool { return name == setClusterIPs || name == setNodePortIPs }
+
+// hashAndTruncate prefixes name with 8 characters of its own hash (so
+// truncated or near-identical names stay unique and distinguishable).
+func hashAndTruncate(name string) string {
+	h := sha256.Sum256([]byte(name))
+	name = base32.StdEncoding.EncodeToString(h[:])[:8] + "-" + name
+	if len(name) > nameBaseMax {
+		name = name[:nameBaseMax-3] + "..."
+	}
+	return name
+}
+
+// serviceNameBase is "HASH-namespace/name/proto/port".
+func serviceNameBase(spn proxy.ServicePortName) string {
+	return hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + protoLower(spn.Protocol) + "/" + spn.Port)
+}
+
+// endpointNameBase is "HASH-namespace/name/proto/port__ip/port" (colons of
+// IPv6 addresses become dots: chain names cannot hold colons).
+func endpointNameBase(spn proxy.ServicePortName, endpoint string) string {
+	ip, port, _ := net.SplitHostPort(endpoint)
+	ip = strings.ReplaceAll(ip, ":", ".")
+	return hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + protoLower(spn.Protocol) + "/" + spn.Port + "__" + ip + "/" + port)
+}
+
+// isServiceObjectName reports a per-service chain or set name (all hold a
+// "/"; the fixed names hold none).
+func isServiceObjectName(name string) bool { return strings.Contains(name, "/") }
+
+func protoLower(p v1.Protocol) string {
+	switch p {
+	case v1.ProtocolTCP:
+		return "tcp"
+	case v1.ProtocolUDP:
+		return "udp"
+	case v1.ProtocolSCTP:
+		return "sctp"
+	}
+	return strings.ToLower(string(p))
+}
+
+// hashPrefix starts the comment of the first rule of every chain the engine
+// writes; the rest of it is a hash of the chain's content, so a full sync
+// knows from one listing which chains already hold what it would write.
+const hashPrefix = "svcproxy:"
+
+func chainHash(rules []ruleSpec) string {
+	h := fnv.New64a()
+	for _, r := range rules {
+		h.Write([]byte(r.text))
+		h.Write([]byte{0})
+		h.Write([]byte(r.comment))
+		h.Write([]byte{1})
+	}
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// hashFromComment extracts the content hash from a first rule's comment.
+func hashFromComment(c *string) string {
+	if c == nil {
+		return ""
+	}
+	i := strings.LastIndex(*c, hashPrefix)
+	if i < 0 {
+		return ""
+	}
+	return (*c)[i+len(hashPrefix):]
+}

@@ -1,0 +1,132 @@
+//go:build linux
+
+package nftablestest
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+)
+
+// Fake is knftables' Fake (the table as objects, Dump and ParseDump) with
+// the shared fault vocabulary: the counted operations are "Run", "Check",
+// "ListAll", "List", "ListRules", "ListElements" and "ListCounters". A
+// failed call changes nothing.
+type Fake struct {
+	*knftables.Fake
+	proxytest.Faults
+}
+
+// NewFake returns an empty fake bound to the kube-proxy table of family.
+func NewFake(family v1.IPFamily) *Fake {
+	return &Fake{Fake: knftables.NewFake(nftables.Family(family), nftables.TableName)}
+}
+
+var _ knftables.Interface = (*Fake)(nil)
+
+// Run runs tx against the fake's tables (all or nothing).
+func (f *Fake) Run(ctx context.Context, tx *knftables.Transaction) error {
+	if err := f.Hit("Run"); err != nil {
+		return err
+	}
+	return f.Fake.Run(ctx, tx)
+}
+
+// Check validates tx without applying it.
+func (f *Fake) Check(ctx context.Context, tx *knftables.Transaction) error {
+	if err := f.Hit("Check"); err != nil {
+		return err
+	}
+	return f.Fake.Check(ctx, tx)
+}
+
+// ListAll lists the table's object names by type.
+func (f *Fake) ListAll(ctx context.Context) (map[string][]string, error) {
+	if err := f.Hit("ListAll"); err != nil {
+		return nil, err
+	}
+	return f.Fake.ListAll(ctx)
+}
+
+// List lists the names of one type of object.
+func (f *Fake) List(ctx context.Context, objectType string) ([]string, error) {
+	if err := f.Hit("List"); err != nil {
+		return nil, err
+	}
+	return f.Fake.List(ctx, objectType)
+}
+
+// ListRules lists a chain's rules (every chain's with chain "").
+func (f *Fake) ListRules(ctx context.Context, chain string) ([]*knftables.Rule, error) {
+	if err := f.Hit("ListRules"); err != nil {
+		return nil, err
+	}
+	return f.Fake.ListRules(ctx, chain)
+}
+
+// ListElements lists a set's or map's elements.
+func (f *Fake) ListElements(ctx context.Context, objectType, name string) ([]*knftables.Element, error) {
+	if err := f.Hit("ListElements"); err != nil {
+		return nil, err
+	}
+	return f.Fake.ListElements(ctx, objectType, name)
+}
+
+// ListCounters lists the table's counters.
+func (f *Fake) ListCounters(ctx context.Context) ([]*knftables.Counter, error) {
+	if err := f.Hit("ListCounters"); err != nil {
+		return nil, err
+	}
+	return f.Fake.ListCounters(ctx)
+}
+
+// Listings is the number of list calls made (what a partial sync must not
+// make).
+func (f *Fake) Listings() int {
+	return f.CallsOf("ListAll", "List", "ListRules", "ListElements", "ListCounters")
+}
+
+// LastOps is the number of operations of the last transaction run (0 if
+// none).
+func (f *Fake) LastOps() int {
+	f.RLock()
+	defer f.RUnlock()
+	if f.LastTransaction == nil {
+		return 0
+	}
+	return f.LastTransaction.NumOperations()
+}
+
+// Fakes is every fake an nftables Proxier drives.
+type Fakes struct {
+	// NFTables is the kube-proxy table of the proxier's family.
+	NFTables *Fake
+	// Other is the same table of the other family (Cleanup removes it).
+	Other  *Fake
+	family v1.IPFamily
+}
+
+// NewFakes returns empty fakes for a proxier of family.
+func NewFakes(family v1.IPFamily) *Fakes {
+	other := v1.IPv6Protocol
+	if family == v1.IPv6Protocol {
+		other = v1.IPv4Protocol
+	}
+	return &Fakes{NFTables: NewFake(family), Other: NewFake(other), family: family}
+}
+
+// Family is the proxier family the fakes were made for.
+func (f *Fakes) Family() v1.IPFamily { return f.family }
+
+// Interfaces returns the fakes as the engine's Interfaces.
+func (f *Fakes) Interfaces() nftables.Interfaces {
+	return nftables.Interfaces{NFTables: f.NFTables, OtherFamily: f.Other}
+}
+
+// Dump renders the table of the proxier's family as nft text (knftables'
+// Fake.Dump: one "add" command per object, sorted).
+func (f *Fakes) Dump() string { return f.NFTables.Dump() }

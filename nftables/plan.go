@@ -1,0 +1,248 @@
+//go:build linux
+
+package nftables
+
+import (
+	"net/netip"
+	"sort"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcproxy/svcproxy/proxy"
+)
+
+// The plan: pure functions from one service's ports and endpoints (and the
+// node and the config) to the nftables objects they need, as plain values.
+// No I/O; the diff (state.go) and the rendering (render.go) come after.
+
+// ruleSpec is one rule of a chain.
+type ruleSpec struct {
+	text    string
+	comment string
+}
+
+// chainSpec is one chain and its whole content.
+type chainSpec struct {
+	name  string
+	base  *baseChain // nil: a regular chain
+	rules []ruleSpec
+	hash  string
+}
+
+// baseChain is a chain attached to a netfilter hook.
+type baseChain struct {
+	typ      string // "filter", "nat"
+	hook     string
+	priority string
+}
+
+// setSpec is a per-endpoint affinity set (dynamic, with a timeout).
+type setSpec struct {
+	name    string
+	typ     string // ipv4_addr or ipv6_addr
+	timeout time.Duration
+}
+
+// elemSpec is one element of one of the engine's sets and maps
+// (containers): key and value are nft text, " . "-joined.
+type elemSpec struct {
+	container string
+	key       string
+	value     string // "" for set elements
+	comment   string
+}
+
+// servicePlan is everything one Service (all its ports) needs.
+type servicePlan struct {
+	chains []chainSpec
+	sets   []setSpec
+	elems  []elemSpec
+}
+
+func (sp *servicePlan) addChain(c chainSpec) {
+	c.hash = chainHash(c.rules)
+	sp.chains = append(sp.chains, c)
+}
+
+func (sp *servicePlan) addElem(container string, key, value string, comment string) {
+	sp.elems = append(sp.elems, elemSpec{container: container, key: key, value: value, comment: comment})
+}
+
+// planner holds what the plan needs besides the service itself.
+type planner struct {
+	family     v1.IPFamily
+	ipX        string // "ip" or "ip6"
+	addrType   string // "ipv4_addr" or "ipv6_addr"
+	masqAll    bool
+	masqMark   string // "0x004000"
+	local      proxy.LocalDetector
+	nodeIP     netip.Addr
+	nodeName   string
+	nodeLabels map[string]string
+}
+
+func newPlanner(cfg *Config) *planner {
+	p := &planner{
+		family:   cfg.IPFamily,
+		ipX:      "ip",
+		addrType: "ipv4_addr",
+		masqAll:  cfg.MasqueradeAll,
+		masqMark: masqueradeMark(cfg.MasqueradeBit),
+		local:    cfg.LocalDetector,
+		nodeIP:   cfg.NodeIP(),
+		nodeName: cfg.NodeName,
+	}
+	if cfg.IPFamily == v1.IPv6Protocol {
+		p.ipX, p.addrType = "ip6", "ipv6_addr"
+	}
+	return p
+}
+
+// masqueradeMark renders 1<<bit as upstream does ("%#08x").
+func masqueradeMark(bit int) string {
+	s := strconv.FormatUint(uint64(1)<<uint(bit), 16)
+	for len(s) < 6 {
+		s = "0" + s
+	}
+	return "0x" + s
+}
+
+// planService plans every port of one service. ports are its port names
+// (from changetracker.Update.ServicePorts); ports missing from services
+// (out of the endpoint filter's scope) are skipped. nil means the
+// service needs nothing.
+func (p *planner) planService(ports []proxy.ServicePortName, services map[proxy.ServicePortName]proxy.ServicePort,
+	endpoints map[proxy.ServicePortName][]proxy.Endpoint) *servicePlan {
+	var sp *servicePlan
+	for _, spn := range ports {
+		svc, ok := services[spn]
+		if !ok {
+			continue
+		}
+		if sp == nil {
+			sp = &servicePlan{}
+		}
+		p.planServicePort(sp, spn, svc, endpoints[spn])
+	}
+	return sp
+}
+
+// portPlan is what the per-concern functions share about one port.
+type portPlan struct {
+	spn   proxy.ServicePortName
+	svc   proxy.ServicePort
+	proto string
+	port  string
+	names portNames
+
+	clusterEndpoints, localEndpoints, reachable []proxy.Endpoint
+	hasEndpoints                                bool
+
+	clusterChain, localChain string // "" when not used
+	internalChain            string // where cluster-IP traffic goes ("" none)
+	hasInternal, hasExternal bool
+	internalVerdict          string // no-endpoint verdict for the cluster IP
+	externalVerdict          string // ... for external addresses
+	usesExternalChain        bool
+}
+
+type portNames struct {
+	cluster, local, external, firewall string
+}
+
+func namesFor(spn proxy.ServicePortName, svc proxy.ServicePort) portNames {
+	if w, ok := svc.(*servicePort); ok {
+		return w.names
+	}
+	base := serviceNameBase(spn)
+	return portNames{
+		cluster:  prefixClusterChain + base,
+		local:    prefixLocalChain + base,
+		external: prefixExternalChain + base,
+		firewall: prefixFirewallChain + base,
+	}
+}
+
+func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, svc proxy.ServicePort, eps []proxy.Endpoint) {
+	pp := &portPlan{
+		spn:   spn,
+		svc:   svc,
+		proto: protoLower(svc.Protocol()),
+		port:  strconv.Itoa(svc.Port()),
+		names: namesFor(spn, svc),
+	}
+	pp.clusterEndpoints, pp.localEndpoints, pp.reachable, pp.hasEndpoints =
+		proxy.CategorizeEndpoints(eps, svc, p.nodeName, p.nodeLabels)
+
+	if len(pp.clusterEndpoints) > 0 && svc.UsesClusterEndpoints() {
+		pp.clusterChain = pp.names.cluster
+	}
+	if len(pp.localEndpoints) > 0 && svc.UsesLocalEndpoints() {
+		pp.localChain = pp.names.local
+	}
+	pp.internalChain, pp.hasInternal = pp.clusterChain, pp.hasEndpoints
+	if svc.InternalPolicyLocal() {
+		pp.internalChain, pp.hasInternal = pp.localChain, len(pp.localEndpoints) > 0
+	}
+	pp.hasExternal = pp.hasEndpoints
+	if svc.ExternalPolicyLocal() && len(pp.localEndpoints) == 0 {
+		pp.hasExternal = false
+	}
+	pp.usesExternalChain = pp.hasEndpoints && svc.ExternallyAccessible()
+	switch {
+	case !pp.hasEndpoints:
+		pp.internalVerdict = "goto " + chainReject
+		pp.externalVerdict = "goto " + chainReject
+	default:
+		if !pp.hasInternal {
+			pp.internalVerdict = "drop"
+		}
+		if !pp.hasExternal {
+			pp.externalVerdict = "drop"
+		}
+	}
+
+	p.planClusterIP(sp, pp)
+	p.planExternalIPs(sp, pp)
+	p.planLoadBalancer(sp, pp)
+	p.planNodePort(sp, pp)
+	p.planExternalChain(sp, pp)
+	p.planAffinitySets(sp, pp)
+	p.planPolicyChains(sp, pp)
+	p.planEndpointChains(sp, pp)
+}
+
+// svcComment is the comment upstream puts on no-endpoint elements.
+func svcComment(spn proxy.ServicePortName) string { return spn.String() }
+
+func join3(a, b, c string) string { return a + " . " + b + " . " + c }
+
+// planAll plans every service of the update, keyed by service.
+func (p *planner) planAll(ports map[types.NamespacedName][]proxy.ServicePortName, services map[proxy.ServicePortName]proxy.ServicePort,
+	endpoints map[proxy.ServicePortName][]proxy.Endpoint) map[types.NamespacedName]*servicePlan {
+	out := make(map[types.NamespacedName]*servicePlan, len(ports))
+	for name, ps := range ports {
+		if sp := p.planService(ps, services, endpoints); sp != nil {
+			out[name] = sp
+		}
+	}
+	return out
+}
+
+// sortedNames returns the keys of m in order (deterministic transactions).
+func sortedNames[V any](m map[types.NamespacedName]V) []types.NamespacedName {
+	out := make([]types.NamespacedName, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

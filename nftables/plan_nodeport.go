@@ -1,0 +1,55 @@
+//go:build linux
+
+package nftables
+
+import "strconv"
+
+// planNodePort: the node port dispatches (through service-nodeports, on
+// the node-port addresses) to the external chain; not subject to
+// loadBalancerSourceRanges, as upstream.
+func (p *planner) planNodePort(sp *servicePlan, pp *portPlan) {
+	np := pp.svc.NodePort()
+	if np == 0 {
+		return
+	}
+	key := pp.proto + " . " + strconv.Itoa(np)
+	if pp.hasEndpoints {
+		sp.addElem(mapServiceNodePorts, key, "goto "+pp.names.external, "")
+	}
+	if !pp.hasExternal {
+		sp.addElem(mapNoEndpointNodePorts, key, pp.externalVerdict, svcComment(pp.spn))
+	}
+}
+
+// planExternalChain writes the chain every external destination (node
+// port, external IP, load-balancer IP) of the port jumps to: masquerade
+// and go to the cluster policy chain under eTP Cluster; under eTP Local,
+// short-circuit pods and the node itself to the cluster chain (the node
+// masqueraded) and send the rest to the local chain, if any.
+func (p *planner) planExternalChain(sp *servicePlan, pp *portPlan) {
+	if !pp.usesExternalChain {
+		return
+	}
+	var rules []ruleSpec
+	if !pp.svc.ExternalPolicyLocal() {
+		rules = append(rules, ruleSpec{text: "jump " + chainMarkMasq})
+	} else {
+		if m := p.localMatch(false); m != "" && pp.clusterChain != "" {
+			rules = append(rules, ruleSpec{text: m + " goto " + pp.clusterChain, comment: "short-circuit pod traffic"})
+		}
+		rules = append(rules, ruleSpec{text: "fib saddr type local jump " + chainMarkMasq, comment: "masquerade local traffic"})
+		if pp.clusterChain != "" {
+			rules = append(rules, ruleSpec{text: "fib saddr type local goto " + pp.clusterChain, comment: "short-circuit local traffic"})
+		}
+	}
+	if pp.hasExternal {
+		policy := pp.clusterChain
+		if pp.svc.ExternalPolicyLocal() {
+			policy = pp.localChain
+		}
+		if policy != "" {
+			rules = append(rules, ruleSpec{text: "goto " + policy})
+		}
+	}
+	sp.addChain(chainSpec{name: pp.names.external, rules: rules})
+}

@@ -1,0 +1,117 @@
+//go:build linux
+
+package nftables
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// The fixed part of the table: base chains, dispatch chains, the
+// masquerade chains, the containers. Planned once per full sync (node-port
+// addresses may have changed).
+
+var baseChains = []chainSpec{
+	{name: chainFilterPrerouting, base: &baseChain{"filter", "prerouting", "dstnat-10"}},
+	{name: chainFilterInput, base: &baseChain{"filter", "input", "dstnat-10"}},
+	{name: chainFilterForward, base: &baseChain{"filter", "forward", "dstnat-10"}},
+	{name: chainFilterOutput, base: &baseChain{"filter", "output", "dstnat-10"}},
+	{name: chainFilterOutputPostDNAT, base: &baseChain{"filter", "output", "dstnat+10"}},
+	{name: chainNATPrerouting, base: &baseChain{"nat", "prerouting", "dstnat"}},
+	{name: chainNATOutput, base: &baseChain{"nat", "output", "dstnat"}},
+	{name: chainNATPostrouting, base: &baseChain{"nat", "postrouting", "srcnat"}},
+}
+
+// staticPlan is the fixed part of the table. nodePortIPs are the addresses
+// node ports are served on (matchAll: every local address).
+type staticPlan struct {
+	chains []chainSpec
+	maps   []containerSpec
+	elems  []elemSpec
+}
+
+type containerSpec struct {
+	name, typ, comment string
+	set                bool
+}
+
+func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCIDRs []netip.Prefix) *staticPlan {
+	st := &staticPlan{}
+	rules := map[string][]ruleSpec{}
+	add := func(chain, text, comment string) {
+		rules[chain] = append(rules[chain], ruleSpec{text: text, comment: comment})
+	}
+	// Jumps from the base chains, in upstream's order.
+	add(chainFilterInput, "ct state new jump "+chainNodePortEndpointsCheck, "")
+	add(chainFilterInput, "ct state new jump "+chainServiceEndpointsCheck, "")
+	add(chainFilterForward, "ct state new jump "+chainServiceEndpointsCheck, "")
+	add(chainFilterOutput, "ct state new jump "+chainServiceEndpointsCheck, "")
+	add(chainFilterPrerouting, "ct state new jump "+chainFirewallCheck, "")
+	add(chainFilterOutput, "ct state new jump "+chainFirewallCheck, "")
+	add(chainNATOutput, "jump "+chainServices, "")
+	add(chainNATPrerouting, "jump "+chainServices, "")
+	add(chainNATPostrouting, "jump "+chainMasquerading, "")
+	add(chainFilterForward, "ct state new jump "+chainClusterIPsCheck, "")
+	add(chainFilterOutputPostDNAT, "ct state new jump "+chainClusterIPsCheck, "")
+
+	add(chainMarkMasq, "mark set mark or "+p.masqMark, "")
+	add(chainMasquerading, "mark and "+p.masqMark+" == 0 return", "")
+	add(chainMasquerading, "mark set mark xor "+p.masqMark, "")
+	add(chainMasquerading, "masquerade fully-random", "")
+
+	add(chainClusterIPsCheck, p.ipX+" daddr @"+setClusterIPs+" reject", "Reject traffic to invalid ports of ClusterIPs")
+	if len(serviceCIDRs) > 0 {
+		var cidrs []string
+		for _, c := range serviceCIDRs {
+			if c.Addr().Is4() == (p.ipX == "ip") {
+				cidrs = append(cidrs, c.Masked().String())
+			}
+		}
+		if len(cidrs) > 0 {
+			add(chainClusterIPsCheck, p.ipX+" daddr { "+strings.Join(cidrs, ", ")+" } drop", "Drop traffic to unallocated ClusterIPs")
+		}
+	}
+	add(chainReject, "reject", "")
+	tuple := p.ipX + " daddr . meta l4proto . th dport"
+	add(chainServiceEndpointsCheck, tuple+" vmap @"+mapNoEndpointServices, "")
+	add(chainFirewallCheck, tuple+" vmap @"+mapFirewallIPs, "")
+	add(chainServices, tuple+" vmap @"+mapServiceIPs, "")
+	if matchAll {
+		noLocalhost := "ip daddr != 127.0.0.0/8"
+		if p.ipX == "ip6" {
+			noLocalhost = "ip6 daddr != ::1"
+		}
+		add(chainNodePortEndpointsCheck, noLocalhost+" meta l4proto . th dport vmap @"+mapNoEndpointNodePorts, "")
+		add(chainServices, "fib daddr type local "+noLocalhost+" meta l4proto . th dport vmap @"+mapServiceNodePorts, "")
+	} else {
+		add(chainNodePortEndpointsCheck, p.ipX+" daddr @"+setNodePortIPs+" meta l4proto . th dport vmap @"+mapNoEndpointNodePorts, "")
+		add(chainServices, p.ipX+" daddr @"+setNodePortIPs+" meta l4proto . th dport vmap @"+mapServiceNodePorts, "")
+	}
+	for _, bc := range baseChains {
+		c := bc
+		c.rules = rules[c.name]
+		c.hash = chainHash(c.rules)
+		st.chains = append(st.chains, c)
+	}
+	for _, name := range []string{chainServices, chainServiceEndpointsCheck, chainNodePortEndpointsCheck, chainReject,
+		chainClusterIPsCheck, chainFirewallCheck, chainMarkMasq, chainMasquerading} {
+		c := chainSpec{name: name, rules: rules[name]}
+		c.hash = chainHash(c.rules)
+		st.chains = append(st.chains, c)
+	}
+	st.maps = []containerSpec{
+		{name: setClusterIPs, typ: p.addrType, comment: "Active ClusterIPs", set: true},
+		{name: setNodePortIPs, typ: p.addrType, comment: "IPs that accept NodePort traffic", set: true},
+		{name: mapNoEndpointServices, typ: p.addrType + " . inet_proto . inet_service : verdict", comment: "vmap to drop or reject packets to services with no endpoints"},
+		{name: mapNoEndpointNodePorts, typ: "inet_proto . inet_service : verdict", comment: "vmap to drop or reject packets to service nodeports with no endpoints"},
+		{name: mapFirewallIPs, typ: p.addrType + " . inet_proto . inet_service : verdict", comment: "destinations that are subject to LoadBalancerSourceRanges"},
+		{name: mapServiceIPs, typ: p.addrType + " . inet_proto . inet_service : verdict", comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"},
+		{name: mapServiceNodePorts, typ: "inet_proto . inet_service : verdict", comment: "NodePort traffic"},
+	}
+	if !matchAll {
+		for _, ip := range nodePortIPs {
+			st.elems = append(st.elems, elemSpec{container: setNodePortIPs, key: ip.String()})
+		}
+	}
+	return st
+}

@@ -1,0 +1,384 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/changetracker"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
+)
+
+// Proxier is the nftables engine: kube-proxy's nftables mode on the
+// engine base. Its methods are the base's (see engine.Base).
+type Proxier struct {
+	*engine.Base
+	p *proxier
+}
+
+// proxier is the engine's own state, touched only from the hooks (which
+// the base never runs concurrently).
+type proxier struct {
+	cfg Config
+	nft knftables.Interface
+	ifs Interfaces
+	log logr.Logger
+
+	state  *tableState                           // what the kernel holds, as far as we know
+	plans  map[types.NamespacedName]*servicePlan // what each service was last written as
+	static *staticPlan                           // the fixed part last written
+}
+
+var _ proxy.Provider = (*Proxier)(nil)
+
+// NewProxier returns an nftables Proxier for cfg (defaults applied) that
+// drives ifs. Nothing touches the node before the first Sync after both
+// initial lists are synced.
+func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
+	if ifs.NFTables == nil {
+		return nil, errors.New("nftables: Interfaces.NFTables is required")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &proxier{
+		cfg:   cfg,
+		nft:   ifs.NFTables,
+		ifs:   ifs,
+		log:   cfg.Logger.WithValues("engine", "nftables"),
+		state: newTableState(),
+		plans: map[types.NamespacedName]*servicePlan{},
+	}
+	base, err := engine.New(cfg.Common, engine.Hooks{
+		Name:            "nftables",
+		Apply:           p.apply,
+		DryRun:          p.dryRun,
+		Drifted:         p.drifted,
+		Cleanup:         p.cleanup,
+		MakeServicePort: makeServicePort,
+		MakeEndpoint:    makeEndpoint,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Proxier{Base: base, p: p}, nil
+}
+
+func (p *proxier) planner(u *changetracker.Update) *planner {
+	pl := newPlanner(&p.cfg)
+	pl.nodeLabels = u.NodeLabels
+	return pl
+}
+
+func (p *proxier) apply(ctx context.Context, req *engine.Request) (engine.Result, error) {
+	if req.Full {
+		return p.fullSync(ctx, req)
+	}
+	u := req.Update
+	pl := p.planner(u)
+	cs := newChangeSet()
+	names := make([]types.NamespacedName, 0, len(u.ChangedServices))
+	for n := range u.ChangedServices {
+		names = append(names, n)
+	}
+	sortNames(names)
+	for _, n := range names {
+		cs.diffService(p.state, n, p.plans[n], pl.planService(u.ServicePorts[n], u.Services, u.Endpoints))
+	}
+	pending := cs.staleDeletes(p.state, req.Now)
+	writes, err := p.run(ctx, cs, req.Now)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	return engine.Result{Writes: writes, RequeueAfter: requeue(pending)}, nil
+}
+
+func requeue(pending bool) time.Duration {
+	if pending {
+		return staleDelay + 100*time.Millisecond
+	}
+	return 0
+}
+
+// run renders cs into one transaction, runs it and commits it to the
+// state. An empty change set runs nothing.
+func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, error) {
+	if cs.empty() {
+		cs.commit(p.state, p.plans, now)
+		return 0, nil
+	}
+	tx := p.nft.NewTransaction()
+	render(tx, cs)
+	n := tx.NumOperations()
+	if err := p.nft.Run(ctx, tx); err != nil {
+		return 0, fmt.Errorf("nft transaction of %d operations: %w", n, err)
+	}
+	cs.commit(p.state, p.plans, now)
+	return n, nil
+}
+
+// fullSync lists the table once, diffs every service against it and
+// writes what differs, in transactions of at most MaxTransactionOps
+// operations (services are never split across two).
+func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Result, error) {
+	u := req.Update
+	st, err := listState(ctx, p.nft)
+	if err != nil {
+		return engine.Result{}, fmt.Errorf("listing table %s: %w", TableName, err)
+	}
+	p.state, p.plans = st, map[types.NamespacedName]*servicePlan{}
+	pl := p.planner(u)
+	nodePortIPs, matchAll := p.nodePortAddresses()
+	static := pl.planStatic(nodePortIPs, matchAll, p.cfg.ServiceCIDRs)
+	want := pl.planAll(u.ServicePorts, u.Services, u.Endpoints)
+
+	// The first transaction: the fixed part, and whatever the table holds
+	// that no service wants any more.
+	first := newChangeSet()
+	if !st.declared {
+		first.declare = static
+	}
+	first.diffChains(st, static.chains, nil)
+	first.diffElems(st, static.elems, nil)
+	p.removeUnwanted(first, st, want, static)
+	pending := first.staleDeletes(st, req.Now)
+
+	total := 0
+	limit := p.cfg.MaxTransactionOps
+	cs := first
+	for _, n := range sortedNames(want) {
+		if limit > 0 && cs.ops() >= limit {
+			w, err := p.run(ctx, cs, req.Now)
+			total += w
+			if err != nil {
+				return engine.Result{}, err
+			}
+			cs = newChangeSet()
+		}
+		cs.diffService(p.state, n, nil, want[n])
+	}
+	w, err := p.run(ctx, cs, req.Now)
+	total += w
+	if err != nil {
+		return engine.Result{}, err
+	}
+	p.static = static
+	return engine.Result{Writes: total, RequeueAfter: requeue(pending || len(p.state.stale) > 0)}, nil
+}
+
+// removeUnwanted adds to cs the removal of per-service chains, affinity
+// sets and container elements in st that neither want nor static holds.
+func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.NamespacedName]*servicePlan, static *staticPlan) {
+	chains := map[string]bool{}
+	sets := map[string]bool{}
+	elems := map[string]bool{}
+	for _, sp := range want {
+		for _, c := range sp.chains {
+			chains[c.name] = true
+		}
+		for _, s := range sp.sets {
+			sets[s.name] = true
+		}
+		for _, e := range sp.elems {
+			elems[e.container+"\x00"+e.key] = true
+		}
+	}
+	for _, e := range static.elems {
+		elems[e.container+"\x00"+e.key] = true
+	}
+	var flush []string
+	for n, h := range st.chains {
+		if !isServiceObjectName(n) || chains[n] {
+			continue
+		}
+		if h == "" {
+			// Already empty (flushed by an earlier run): only delete it.
+			delete(st.chains, n)
+			st.stale[n] = time.Time{}
+			continue
+		}
+		flush = append(flush, n)
+	}
+	sort.Strings(flush)
+	cs.flushes = append(cs.flushes, flush...)
+	var dels []string
+	for n := range st.sets {
+		if !sets[n] {
+			dels = append(dels, n)
+		}
+	}
+	sort.Strings(dels)
+	cs.setDels = append(cs.setDels, dels...)
+	for _, c := range containers {
+		var keys []string
+		for k := range st.elems[c] {
+			if !elems[c+"\x00"+k] {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			cs.elemDels = append(cs.elemDels, elemSpec{container: c, key: k})
+		}
+	}
+}
+
+// nodePortAddresses returns the addresses node ports are served on, or
+// matchAll for every local address.
+func (p *proxier) nodePortAddresses() (ips []netip.Addr, matchAll bool) {
+	v4 := p.cfg.IPFamily == v1.IPv4Protocol
+	var prefixes []netip.Prefix
+	for _, c := range p.cfg.NodePortAddresses {
+		if c.Addr().Is4() != v4 {
+			continue
+		}
+		if c.Bits() == 0 {
+			return nil, true
+		}
+		prefixes = append(prefixes, c.Masked())
+	}
+	var cands []netip.Addr
+	if len(prefixes) == 0 {
+		if len(p.cfg.NodePortAddresses) > 0 {
+			return nil, false // none of our family: no node ports
+		}
+		cands = p.cfg.NodeIPs
+	} else {
+		addrs, err := p.localAddresses()
+		if err != nil {
+			p.log.Error(err, "Listing local addresses for node ports; node ports may not work")
+		}
+		for _, a := range addrs {
+			for _, pr := range prefixes {
+				if pr.Contains(a.Unmap()) {
+					cands = append(cands, a)
+					break
+				}
+			}
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, a := range cands {
+		a = a.Unmap()
+		if a.Is4() != v4 || a.IsLoopback() || seen[a] {
+			continue
+		}
+		seen[a] = true
+		ips = append(ips, a)
+	}
+	sort.Slice(ips, func(i, j int) bool { return ips[i].Less(ips[j]) })
+	return ips, false
+}
+
+func (p *proxier) localAddresses() ([]netip.Addr, error) {
+	if p.cfg.LocalAddresses != nil {
+		return p.cfg.LocalAddresses()
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if pr, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, pr.Addr())
+		}
+	}
+	return out, nil
+}
+
+// dryRun renders the whole table as one transaction from an empty table
+// (what a cold start writes), without touching the node or the state.
+func (p *proxier) dryRun(_ context.Context, req *engine.Request) (string, error) {
+	u := req.Update
+	pl := p.planner(u)
+	nodePortIPs, matchAll := p.nodePortAddresses()
+	static := pl.planStatic(nodePortIPs, matchAll, p.cfg.ServiceCIDRs)
+	st := newTableState()
+	cs := newChangeSet()
+	cs.declare = static
+	cs.diffChains(st, static.chains, nil)
+	cs.diffElems(st, static.elems, nil)
+	want := pl.planAll(u.ServicePorts, u.Services, u.Endpoints)
+	for _, n := range sortedNames(want) {
+		cs.diffService(st, n, nil, want[n])
+	}
+	tx := p.nft.NewTransaction()
+	render(tx, cs)
+	return tx.String(), nil
+}
+
+// drifted checks the services chain (the entry point of all service
+// traffic) still holds what the last full sync wrote: a missing table,
+// a flushed table or a rewritten services chain all show here, for the
+// price of listing one two-rule chain.
+func (p *proxier) drifted(ctx context.Context) (bool, error) {
+	if p.static == nil {
+		return false, nil
+	}
+	var want string
+	for _, c := range p.static.chains {
+		if c.name == chainServices {
+			want = c.hash
+		}
+	}
+	rules, err := p.nft.ListRules(ctx, chainServices)
+	if knftables.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(rules) == 0 || hashFromComment(rules[0].Comment) != want {
+		return true, nil
+	}
+	return false, nil
+}
+
+// cleanup deletes the kube-proxy table of this family (and of the other
+// one when Interfaces.OtherFamily is set): ours, or upstream kube-proxy's.
+func (p *proxier) cleanup(ctx context.Context) error {
+	var errs []error
+	for _, nft := range []knftables.Interface{p.nft, p.ifs.OtherFamily} {
+		if nft == nil {
+			continue
+		}
+		if err := deleteTable(ctx, nft); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.state, p.plans, p.static = newTableState(), map[types.NamespacedName]*servicePlan{}, nil
+	return errors.Join(errs...)
+}
+
+func deleteTable(ctx context.Context, nft knftables.Interface) error {
+	tx := nft.NewTransaction()
+	tx.Delete(&knftables.Table{})
+	err := nft.Run(ctx, tx)
+	if err != nil && !knftables.IsNotFound(err) {
+		return fmt.Errorf("deleting table %s: %w", TableName, err)
+	}
+	return nil
+}
+
+func sortNames(names []types.NamespacedName) {
+	sort.Slice(names, func(i, j int) bool {
+		if names[i].Namespace != names[j].Namespace {
+			return names[i].Namespace < names[j].Namespace
+		}
+		return names[i].Name < names[j].Name
+	})
+}

@@ -1,0 +1,94 @@
+//go:build linux
+
+package nftables
+
+import (
+	"strings"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/knftables"
+)
+
+// render writes cs into tx, in an order every reference is valid in:
+// old stale chains deleted; table and containers declared; elements
+// removed; chains flushed (going stale, or to be rewritten) and declared;
+// affinity sets removed and added; rules written; elements added.
+func render(tx *knftables.Transaction, cs *changeSet) {
+	for _, n := range cs.deletes {
+		tx.Delete(&knftables.Chain{Name: n})
+	}
+	if st := cs.declare; st != nil {
+		tx.Add(&knftables.Table{Comment: ptr.To("rules for kube-proxy")})
+		for _, c := range st.maps {
+			if c.set {
+				tx.Add(&knftables.Set{Name: c.name, Type: c.typ, Comment: ptr.To(c.comment)})
+			} else {
+				tx.Add(&knftables.Map{Name: c.name, Type: c.typ, Comment: ptr.To(c.comment)})
+			}
+		}
+	}
+	for _, e := range cs.elemDels {
+		tx.Delete(element(e, false))
+	}
+	for _, n := range cs.flushes {
+		tx.Flush(&knftables.Chain{Name: n})
+	}
+	for _, w := range cs.writes {
+		c := &knftables.Chain{Name: w.spec.name}
+		if b := w.spec.base; b != nil {
+			c.Type = ptr.To(knftables.BaseChainType(b.typ))
+			c.Hook = ptr.To(knftables.BaseChainHook(b.hook))
+			c.Priority = ptr.To(knftables.BaseChainPriority(b.priority))
+		}
+		tx.Add(c)
+		if w.existed {
+			tx.Flush(&knftables.Chain{Name: w.spec.name})
+		}
+	}
+	for _, n := range cs.setDels {
+		tx.Delete(&knftables.Set{Name: n})
+	}
+	for _, s := range cs.setAdds {
+		tx.Add(&knftables.Set{
+			Name:    s.name,
+			Type:    s.typ,
+			Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
+			Timeout: ptr.To(s.timeout),
+		})
+	}
+	for _, w := range cs.writes {
+		for i, r := range w.spec.rules {
+			rule := &knftables.Rule{Chain: w.spec.name, Rule: r.text}
+			comment := r.comment
+			if i == 0 {
+				if comment != "" {
+					comment += " "
+				}
+				comment += hashPrefix + w.spec.hash
+			}
+			if comment != "" {
+				rule.Comment = ptr.To(comment)
+			}
+			tx.Add(rule)
+		}
+	}
+	for _, e := range cs.elemAdds {
+		tx.Add(element(e, true))
+	}
+}
+
+func element(e elemSpec, withValue bool) *knftables.Element {
+	el := &knftables.Element{Key: strings.Split(e.key, " . ")}
+	if containerIsSet(e.container) {
+		el.Set = e.container
+	} else {
+		el.Map = e.container
+		if withValue {
+			el.Value = []string{e.value}
+		}
+	}
+	if withValue && e.comment != "" {
+		el.Comment = ptr.To(e.comment)
+	}
+	return el
+}

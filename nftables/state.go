@@ -1,0 +1,316 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/knftables"
+)
+
+// tableState is what the engine believes the kernel's table holds: after
+// a full sync, what the listing showed plus what the sync wrote; after a
+// partial sync, what the last successful transactions committed. Partial
+// syncs diff against it and never list the kernel.
+type tableState struct {
+	declared bool                         // table and containers exist
+	chains   map[string]string            // chain → content hash ("" unknown or empty)
+	sets     map[string]time.Duration     // affinity set → timeout
+	elems    map[string]map[string]string // container → key → value
+	stale    map[string]time.Time         // flushed chains to delete once unreferenced
+}
+
+func newTableState() *tableState {
+	st := &tableState{
+		chains: map[string]string{},
+		sets:   map[string]time.Duration{},
+		elems:  map[string]map[string]string{},
+		stale:  map[string]time.Time{},
+	}
+	for _, c := range containers {
+		st.elems[c] = map[string]string{}
+	}
+	return st
+}
+
+// listState reads the table once: object names, every rule's comment (the
+// first rule of each chain carries the chain's content hash), and the
+// elements of the engine's containers. A missing table is an empty state.
+func listState(ctx context.Context, nft knftables.Interface) (*tableState, error) {
+	st := newTableState()
+	all, err := nft.ListAll(ctx)
+	if knftables.IsNotFound(err) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	present := map[string]bool{}
+	for _, n := range all["set"] {
+		present[n] = true
+		if strings.HasPrefix(n, prefixAffinitySet) {
+			st.sets[n] = -1 // timeout unknown: taken as the desired one
+		}
+	}
+	for _, n := range all["map"] {
+		present[n] = true
+	}
+	st.declared = true
+	for _, c := range containers {
+		st.declared = st.declared && present[c]
+	}
+	for _, n := range all["chain"] {
+		st.chains[n] = ""
+	}
+	if len(all["chain"]) > 0 {
+		rules, err := nft.ListRules(ctx, "")
+		if err != nil && !knftables.IsNotFound(err) {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		for _, r := range rules {
+			if seen[r.Chain] {
+				continue
+			}
+			seen[r.Chain] = true
+			if h := hashFromComment(r.Comment); h != "" {
+				st.chains[r.Chain] = h
+			} else {
+				st.chains[r.Chain] = "?" // rules of unknown content
+			}
+		}
+	}
+	for _, c := range containers {
+		if !present[c] {
+			continue
+		}
+		typ := "map"
+		if containerIsSet(c) {
+			typ = "set"
+		}
+		elems, err := nft.ListElements(ctx, typ, c)
+		if err != nil && !knftables.IsNotFound(err) {
+			return nil, err
+		}
+		m := st.elems[c]
+		for _, e := range elems {
+			m[strings.Join(e.Key, " . ")] = strings.Join(e.Value, " . ")
+		}
+	}
+	return st, nil
+}
+
+// chainWrite is a chain (re)written: declared, flushed if it existed, and
+// filled.
+type chainWrite struct {
+	spec    *chainSpec
+	existed bool
+}
+
+// changeSet is the difference between the state and what is wanted, for
+// one transaction; commit applies it to the state once the kernel took it.
+type changeSet struct {
+	declare     *staticPlan // declare the table and containers
+	writes      []chainWrite
+	flushes     []string // chains going stale
+	deletes     []string // stale chains deleted now
+	setAdds     []setSpec
+	setDels     []string
+	elemDels    []elemSpec
+	elemAdds    []elemSpec
+	plans       map[types.NamespacedName]*servicePlan
+	seenWritten map[string]bool
+}
+
+func newChangeSet() *changeSet {
+	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{}}
+}
+
+func (cs *changeSet) empty() bool {
+	return cs.declare == nil && len(cs.writes) == 0 && len(cs.flushes) == 0 && len(cs.deletes) == 0 &&
+		len(cs.setAdds) == 0 && len(cs.setDels) == 0 && len(cs.elemDels) == 0 && len(cs.elemAdds) == 0
+}
+
+// ops is about how many nft commands the change set renders to.
+func (cs *changeSet) ops() int {
+	n := len(cs.flushes) + len(cs.deletes) + len(cs.setAdds) + 2*len(cs.setDels) + len(cs.elemDels) + len(cs.elemAdds)
+	for _, w := range cs.writes {
+		n += 2 + len(w.spec.rules)
+	}
+	return n
+}
+
+// diffChains adds to cs the chains of want that the state lacks or holds
+// with other content, and makes stale those of had that want lacks.
+func (cs *changeSet) diffChains(st *tableState, want, had []chainSpec) {
+	for i := range want {
+		c := &want[i]
+		h, ok := st.chains[c.name]
+		if ok && h == c.hash {
+			continue
+		}
+		_, wasStale := st.stale[c.name]
+		cs.writes = append(cs.writes, chainWrite{spec: c, existed: ok || wasStale})
+		cs.seenWritten[c.name] = true
+	}
+	for _, c := range had {
+		if containsChain(want, c.name) {
+			continue
+		}
+		if _, ok := st.chains[c.name]; ok {
+			cs.flushes = append(cs.flushes, c.name)
+		}
+	}
+}
+
+func containsChain(cs []chainSpec, name string) bool {
+	for i := range cs {
+		if cs[i].name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (cs *changeSet) diffSets(st *tableState, want, had []setSpec) {
+	for _, s := range want {
+		t, ok := st.sets[s.name]
+		switch {
+		case !ok:
+			cs.setAdds = append(cs.setAdds, s)
+		case t < 0:
+			st.sets[s.name] = s.timeout // listed: assume ours
+		case t != s.timeout:
+			cs.setDels = append(cs.setDels, s.name)
+			cs.setAdds = append(cs.setAdds, s)
+		}
+	}
+	for _, s := range had {
+		if containsSet(want, s.name) {
+			continue
+		}
+		if _, ok := st.sets[s.name]; ok {
+			cs.setDels = append(cs.setDels, s.name)
+		}
+	}
+}
+
+func containsSet(ss []setSpec, name string) bool {
+	for _, s := range ss {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
+	for _, e := range want {
+		v, ok := st.elems[e.container][e.key]
+		switch {
+		case !ok:
+			cs.elemAdds = append(cs.elemAdds, e)
+		case v != e.value:
+			cs.elemDels = append(cs.elemDels, e)
+			cs.elemAdds = append(cs.elemAdds, e)
+		}
+	}
+	for _, e := range had {
+		if containsElem(want, e) {
+			continue
+		}
+		if _, ok := st.elems[e.container][e.key]; ok {
+			cs.elemDels = append(cs.elemDels, e)
+		}
+	}
+}
+
+func containsElem(es []elemSpec, e elemSpec) bool {
+	for _, x := range es {
+		if x.container == e.container && x.key == e.key {
+			return true
+		}
+	}
+	return false
+}
+
+// diffService adds what moving one service from had to want needs.
+func (cs *changeSet) diffService(st *tableState, name types.NamespacedName, had, want *servicePlan) {
+	var w, h servicePlan
+	if want != nil {
+		w = *want
+	}
+	if had != nil {
+		h = *had
+	}
+	cs.diffChains(st, w.chains, h.chains)
+	cs.diffSets(st, w.sets, h.sets)
+	cs.diffElems(st, w.elems, h.elems)
+	cs.plans[name] = want
+}
+
+// staleDeletes deletes chains stale for at least staleDelay that this
+// change set does not write again. (Kernels before 6.2 notice a chain is
+// no longer referenced by a deleted map element only a moment later, so
+// stale chains are flushed first and deleted by a later sync, as
+// upstream.)
+func (cs *changeSet) staleDeletes(st *tableState, now time.Time) (pending bool) {
+	var names []string
+	for n, t := range st.stale {
+		if cs.seenWritten[n] {
+			continue
+		}
+		if now.Sub(t) >= staleDelay {
+			names = append(names, n)
+		} else {
+			pending = true
+		}
+	}
+	sort.Strings(names)
+	cs.deletes = append(cs.deletes, names...)
+	return pending
+}
+
+const staleDelay = time.Second
+
+// commit applies cs to the state and the per-service plans.
+func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*servicePlan, now time.Time) {
+	if cs.declare != nil {
+		st.declared = true
+	}
+	for _, n := range cs.deletes {
+		delete(st.stale, n)
+		delete(st.chains, n)
+	}
+	for _, e := range cs.elemDels {
+		delete(st.elems[e.container], e.key)
+	}
+	for _, n := range cs.flushes {
+		delete(st.chains, n)
+		st.stale[n] = now
+	}
+	for _, w := range cs.writes {
+		st.chains[w.spec.name] = w.spec.hash
+		delete(st.stale, w.spec.name)
+	}
+	for _, n := range cs.setDels {
+		delete(st.sets, n)
+	}
+	for _, s := range cs.setAdds {
+		st.sets[s.name] = s.timeout
+	}
+	for _, e := range cs.elemAdds {
+		st.elems[e.container][e.key] = e.value
+	}
+	for n, p := range cs.plans {
+		if p == nil {
+			delete(plans, n)
+		} else {
+			plans[n] = p
+		}
+	}
+}
