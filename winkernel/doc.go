@@ -1,12 +1,86 @@
-// Package winkernel is reserved for kube-proxy's Windows mode ("kernelspace"):
-// Host Networking Service (HNS) load-balancer policies with DSR and a source
-// VIP, driven through Microsoft's hnslib.
+// Package winkernel is kube-proxy's Windows mode ("kernelspace"): Services
+// programmed as Host Networking Service (HNS) load balancers, on the shared
+// engine base (package proxy/engine).
 //
-// Status: not implemented yet. No Proxier is exported, so nothing can be
-// mistaken for a working engine; examples/minimal-proxy refuses
-// --proxy-mode kernelspace with a message saying so. The engine will follow
-// the shape of the other engines (a Config value, an HNS interface declared
-// here with a real implementation in hns_windows.go and a not-supported one
-// elsewhere, a stateful fake and tracer in winkernel/hnstest, and the
-// conformance table of proxy/proxytest).
+// The engine drives the HNS interface declared here, in this package's own
+// value types. NewHNS returns the real one over Microsoft's hnslib (hcn,
+// HNS API v2) on Windows and ErrNotSupported elsewhere; package
+// winkernel/winkerneltest has a stateful fake and a packet tracer, so the
+// engine builds, and its tests run, on every OS.
+//
+// # What it programs
+//
+// For every service port, as kube-proxy's winkernel (1.34): one load
+// balancer for the cluster IP, one for the node port (no frontend VIP: it
+// answers on every host address), one per external IP, one per
+// load-balancer ingress IP, and with Config.ForwardHealthCheckVIP one per
+// ingress IP forwarding the health-check node port (or HealthzPort) to the
+// root endpoint (Config.RootHNSEndpointName). Cluster-IP LBs use DSR when
+// Config.EnableDSR; node-port, external-IP and ingress LBs use DSR and only
+// local endpoints for externalTrafficPolicy: Local; internalTrafficPolicy:
+// Local restricts the cluster-IP LB to local endpoints; ClientIP session
+// affinity is source-IP distribution; the "preserve-destination: true"
+// annotation gives ingress LBs PreserveDIP and UseMux and restricts node
+// ports and ingress to local endpoints. DSR settings need HNS's DSR
+// feature and are dropped without it.
+//
+// On an overlay network the engine keeps the source-VIP endpoint
+// (Config.SourceVIP) and a remote endpoint for every backend on another
+// node, with the provider address of the network's remote subnet that
+// holds it (the node IP when none does, and then the node IP as the LB's
+// source VIP), plus kube-proxy's remote endpoint for each cluster IP. On
+// l2bridge remote endpoints carry a MAC made up from their address. Remote
+// endpoints are shared by every service port that uses them and deleted
+// when the last one goes; local endpoints (the CNI's) are never deleted.
+//
+// # Differences from kube-proxy's winkernel
+//
+//   - Endpoint selection is the shared one (proxy.CategorizeEndpoints) for
+//     every kind of LB: ready endpoints, else serving-and-terminating ones.
+//     Upstream falls back to terminating endpoints only for services with
+//     load-balancer ingress IPs.
+//   - externalTrafficPolicy: Local selects local endpoints for node ports
+//     and external IPs even when HNS lacks DSR (upstream then uses every
+//     endpoint).
+//   - Health-check VIP LBs are TCP whatever the service's protocol (the
+//     check is HTTP), and carry the IPv6 flag on IPv6.
+//   - Every full sync (the first, after a failure, hourly, and when the
+//     drift check finds one of our LBs gone) lists the network, its
+//     endpoints and every LB, and reconciles: an LB deleted or changed
+//     behind our back is recreated or updated. Partial syncs plan and write
+//     only the changed services' ports.
+//   - Start-up adopts existing LBs instead of deleting every LB on the host.
+//     The ownership rule: an LB is ours when it holds the VIP, protocol and
+//     port of an LB we plan, when this process created it, or when its
+//     source VIP is ours (Config.SourceVIP or the node IP) and the
+//     endpoints it names that still exist are on our network (at least
+//     one). Other LBs are never updated or deleted. A remote endpoint is
+//     ours when we created it (named RemoteEndpointNamePrefix+IP) or this
+//     process used it.
+//   - A failed delete keeps the LB in the engine's view and fails the sync;
+//     the next (full) sync lists HNS and retries, so no cached ID outlives
+//     the object and no stale LB holds a port unseen.
+//   - LBs are updated in place while HNS supports it; after one "not
+//     implemented" answer the engine deletes and recreates instead.
+//   - A missing network fails the sync (retried by Run) instead of blocking
+//     the constructor; nothing touches HNS before the first sync.
+//
+// An HNS load balancer has one internal port: when a named target port
+// resolves to different ports on different pods, only the endpoints with
+// the first port (lowest address) are used, and the rest are logged.
+// loadBalancerSourceRanges are not enforced (HNS LBs have no source
+// filter), and there is no reject: unserved traffic is not proxied.
+//
+// # Not verified without a Windows host
+//
+// Everything here is tested against winkerneltest's fake on Linux; the
+// real adapter (hns_windows.go) is compiled for Windows in CI and its field
+// translation is unit-tested through the JSON shapes of hcn's types, but
+// it has not been run against a real HNS. In particular unverified: that
+// HNS accepts the LBs exactly as built (flags, IPv6, health-check LBs),
+// the error codes the adapter maps (port already exists, not implemented,
+// not found), the tracer's model of when HNS SNATs (pod to cluster IP
+// without, node and external clients with, DSR never) and hairpin
+// traffic, and the cost of the listings on a host with many thousands of
+// LBs.
 package winkernel

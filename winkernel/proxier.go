@@ -1,0 +1,184 @@
+package winkernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
+)
+
+// Proxier is kube-proxy's Windows "kernelspace" mode on the engine base:
+// Services as HNS load balancers. Its exported methods are the base's.
+type Proxier struct {
+	*engine.Base
+	cfg Config
+	hns HNS
+	log logr.Logger
+	st  state
+}
+
+var _ proxy.Provider = (*Proxier)(nil)
+
+// NewProxier returns a winkernel proxier for cfg driving ifs.HNS. It does
+// not touch HNS: the network is looked up by the first sync (and a missing
+// network fails that sync, which Run retries).
+func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
+	if ifs.HNS == nil {
+		return nil, errors.New("winkernel: Interfaces.HNS is required")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxier{cfg: cfg, hns: ifs.HNS, log: cfg.Logger.WithName("winkernel")}
+	p.st.reset()
+	base, err := engine.New(cfg.Common, engine.Hooks{
+		Name:    "winkernel",
+		Apply:   p.apply,
+		DryRun:  p.dryRun,
+		Drifted: p.drifted,
+		Cleanup: p.cleanup,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.Base = base
+	return p, nil
+}
+
+// appliedLB is a load balancer this engine holds in HNS.
+type appliedLB struct {
+	lb    LoadBalancer // as HNS holds it (ID set)
+	owner proxy.ServicePortName
+	owned bool // owner is set (adopted LBs have none until planned)
+}
+
+// state is what the engine believes HNS holds, rebuilt from HNS's
+// listing on every full sync.
+type state struct {
+	network *Network
+	// endpoints of our network by address, from the last listing plus
+	// what we created since.
+	endpoints map[netip.Addr]Endpoint
+	// lbs are our load balancers by key.
+	lbs map[LBKey]*appliedLB
+	// svcKeys and svcRemotes are what each service port was given.
+	svcKeys    map[proxy.ServicePortName][]LBKey
+	svcRemotes map[proxy.ServicePortName][]netip.Addr
+	svcPorts   map[types.NamespacedName]map[proxy.ServicePortName]bool
+	// remoteRefs counts the service ports that use each remote endpoint.
+	remoteRefs map[netip.Addr]int
+	// referenced are remote endpoints this process used (ours to delete).
+	referenced map[netip.Addr]bool
+	// updateOff: HNS answered "not implemented" to an update.
+	updateOff bool
+	synced    bool
+}
+
+func (s *state) reset() {
+	*s = state{
+		endpoints:  map[netip.Addr]Endpoint{},
+		lbs:        map[LBKey]*appliedLB{},
+		svcKeys:    map[proxy.ServicePortName][]LBKey{},
+		svcRemotes: map[proxy.ServicePortName][]netip.Addr{},
+		svcPorts:   map[types.NamespacedName]map[proxy.ServicePortName]bool{},
+		remoteRefs: map[netip.Addr]int{},
+		referenced: map[netip.Addr]bool{},
+		updateOff:  s.updateOff,
+	}
+}
+
+// env builds the plan environment from the configuration, the node and
+// the network.
+func (p *Proxier) env(nodeLabels map[string]string) *planEnv {
+	nodeIP := p.cfg.NodeIP()
+	env := &planEnv{
+		ipv6:        p.cfg.IPFamily == v1.IPv6Protocol,
+		nodeName:    p.cfg.NodeName,
+		nodeLabels:  nodeLabels,
+		nodeIP:      nodeIP,
+		sourceVIP:   p.cfg.SourceVIP,
+		hostMAC:     p.cfg.HostMAC,
+		network:     p.st.network,
+		enableDSR:   p.cfg.EnableDSR,
+		healthzPort: p.cfg.HealthzPort,
+	}
+	if n := p.st.network; n != nil {
+		env.overlay = n.Type.IsOverlay()
+		env.dsr = n.Features.DSR
+	}
+	if !env.sourceVIP.IsValid() {
+		env.sourceVIP = nodeIP
+	}
+	if p.cfg.ForwardHealthCheckVIP {
+		for _, ep := range p.st.endpoints {
+			if !ep.Remote && ep.Name == p.cfg.RootHNSEndpointName {
+				env.rootIP = ep.IP
+				break
+			}
+		}
+	}
+	return env
+}
+
+// ownsLB is the ownership rule: an LB found in HNS is this engine's when
+// it holds the key of an LB we plan, when we created or adopted it in this
+// process, or when its source VIP is ours (the configured source VIP or
+// the node IP) and every endpoint it names that still exists is on our
+// network, at least one of them. Every other LB (another network's
+// proxy, another program) is never updated or deleted.
+func (p *Proxier) ownsLB(lb *LoadBalancer, byID map[string]Endpoint) bool {
+	if a := p.st.lbs[lb.Key()]; a != nil && a.lb.ID == lb.ID {
+		return true
+	}
+	src := lb.SourceVIP
+	if src != p.cfg.SourceVIP && src != p.cfg.NodeIP() {
+		return false
+	}
+	found := false
+	for _, id := range lb.EndpointIDs {
+		if _, ok := byID[id]; ok {
+			found = true
+		}
+	}
+	return found
+}
+
+func joinErrs(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	if len(errs) > 10 {
+		errs = append(errs[:10], fmt.Errorf("and %d more errors", len(errs)-10))
+	}
+	return errors.Join(errs...)
+}
+
+// drifted lists the load balancers and reports whether one of ours is
+// gone (deleted behind our back).
+func (p *Proxier) drifted(context.Context) (bool, error) {
+	if !p.st.synced {
+		return false, nil
+	}
+	list, err := p.hns.ListLoadBalancers()
+	if err != nil {
+		return false, err
+	}
+	ids := make(map[string]bool, len(list))
+	for _, lb := range list {
+		ids[lb.ID] = true
+	}
+	for _, a := range p.st.lbs {
+		if !ids[a.lb.ID] {
+			return true, nil
+		}
+	}
+	return false, nil
+}

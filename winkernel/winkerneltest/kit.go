@@ -1,0 +1,155 @@
+package winkerneltest
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/winkernel"
+)
+
+// NetworkName is the HNS network NewFakes creates.
+const NetworkName = "vxlan0"
+
+// Fakes are the fakes a winkernel Proxier drives (the kit vocabulary).
+type Fakes struct {
+	HNS *FakeHNS
+	// Family is the IP family the fakes were made for.
+	Family v1.IPFamily
+}
+
+// NewFakes returns a fake HNS holding one overlay network, NetworkName,
+// with every feature the engine looks at (DSR, session affinity, IPv6
+// dual stack, remote subnets, load-balancer updates) and no endpoints.
+// Tests add remote subnets with SetNetwork and pods with AddPod.
+func NewFakes(family v1.IPFamily) *Fakes {
+	f := &Fakes{HNS: NewFakeHNS(), Family: family}
+	f.HNS.AddNetwork(winkernel.Network{
+		Name: NetworkName, Type: winkernel.NetworkOverlay,
+		Features: winkernel.Features{DSR: true, SessionAffinity: true, IPv6DualStack: true, ModifyLoadBalancer: true, RemoteSubnet: true},
+		Version:  winkernel.Version{Major: 15, Minor: 0},
+	})
+	return f
+}
+
+// Interfaces returns the fakes as a winkernel.Interfaces.
+func (f *Fakes) Interfaces() winkernel.Interfaces { return winkernel.Interfaces{HNS: f.HNS} }
+
+// Dump renders every fake's state (see FakeHNS.Dump).
+func (f *Fakes) Dump() string { return f.HNS.Dump() }
+
+// AddPod adds a host-local endpoint for a pod on this node, as the CNI
+// plugin does, on NetworkName.
+func (f *Fakes) AddPod(name string, ip netip.Addr) string {
+	id, err := f.HNS.AddLocalEndpoint(NetworkName, name, ip)
+	if err != nil {
+		panic(err) // NetworkName always exists
+	}
+	return id
+}
+
+// SetNetwork changes NetworkName's type and remote subnets (features and
+// version are kept).
+func (f *Fakes) SetNetwork(typ winkernel.NetworkType, subnets ...winkernel.RemoteSubnet) {
+	n, err := f.HNS.GetNetworkByName(NetworkName)
+	if err != nil {
+		panic(err)
+	}
+	n.Type, n.RemoteSubnets = typ, slices.Clone(subnets)
+	f.HNS.SetNetwork(*n)
+}
+
+// SetFeatures changes the features NetworkName reports.
+func (f *Fakes) SetFeatures(features winkernel.Features) {
+	n, err := f.HNS.GetNetworkByName(NetworkName)
+	if err != nil {
+		panic(err)
+	}
+	n.Features = features
+	f.HNS.SetNetwork(*n)
+}
+
+// TracerConfig describes the node around the fake HNS.
+type TracerConfig struct {
+	// NodeIPs are the host's addresses: node-port LBs (no frontend VIP)
+	// answer on them.
+	NodeIPs []netip.Addr
+}
+
+// Tracer answers where a packet goes under the load balancers the fake
+// HNS holds. It implements proxytest.Tracer.
+//
+// The model: a load balancer matches on frontend VIP (or, for node-port
+// LBs, any of NodeIPs), protocol and port; the packet may reach any of its
+// endpoints at the internal port. It is masqueraded (SNAT to the LB's
+// source VIP) unless the LB is DSR or the packet comes from a pod to a
+// cluster IP (HNS's virtual filtering platform rewrites only the
+// destination of pod-to-service traffic). ClientIP affinity is
+// source-IP distribution. A packet no LB matches is not proxied: HNS has
+// no reject and no drop of its own, so a service address without a load
+// balancer is simply an address no host owns (lost in routing), and a
+// node port without one reaches the host's own stack.
+type Tracer struct {
+	f   *Fakes
+	cfg TracerConfig
+}
+
+var _ proxytest.Tracer = (*Tracer)(nil)
+
+// NewTracer returns a tracer over f.
+func NewTracer(f *Fakes, cfg TracerConfig) *Tracer { return &Tracer{f: f, cfg: cfg} }
+
+// Dump is the fakes' state (the conformance runner logs it on failures).
+func (t *Tracer) Dump() string { return t.f.Dump() }
+
+// Trace implements proxytest.Tracer.
+func (t *Tracer) Trace(p proxytest.Packet) (proxytest.Result, error) {
+	proto := winkernel.ProtocolTCP
+	switch p.Protocol {
+	case v1.ProtocolUDP:
+		proto = winkernel.ProtocolUDP
+	case v1.ProtocolSCTP:
+		proto = winkernel.ProtocolSCTP
+	}
+	dst := p.Dst.Unmap()
+	lbs := t.f.HNS.LoadBalancers()
+	var match *winkernel.LoadBalancer
+	for i := range lbs {
+		lb := &lbs[i]
+		for _, k := range lbKeys(*lb) {
+			if k.Protocol != proto || int(k.Port) != p.Port {
+				continue
+			}
+			if k.VIP == dst || (!k.VIP.IsValid() && slices.Contains(t.cfg.NodeIPs, dst)) {
+				match = lb
+			}
+		}
+	}
+	if match == nil {
+		return proxytest.Result{Verdict: proxytest.NotProxied}, nil
+	}
+	byID := map[string]winkernel.Endpoint{}
+	for _, ep := range t.f.HNS.Endpoints() {
+		byID[ep.ID] = ep
+	}
+	res := proxytest.Result{Verdict: proxytest.Forwarded, Sticky: match.Distribution == winkernel.DistributionSourceIP}
+	for _, id := range match.EndpointIDs {
+		ep, ok := byID[id]
+		if !ok {
+			return proxytest.Result{}, fmt.Errorf("load balancer %s names endpoint %s, which does not exist", match.Key(), id)
+		}
+		res.Backends = append(res.Backends, netip.AddrPortFrom(ep.IP, match.InternalPort))
+	}
+	slices.SortFunc(res.Backends, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	clusterIP := match.Flags&winkernel.FlagVipExternalIP == 0
+	switch {
+	case match.Flags&winkernel.FlagDSR != 0:
+	case p.Origin == proxytest.FromPod && clusterIP:
+	default:
+		res.Masquerade = true
+	}
+	return res, nil
+}
