@@ -101,10 +101,19 @@ func protocolNumber(p v1.Protocol) uint16 {
 func planServicePort(env *planEnv, svc proxy.ServicePort, eps []proxy.Endpoint) servicePlan {
 	var plan servicePlan
 	cluster, local, _, hasAny := proxy.CategorizeEndpoints(eps, svc, env.nodeName, env.nodeLabels)
+	preserveDIP := env.dsr && strings.EqualFold(svc.Annotations()[AnnotationPreserveDestination], "true")
+	if preserveDIP && !svc.UsesLocalEndpoints() {
+		// No Local policy, so the shared selection made no local set: the
+		// local part of the cluster set.
+		for _, ep := range cluster {
+			if ep.IsLocal() {
+				local = append(local, ep)
+			}
+		}
+	}
 	clusterB, portC := env.backends(cluster, &plan)
 	localB, portL := env.backends(local, &plan)
 
-	preserveDIP := env.dsr && strings.EqualFold(svc.Annotations()[AnnotationPreserveDestination], "true")
 	localDSR := env.dsr && svc.ExternalPolicyLocal()
 	common := wantLB{
 		SourceVIP: env.sourceVIPFor(append(slices.Clone(clusterB), localB...)),
