@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/informers"
 )
 
@@ -26,11 +28,11 @@ func Example_embed() {
 	}
 	client := kubernetes.NewForConfigOrDie(restConfig)
 
-	runner, err := iptables.New(iptables.RunnerConfig{}) // IPv4, iptables on PATH
+	runner, err := xtables.New(xtables.RunnerConfig{}) // IPv4, iptables on PATH
 	if err != nil {
 		panic(err)
 	}
-	proxier, err := iptables.NewProxier(iptables.Config{NodeName: "node-a"}, runner)
+	proxier, err := iptables.NewProxier(iptables.Config{Common: engine.Common{NodeName: "node-a"}}, iptables.Interfaces{IPTables: runner})
 	if err != nil {
 		panic(err)
 	}

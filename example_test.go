@@ -15,6 +15,7 @@ import (
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -29,8 +30,8 @@ func Example() {
 	}
 
 	// iptables mode.
-	ipt := iptablestest.NewFake(v1.IPv4Protocol)
-	iptProxier, err := iptables.NewProxier(iptables.Config{NodeName: "node-a"}, ipt)
+	ipt := iptablestest.NewFakes(v1.IPv4Protocol)
+	iptProxier, err := iptables.NewProxier(iptables.Config{Common: engine.Common{NodeName: "node-a"}}, ipt.Interfaces())
 	if err != nil {
 		panic(err)
 	}
@@ -42,12 +43,9 @@ func Example() {
 	fmt.Println("iptables:", res.Verdict, res.Backends, err)
 
 	// IPVS mode, with its own fakes (and the iptables fake for its small ruleset).
-	fakeIPVS, fakeIPSet, fakeNetlink := ipvstest.NewIPVS(), ipvstest.NewIPSet(), ipvstest.NewNetlink()
-	fakeNetlink.AddLink("eth0", netip.MustParseAddr("192.168.0.10"))
-	ipvsIPT := iptablestest.NewFake(v1.IPv4Protocol)
-	ipvsProxier, err := ipvs.NewProxier(ipvs.Config{NodeName: "node-a"}, ipvs.Interfaces{
-		IPVS: fakeIPVS, IPSet: fakeIPSet, Netlink: fakeNetlink, IPTables: ipvsIPT, Sysctl: ipvstest.NewSysctl(nil),
-	})
+	ipvsFakes := ipvstest.NewFakes(v1.IPv4Protocol)
+	ipvsFakes.Netlink.AddLink("eth0", netip.MustParseAddr("192.168.0.10"))
+	ipvsProxier, err := ipvs.NewProxier(ipvs.Config{Common: engine.Common{NodeName: "node-a"}}, ipvsFakes.Interfaces())
 	if err != nil {
 		panic(err)
 	}
@@ -55,7 +53,7 @@ func Example() {
 	if err := ipvsProxier.Sync(ctx); err != nil {
 		panic(err)
 	}
-	res, err = ipvstest.NewTracer(ipvstest.TracerConfig{}, fakeIPVS, fakeIPSet, fakeNetlink, ipvsIPT).Trace(packet)
+	res, err = ipvstest.NewTracer(ipvsFakes, ipvstest.TracerConfig{}).Trace(packet)
 	fmt.Println("ipvs:", res.Verdict, res.Backends, err)
 	// Output:
 	// iptables: forwarded [10.244.1.5:8080 10.244.2.6:8080] <nil>

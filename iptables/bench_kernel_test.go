@@ -15,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // inFreshNetns runs f on this goroutine's OS thread inside a new network
@@ -50,11 +52,11 @@ func inFreshNetns(b *testing.B, f func()) {
 // Each op is one Sync (iptables-restore included); cpu-s/op is the CPU time
 // of the Sync and of the iptables tools it ran.
 func BenchmarkKernelSync(b *testing.B) {
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
+	for _, backend := range []string{xtables.BackendLegacy, xtables.BackendNFT} {
 		for _, n := range []int{1000, 10000} {
 			for _, kind := range []string{"full", "partial"} {
 				b.Run(fmt.Sprintf("backend=%s/services=%d/%s", backend, n, kind), func(b *testing.B) {
-					if backend == BackendNFT && n >= 10000 && os.Getenv("SVCPROXY_BENCH_NFT_10K") == "" {
+					if backend == xtables.BackendNFT && n >= 10000 && os.Getenv("SVCPROXY_BENCH_NFT_10K") == "" {
 						b.Skip("iptables-nft 1.8.9 needs more than 400 s for one full sync at 10,000 services " +
 							"(see BENCHMARKS.md); set SVCPROXY_BENCH_NFT_10K=1 to run it anyway")
 					}
@@ -66,11 +68,11 @@ func BenchmarkKernelSync(b *testing.B) {
 }
 
 func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
-	ipt, err := New(RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
+	ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
 	if err != nil {
 		b.Skipf("backend %s: %v", backend, err)
 	}
-	p, err := NewProxier(Config{NodeName: testNode, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, ipt)
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: ipt})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
 	b.ResetTimer()
 	for b.Loop() {
 		if full {
-			p.ForceFullSync()
+			p.RequestFullSync()
 		} else {
 			b.StopTimer()
 			for range n / 100 {
@@ -107,7 +109,7 @@ func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
 	}
 	b.StopTimer()
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
-	if err := Cleanup(ctx, ipt); err != nil {
+	if err := p.Cleanup(ctx); err != nil {
 		b.Errorf("Cleanup: %v", err)
 	}
 }

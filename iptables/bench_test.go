@@ -14,6 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // countingRunner accepts everything and only counts what Restore is given.
@@ -36,7 +38,7 @@ func (c *countingRunner) DeleteChain(context.Context, Table, Chain) error { retu
 func (c *countingRunner) ChainExists(context.Context, Table, Chain) (bool, error) {
 	return true, nil
 }
-func (c *countingRunner) EnsureRule(context.Context, RulePosition, Table, Chain, ...string) (bool, error) {
+func (c *countingRunner) EnsureRule(context.Context, xtables.RulePosition, Table, Chain, ...string) (bool, error) {
 	return true, nil
 }
 func (c *countingRunner) DeleteRule(context.Context, Table, Chain, ...string) error { return nil }
@@ -99,7 +101,7 @@ func benchProxier(b *testing.B, n int) (*Proxier, *countingRunner) { return benc
 func benchProxierT(b testing.TB, n int) (*Proxier, *countingRunner) {
 	b.Helper()
 	cr := &countingRunner{family: v1.IPv4Protocol}
-	p, err := NewProxier(Config{NodeName: testNode, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, cr)
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: cr})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func BenchmarkSyncFull(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				p.ForceFullSync()
+				p.RequestFullSync()
 				c0 := cpuTime()
 				if err := p.Sync(ctx); err != nil {
 					b.Fatal(err)

@@ -5,21 +5,28 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
-// Cleanup removes everything this engine, or kube-proxy's iptables mode,
-// creates: the jump rules from the built-in chains, the fixed KUBE-*
-// chains of nat and filter, every per-service chain (KUBE-SVC-, KUBE-SVL-,
-// KUBE-EXT-, KUBE-FW-, KUBE-SEP-) and the KUBE-PROXY-CANARY chains. Other
-// chains and rules (the kubelet's KUBE-KUBELET-CANARY, KUBE-FIREWALL, other
-// software's) are left alone. It returns the first error, after trying
-// everything.
-func Cleanup(ctx context.Context, ipt Runner) error {
+// cleanup is the Cleanup hook. It removes everything this engine, or
+// kube-proxy's iptables mode, creates: the jump rules from the built-in
+// chains, the fixed KUBE-* chains of nat and filter, every per-service
+// chain (KUBE-SVC-, KUBE-SVL-, KUBE-EXT-, KUBE-FW-, KUBE-SEP-) and the
+// KUBE-PROXY-CANARY chains. Other chains and rules (the kubelet's
+// KUBE-KUBELET-CANARY, KUBE-FIREWALL, other software's) are left alone. It
+// returns the errors joined, after trying everything; the next sync is
+// full and starts from nothing.
+func (p *Proxier) cleanup(ctx context.Context) error {
+	p.r.applied, p.r.byName = nil, nil
+	p.wrote = false
+	return cleanupRules(ctx, p.ipt)
+}
+
+func cleanupRules(ctx context.Context, ipt xtables.Runner) error {
 	var errs []error
-	for _, j := range jumpRules {
-		if err := ipt.DeleteRule(ctx, j.table, j.from, j.args()...); err != nil {
-			errs = append(errs, err)
-		}
+	if err := xtables.DeleteJumpRules(ctx, ipt, jumpRules); err != nil {
+		errs = append(errs, err)
 	}
 	var buf bytes.Buffer
 	var w lineWriter
@@ -29,7 +36,7 @@ func Cleanup(ctx context.Context, ipt Runner) error {
 			errs = append(errs, err)
 			continue
 		}
-		existing := chainsInSave(buf.Bytes())
+		existing := xtables.ParseListing(buf.Bytes(), table).Chains
 		var doomed []Chain
 		for c := range existing {
 			if isServiceChain(string(c)) || c == ChainKubeProxyCanary ||

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -20,22 +21,22 @@ import (
 // and after a real sync it removes every KUBE- chain and jump it made.
 func TestCleanupKernel(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
-	for _, backend := range []string{BackendNFT, BackendLegacy} {
+	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
 		t.Run(backend, func(t *testing.T) {
 			topo := proxytest.DefaultTopology(v1.IPv4Protocol)
 			env := netnstest.NewEnv(t, topo)
 			ctx := context.Background()
 			err := netnstest.Exec(env.Node, func() error {
-				ipt, err := New(RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
+				ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
 				if err != nil {
 					t.Skipf("iptables %s backend unavailable: %v", backend, err)
 				}
-				if err := Cleanup(ctx, ipt); err != nil {
-					t.Fatalf("Cleanup on a clean node: %v", err)
-				}
-				p, err := NewProxier(conformanceConfig(topo, proxytest.Options{}), ipt)
+				p, err := NewProxier(conformanceConfig(topo, proxytest.Options{}), Interfaces{IPTables: ipt})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if err := p.Cleanup(ctx); err != nil {
+					t.Fatalf("Cleanup on a clean node: %v", err)
 				}
 				f := proxytest.NewFeeder(p)
 				scenarios := proxytest.Scenarios(topo)
@@ -49,7 +50,7 @@ func TestCleanupKernel(t *testing.T) {
 				if n := kubeLines(t, ipt); n == 0 {
 					t.Fatal("sync programmed no KUBE- rules; the test proves nothing")
 				}
-				if err := Cleanup(ctx, ipt); err != nil {
+				if err := p.Cleanup(ctx); err != nil {
 					t.Fatalf("Cleanup after a sync: %v", err)
 				}
 				if n := kubeLines(t, ipt); n != 0 {
@@ -64,7 +65,7 @@ func TestCleanupKernel(t *testing.T) {
 	}
 }
 
-func kubeLines(t *testing.T, ipt Runner) int {
+func kubeLines(t *testing.T, ipt xtables.Runner) int {
 	t.Helper()
 	n := 0
 	for _, table := range []Table{TableNAT, TableFilter, TableMangle} {

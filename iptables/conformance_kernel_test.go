@@ -9,25 +9,27 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 func kernelHarness(backend string) netnstest.KernelHarness {
 	return netnstest.KernelHarness{
 		New: func(t *testing.T, env *netnstest.Env, opts proxytest.Options) proxy.Provider {
-			var ipt Runner
+			var ipt xtables.Runner
 			err := netnstest.Exec(env.Node, func() error {
 				var err error
-				ipt, err = New(RunnerConfig{Family: env.Topo.Family, Backend: backend})
+				ipt, err = xtables.New(xtables.RunnerConfig{Family: env.Topo.Family, Backend: backend})
 				return err
 			})
 			if err != nil {
 				t.Skipf("iptables %s backend unavailable: %v", backend, err)
 			}
 			cfg := conformanceConfig(env.Topo, opts)
-			cfg.Conntrack = NewConntrackCleaner()
-			p, err := NewProxier(cfg, ipt)
+			cfg.Conntrack = conntrack.New()
+			p, err := NewProxier(cfg, Interfaces{IPTables: ipt})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,7 +44,7 @@ func TestConformanceKernel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-kernel conformance takes minutes; skipped with -short")
 	}
-	for _, backend := range []string{BackendNFT, BackendLegacy} {
+	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
 		for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 			t.Run(backend+"/"+string(fam), func(t *testing.T) {
 				netnstest.RunKernel(t, fam, kernelHarness(backend))

@@ -9,6 +9,7 @@ import (
 	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 )
@@ -17,8 +18,7 @@ import (
 // asks for: ClusterCIDR local detection, node ports on the node IP.
 func conformanceConfig(topo proxytest.Topology, opts proxytest.Options) Config {
 	return Config{
-		NodeName:          topo.NodeName,
-		NodeIPs:           []netip.Addr{topo.NodeIP},
+		Common:            engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
 		MasqueradeAll:     opts.MasqueradeAll,
 		LocalDetector:     LocalDetector{Mode: LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
 		NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
@@ -29,12 +29,12 @@ func conformanceConfig(topo proxytest.Topology, opts proxytest.Options) Config {
 }
 
 func conformanceHarness(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
-	fake := iptablestest.NewFake(topo.Family)
-	p, err := NewProxier(conformanceConfig(topo, opts), fake)
+	fakes := iptablestest.NewFakes(topo.Family)
+	p, err := NewProxier(conformanceConfig(topo, opts), fakes.Interfaces())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := iptablestest.NewTracer(fake, iptablestest.TracerConfig{
+	tr := iptablestest.NewTracer(fakes, iptablestest.TracerConfig{
 		NodeIPs:           []netip.Addr{topo.NodeIP, topo.PodGateway},
 		ExternalInterface: topo.UplinkInterface,
 		Routes:            []iptablestest.Route{{Prefix: topo.ClusterCIDR, Interface: "cbr0"}},

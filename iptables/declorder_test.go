@@ -41,7 +41,7 @@ func TestFullSyncDeclaresExistingChainsWithTheirService(t *testing.T) {
 		payload = bytes.Clone(data)
 		return nil
 	})
-	p.ForceFullSync()
+	p.RequestFullSync()
 	mustSync(t, p)
 	fake.SetRestoreHook(nil)
 

@@ -12,17 +12,19 @@ import (
 
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
-// A Proxier programs an iptables Runner; here the in-memory fake, whose
-// tracer then answers where a packet to the service goes.
+// A Proxier programs the iptables its Interfaces hold: here the kit's
+// in-memory fakes, whose tracer then answers where a packet to the service
+// goes. On a node, Interfaces{IPTables: r} with r from xtables.New.
 func Example() {
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fakes := iptablestest.NewFakes(v1.IPv4Protocol)
 	p, err := iptables.NewProxier(iptables.Config{
-		NodeName:      "node-a",
+		Common:        engine.Common{NodeName: "node-a"},
 		LocalDetector: iptables.LocalDetector{Mode: iptables.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")},
-	}, fake)
+	}, fakes.Interfaces())
 	if err != nil {
 		panic(err)
 	}
@@ -47,10 +49,10 @@ func Example() {
 	if err := p.Sync(context.Background()); err != nil {
 		panic(err)
 	}
-	rules, _ := fake.Rules(iptables.TableNAT, iptables.ChainKubeServices)
+	rules, _ := fakes.IPTables.Rules(iptables.TableNAT, iptables.ChainKubeServices)
 	fmt.Println(rules[0])
 
-	tr := iptablestest.NewTracer(fake, iptablestest.TracerConfig{})
+	tr := iptablestest.NewTracer(fakes, iptablestest.TracerConfig{})
 	res, _ := tr.Trace(proxytest.Packet{
 		Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.244.1.9"),
 		Dst: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: v1.ProtocolTCP,

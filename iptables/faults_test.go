@@ -13,7 +13,10 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
 
@@ -39,9 +42,9 @@ func TestFailedRestoreKeepsStateAndNextSyncIsFull(t *testing.T) {
 	boom := errors.New("boom")
 	fake.FailNextRestore(boom)
 	err := p.Sync(context.Background())
-	var se *SyncError
+	var se *engine.SyncError
 	if !errors.As(err, &se) || se.Full || !errors.Is(err, boom) {
-		t.Fatalf("Sync error = %v, want a partial *SyncError wrapping boom", err)
+		t.Fatalf("Sync error = %v, want a partial *engine.SyncError wrapping boom", err)
 	}
 	if got := testutil.ToFloat64(m.IPTablesRestoreFailuresTotal.WithLabelValues("IPv4")); got != 1 {
 		t.Errorf("restore failures counted = %v, want 1", got)
@@ -70,7 +73,7 @@ func TestFailedRestoreKeepsStateAndNextSyncIsFull(t *testing.T) {
 	q, qfake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
 	qfake.FailNextRestore(boom)
 	if err := q.Sync(context.Background()); !errors.As(err, &se) || !se.Full {
-		t.Fatalf("first Sync error = %v, want a full *SyncError", err)
+		t.Fatalf("first Sync error = %v, want a full *engine.SyncError", err)
 	}
 	mustSync(t, q)
 }
@@ -85,7 +88,7 @@ func fullDumpOf(t *testing.T, cfg Config, load func(*Proxier)) string {
 
 func TestNotSynced(t *testing.T) {
 	fake := newBareFake()
-	p, err := NewProxier(Config{NodeName: testNode}, fake)
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}}, Interfaces{IPTables: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +102,13 @@ func TestNotSynced(t *testing.T) {
 }
 
 // A flush of our chains behind our back (the canary gone with them) is
-// repaired within one sync period by Run, driven by a fake clock.
-func TestCanaryRepairWithinSyncPeriod(t *testing.T) {
+// detected by the drift check and repaired by Run within one drift-check
+// interval (2 s), long before the hourly full sync; driven by a fake clock.
+func TestCanaryRepairWithinDriftCheckInterval(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := ipv4Config
 	cfg.Clock = clk
-	cfg.SyncPeriod = 30 * time.Second
+	cfg.SyncPeriod = time.Hour
 	p, fake := newTestProxier(t, cfg, v1.IPv4Protocol)
 	p.OnServiceAdd(svc("ns", "a", "172.30.0.1", nodePort(30001)))
 	p.OnEndpointSliceAdd(slice("ns", "a", "", ep{ip: "10.0.0.1"}))
@@ -132,11 +136,12 @@ func TestCanaryRepairWithinSyncPeriod(t *testing.T) {
 	if fake.Dump() == want {
 		t.Fatal("test setup: flush changed nothing")
 	}
-	// Advance the clock one sync period at a time (bounded) until repaired.
-	for i := 0; i < 3 && fake.Dump() != want; i++ {
-		waitFor(t, "runner waiting", clk.HasWaiters)
-		clk.Step(cfg.SyncPeriod)
-		waitFor(t, "periodic sync", func() bool { return fake.Dump() == want })
+	// One drift-check interval: the check fires, the full sync repairs.
+	waitFor(t, "runner waiting", clk.HasWaiters)
+	clk.Step(engine.DefaultDriftCheckInterval)
+	waitFor(t, "repair", func() bool { return fake.Dump() == want })
+	if st := p.Stats(); st.Last.Reason != engine.ReasonDrift || !st.Last.Full {
+		t.Errorf("last sync %+v, want a full sync for drift", st.Last)
 	}
 	if got := fake.Dump(); got != want {
 		t.Fatalf("not repaired:\n%s", lineDiff(want, got))
@@ -157,9 +162,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // conntrackRecorder records what the engine asks to delete.
-type conntrackRecorder struct{ got []ConntrackFilter }
+type conntrackRecorder struct{ got []conntrack.Filter }
 
-func (c *conntrackRecorder) DeleteUDP(ipv6 bool, filters []ConntrackFilter) (uint, error) {
+func (c *conntrackRecorder) DeleteUDP(ipv6 bool, filters []conntrack.Filter) (uint, error) {
 	c.got = append(c.got, filters...)
 	return uint(len(filters)), nil
 }
@@ -176,21 +181,21 @@ func TestConntrackCleaning(t *testing.T) {
 	s1 := slice("ns", "dns", v1.ProtocolUDP, ep{ip: "10.0.0.1"}, ep{ip: "10.0.0.2"})
 	p.OnEndpointSliceAdd(s1)
 	mustSync(t, p) // newly active: entries to the VIP and node port go
-	wantHas(t, ct.got, ConntrackFilter{OrigDst: mustAddr("172.30.0.10"), OrigDstPort: 80}, ConntrackFilter{OrigDstPort: 30053})
+	wantHas(t, ct.got, conntrack.Filter{OrigDst: mustAddr("172.30.0.10"), OrigDstPort: 80}, conntrack.Filter{OrigDstPort: 30053})
 
 	ct.got = nil
 	p.OnEndpointSliceUpdate(s1, slice("ns", "dns", v1.ProtocolUDP, ep{ip: "10.0.0.1"}))
 	mustSync(t, p) // endpoint gone: entries DNATed to it go
-	wantHas(t, ct.got, ConntrackFilter{OrigDst: mustAddr("172.30.0.10"), ReplySrc: mustAddr("10.0.0.2")},
-		ConntrackFilter{OrigDstPort: 30053, ReplySrc: mustAddr("10.0.0.2")})
+	wantHas(t, ct.got, conntrack.Filter{OrigDst: mustAddr("172.30.0.10"), ReplySrc: mustAddr("10.0.0.2")},
+		conntrack.Filter{OrigDstPort: 30053, ReplySrc: mustAddr("10.0.0.2")})
 
 	ct.got = nil
 	p.OnServiceDelete(dns)
 	mustSync(t, p) // cluster IP gone
-	wantHas(t, ct.got, ConntrackFilter{OrigDst: mustAddr("172.30.0.10")})
+	wantHas(t, ct.got, conntrack.Filter{OrigDst: mustAddr("172.30.0.10")})
 }
 
-func wantHas(t *testing.T, got []ConntrackFilter, want ...ConntrackFilter) {
+func wantHas(t *testing.T, got []conntrack.Filter, want ...conntrack.Filter) {
 	t.Helper()
 	for _, w := range want {
 		found := false
@@ -215,7 +220,7 @@ func TestCleanup(t *testing.T) {
 	if _, err := fake.EnsureChain(ctx, TableFilter, "OTHER"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fake.EnsureRule(ctx, Append, TableFilter, ChainInput, "-s", "1.2.3.4", "-j", "OTHER"); err != nil {
+	if _, err := fake.EnsureRule(ctx, xtables.Append, TableFilter, ChainInput, "-s", "1.2.3.4", "-j", "OTHER"); err != nil {
 		t.Fatal(err)
 	}
 	// (Touch mangle so that the table exists in both dumps.)
@@ -229,7 +234,7 @@ func TestCleanup(t *testing.T) {
 	p.OnServiceAdd(svc("ns", "a", "172.30.0.1", loadBalancer(30001, "1.1.1.1", "10.0.0.0/8")))
 	p.OnEndpointSliceAdd(slice("ns", "a", "", ep{ip: "10.0.0.1"}))
 	mustSync(t, p)
-	if err := Cleanup(ctx, fake); err != nil {
+	if err := p.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := fake.Dump(); got != before {
@@ -249,7 +254,7 @@ func TestFullSyncEnsuresOnlyWhatIsMissing(t *testing.T) {
 	want := fake.Dump()
 
 	fake.ResetStats()
-	p.ForceFullSync()
+	p.RequestFullSync()
 	mustSync(t, p)
 	if st := fake.Stats(); st.Commands != 0 {
 		t.Errorf("full sync with everything in place ran %d iptables commands, want 0", st.Commands)
@@ -262,7 +267,7 @@ func TestFullSyncEnsuresOnlyWhatIsMissing(t *testing.T) {
 	if fake.Dump() == want {
 		t.Fatal("test setup: the jump rule was not deleted")
 	}
-	p.ForceFullSync()
+	p.RequestFullSync()
 	mustSync(t, p)
 	if got := fake.Dump(); got != want {
 		t.Fatalf("jump rule not restored:\n%s", lineDiff(want, got))

@@ -11,6 +11,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -31,7 +32,7 @@ func (s state) load(p *Proxier) {
 }
 
 var ipv4Config = Config{
-	NodeIPs:       []netip.Addr{netip.MustParseAddr("192.168.0.2")},
+	Common:        engine.Common{NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}},
 	LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.0.0.0/8")},
 }
 
@@ -136,12 +137,12 @@ func TestGolden(t *testing.T) {
 				t.Errorf("rules differ from %s:\n%s", path, lineDiff(string(want), got))
 			}
 			// The dry run renders what the sync applied.
-			plan, err := p.Plan()
+			plan, err := p.DryRun(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
 			replay := newFakeWithBase(t, tc.family, p)
-			if err := replay.Restore(t.Context(), plan); err != nil {
+			if err := replay.Restore(t.Context(), []byte(plan)); err != nil {
 				t.Fatalf("Plan output does not restore: %v", err)
 			}
 			if d := replay.Dump(); d != got {

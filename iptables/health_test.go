@@ -6,15 +6,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 )
 
 // The health servers of proxy/healthcheck fit the engine's interfaces.
 var (
-	_ HealthServer        = (*healthcheck.ProxyHealthServer)(nil)
-	_ ServiceHealthServer = (*healthcheck.ServiceHealthServer)(nil)
-	_ ServiceHealthServer = (*healthcheck.FamilyView)(nil)
+	_ engine.HealthServer        = (*healthcheck.ProxyHealthServer)(nil)
+	_ engine.ServiceHealthServer = (*healthcheck.ServiceHealthServer)(nil)
+	_ engine.ServiceHealthServer = (*healthcheck.FamilyView)(nil)
 )
 
 type healthRecorder struct {

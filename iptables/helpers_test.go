@@ -15,6 +15,7 @@ import (
 
 	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 const testNode = "node-a"
@@ -122,7 +123,7 @@ func newTestProxier(t testing.TB, cfg Config, family v1.IPFamily) (*Proxier, *ip
 	if cfg.NodeName == "" {
 		cfg.NodeName = testNode
 	}
-	p, err := NewProxier(cfg, fake)
+	p, err := NewProxier(cfg, Interfaces{IPTables: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 func newFakeWithBase(t testing.TB, family v1.IPFamily, _ *Proxier) *iptablestest.Fake {
 	t.Helper()
 	f := iptablestest.NewFake(family)
-	p, err := NewProxier(Config{NodeName: testNode}, f)
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}}, Interfaces{IPTables: f})
 	if err != nil {
 		t.Fatal(err)
 	}

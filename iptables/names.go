@@ -5,25 +5,26 @@ import (
 	"encoding/base32"
 	"strings"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
 // Fixed chains, named as kube-proxy's iptables mode names them, so that
 // switching between kube-proxy and this engine (either way) leaves no
-// duplicate rules behind.
+// duplicate rules behind. Those the ipvs mode shares are package xtables'.
 const (
-	ChainKubeServices         Chain = "KUBE-SERVICES"
+	ChainKubeServices               = xtables.ChainKubeServices
 	ChainKubeExternalServices Chain = "KUBE-EXTERNAL-SERVICES"
 	ChainKubeNodePorts        Chain = "KUBE-NODEPORTS"
-	ChainKubePostrouting      Chain = "KUBE-POSTROUTING"
-	ChainKubeMarkMasq         Chain = "KUBE-MARK-MASQ"
-	ChainKubeForward          Chain = "KUBE-FORWARD"
-	ChainKubeProxyFirewall    Chain = "KUBE-PROXY-FIREWALL"
+	ChainKubePostrouting            = xtables.ChainKubePostrouting
+	ChainKubeMarkMasq               = xtables.ChainKubeMarkMasq
+	ChainKubeForward                = xtables.ChainKubeForward
+	ChainKubeProxyFirewall          = xtables.ChainKubeProxyFirewall
 	// ChainKubeProxyCanary is created empty in mangle, nat and filter; its
 	// disappearance means someone flushed the tables behind our back.
-	ChainKubeProxyCanary Chain = "KUBE-PROXY-CANARY"
+	ChainKubeProxyCanary = xtables.ChainKubeProxyCanary
 	// ChainKubeletCanary belongs to the kubelet; this engine never touches it.
-	ChainKubeletCanary Chain = "KUBE-KUBELET-CANARY"
+	ChainKubeletCanary = xtables.ChainKubeletCanary
 )
 
 // Prefixes of the per-service chains (all in the nat table).

@@ -2,6 +2,8 @@ package iptables
 
 import (
 	"fmt"
+
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // planInternalMasquerade marks cluster-IP traffic for masquerading when it
@@ -56,36 +58,24 @@ func writeFixedFilterRules(w *lineWriter, mark string) {
 var fixedFilterChains = []Chain{ChainKubeNodePorts, ChainKubeServices, ChainKubeExternalServices, ChainKubeForward, ChainKubeProxyFirewall}
 var fixedNATChains = []Chain{ChainKubeNodePorts, ChainKubeServices, ChainKubeMarkMasq, ChainKubePostrouting}
 
-// jumpRule is a rule in a built-in chain that enters one of ours.
-type jumpRule struct {
-	table   Table
-	from    Chain
-	to      Chain
-	comment string
-	extra   []string
-}
-
-func (j jumpRule) args() []string {
-	args := append([]string{}, j.extra...)
-	return append(args, "-m", "comment", "--comment", j.comment, "-j", string(j.to))
-}
-
 // jumpRules are kube-proxy's: the same tables, chains, matches and comments,
 // so that either can clean up after the other.
-var jumpRules = []jumpRule{
-	{TableFilter, ChainInput, ChainKubeExternalServices, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{TableFilter, ChainForward, ChainKubeExternalServices, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{TableFilter, ChainInput, ChainKubeNodePorts, "kubernetes health check service ports", nil},
-	{TableFilter, ChainForward, ChainKubeServices, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{TableFilter, ChainOutput, ChainKubeServices, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{TableFilter, ChainForward, ChainKubeForward, "kubernetes forwarding rules", nil},
-	{TableFilter, ChainInput, ChainKubeProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{TableFilter, ChainOutput, ChainKubeProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{TableFilter, ChainForward, ChainKubeProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{TableNAT, ChainOutput, ChainKubeServices, "kubernetes service portals", nil},
-	{TableNAT, ChainPrerouting, ChainKubeServices, "kubernetes service portals", nil},
-	{TableNAT, ChainPostrouting, ChainKubePostrouting, "kubernetes postrouting rules", nil},
+var jumpRules = []xtables.JumpRule{
+	{Table: TableFilter, From: ChainInput, To: ChainKubeExternalServices, Comment: "kubernetes externally-visible service portals", Match: ctNew},
+	{Table: TableFilter, From: ChainForward, To: ChainKubeExternalServices, Comment: "kubernetes externally-visible service portals", Match: ctNew},
+	{Table: TableFilter, From: ChainInput, To: ChainKubeNodePorts, Comment: "kubernetes health check service ports"},
+	{Table: TableFilter, From: ChainForward, To: ChainKubeServices, Comment: "kubernetes service portals", Match: ctNew},
+	{Table: TableFilter, From: ChainOutput, To: ChainKubeServices, Comment: "kubernetes service portals", Match: ctNew},
+	{Table: TableFilter, From: ChainForward, To: ChainKubeForward, Comment: "kubernetes forwarding rules"},
+	{Table: TableFilter, From: ChainInput, To: ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
+	{Table: TableFilter, From: ChainOutput, To: ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
+	{Table: TableFilter, From: ChainForward, To: ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
+	{Table: TableNAT, From: ChainOutput, To: ChainKubeServices, Comment: "kubernetes service portals"},
+	{Table: TableNAT, From: ChainPrerouting, To: ChainKubeServices, Comment: "kubernetes service portals"},
+	{Table: TableNAT, From: ChainPostrouting, To: ChainKubePostrouting, Comment: "kubernetes postrouting rules"},
 }
+
+var ctNew = []string{"-m", "conntrack", "--ctstate", "NEW"}
 
 // canaryTables hold KUBE-PROXY-CANARY.
 var canaryTables = []Table{TableMangle, TableNAT, TableFilter}

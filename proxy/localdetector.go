@@ -63,6 +63,9 @@ func (d LocalDetector) Validate(family v1.IPFamily) error {
 
 // IPTablesMatch returns the iptables match for "from a local pod" (negate:
 // "not from a local pod"), or nil when detection is off.
+//
+// Deprecated: use xtables.LocalMatch (package iptables/xtables); this
+// copy stays only while the ipvs engine moves to it, and then goes.
 func (d LocalDetector) IPTablesMatch(negate bool) []string {
 	var flag, value string
 	switch d.Mode {

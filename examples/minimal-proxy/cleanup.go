@@ -9,7 +9,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
+	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/userspace"
 )
 
@@ -38,11 +40,11 @@ func cleanupAll(ctx context.Context, log logr.Logger) error {
 // cleanupRound runs every mode's cleanup once.
 func cleanupRound(ctx context.Context, log logr.Logger) error {
 	var errs []error
-	for _, backend := range []string{iptables.BackendNFT, iptables.BackendLegacy} {
+	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
 		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 			l := log.WithValues("backend", backend, "family", family)
-			ipt, err := iptables.New(iptables.RunnerConfig{Family: family, Backend: backend, Logger: l})
-			if errors.Is(err, iptables.ErrNoBinary) {
+			ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Backend: backend, Logger: l})
+			if errors.Is(err, xtables.ErrNoBinary) {
 				l.V(1).Info("No iptables binaries for this backend and family; nothing to clean")
 				continue
 			}
@@ -50,7 +52,7 @@ func cleanupRound(ctx context.Context, log logr.Logger) error {
 				errs = append(errs, fmt.Errorf("iptables %s %s: %w", backend, family, err))
 				continue
 			}
-			if err := iptables.Cleanup(ctx, ipt); err != nil {
+			if err := cleanupIPTables(ctx, family, ipt, l); err != nil {
 				errs = append(errs, fmt.Errorf("iptables mode (%s, %s): %w", backend, family, err))
 			}
 			if err := userspace.CleanupLeftovers(ctx, ipt); err != nil {
@@ -71,6 +73,17 @@ func cleanupRound(ctx context.Context, log logr.Logger) error {
 	return errors.Join(errs...)
 }
 
+// cleanupIPTables builds an iptables proxier over ipt only to call its
+// Cleanup.
+func cleanupIPTables(ctx context.Context, family v1.IPFamily, ipt xtables.Runner, log logr.Logger) error {
+	p, err := iptables.NewProxier(iptables.Config{Common: enginebase.Common{IPFamily: family, Logger: log}}, iptables.Interfaces{IPTables: ipt})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return p.Cleanup(ctx)
+}
+
 // cleanupIPVS builds an IPVS proxier over the kernel only to call its Cleanup.
 func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error {
 	opts := ipvs.Options{}
@@ -86,7 +99,7 @@ func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error
 	if err != nil {
 		return err
 	}
-	ipt, err := iptables.New(iptables.RunnerConfig{Family: family, Logger: log})
+	ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: log})
 	if err != nil {
 		return err
 	}

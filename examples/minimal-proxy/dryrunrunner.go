@@ -7,18 +7,18 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // errDryRun is returned by dryRunRunner for anything that would change the node.
 var errDryRun = errors.New("dry run: not changing the node")
 
-// dryRunRunner is the iptables.Runner of a dry run: it reports an empty
+// dryRunRunner is the xtables.Runner of a dry run: it reports an empty
 // node and refuses every change, so a dry run can never touch the node
 // even if an engine tried to apply instead of plan.
 type dryRunRunner struct{ family v1.IPFamily }
 
-var _ iptables.Runner = dryRunRunner{}
+var _ xtables.Runner = dryRunRunner{}
 
 func newDryRunRunner(family v1.IPFamily) dryRunRunner { return dryRunRunner{family: family} }
 
@@ -27,25 +27,25 @@ func (r dryRunRunner) Family() v1.IPFamily { return r.family }
 // HasRandomFully: plan as for a current kernel and iptables.
 func (dryRunRunner) HasRandomFully() bool { return true }
 
-func (dryRunRunner) EnsureChain(context.Context, iptables.Table, iptables.Chain) (bool, error) {
+func (dryRunRunner) EnsureChain(context.Context, xtables.Table, xtables.Chain) (bool, error) {
 	return false, errDryRun
 }
-func (dryRunRunner) FlushChain(context.Context, iptables.Table, iptables.Chain) error {
+func (dryRunRunner) FlushChain(context.Context, xtables.Table, xtables.Chain) error {
 	return errDryRun
 }
-func (dryRunRunner) DeleteChain(context.Context, iptables.Table, iptables.Chain) error {
+func (dryRunRunner) DeleteChain(context.Context, xtables.Table, xtables.Chain) error {
 	return errDryRun
 }
-func (dryRunRunner) ChainExists(context.Context, iptables.Table, iptables.Chain) (bool, error) {
+func (dryRunRunner) ChainExists(context.Context, xtables.Table, xtables.Chain) (bool, error) {
 	return false, nil
 }
-func (dryRunRunner) EnsureRule(context.Context, iptables.RulePosition, iptables.Table, iptables.Chain, ...string) (bool, error) {
+func (dryRunRunner) EnsureRule(context.Context, xtables.RulePosition, xtables.Table, xtables.Chain, ...string) (bool, error) {
 	return false, errDryRun
 }
-func (dryRunRunner) DeleteRule(context.Context, iptables.Table, iptables.Chain, ...string) error {
+func (dryRunRunner) DeleteRule(context.Context, xtables.Table, xtables.Chain, ...string) error {
 	return errDryRun
 }
 func (dryRunRunner) Restore(context.Context, []byte) error { return errDryRun }
-func (dryRunRunner) SaveInto(context.Context, iptables.Table, *bytes.Buffer) error {
+func (dryRunRunner) SaveInto(context.Context, xtables.Table, *bytes.Buffer) error {
 	return nil
 }

@@ -11,7 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
@@ -161,21 +164,23 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		return nil, err
 	}
 	icfg := iptables.Config{
-		IPFamily:          family,
-		NodeName:          p.nodeName,
-		NodeIPs:           p.nodeIPs,
-		SyncPeriod:        cfg.IPTables.SyncPeriod.Duration,
-		MinSyncPeriod:     minSync(cfg.IPTables.MinSyncPeriod.Duration),
+		Common: enginebase.Common{
+			IPFamily:         family,
+			NodeName:         p.nodeName,
+			NodeIPs:          p.nodeIPs,
+			SyncPeriod:       cfg.IPTables.SyncPeriod.Duration,
+			MinSyncPeriod:    minSync(cfg.IPTables.MinSyncPeriod.Duration),
+			ServiceProxyName: p.opts.serviceProxyName,
+			EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
+			Logger:           p.log.WithName("iptables"),
+			Metrics:          p.metrics,
+		},
 		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
 		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
 		LocalDetector:     detector,
 		NodePortAddresses: npa,
-		ServiceProxyName:  p.opts.serviceProxyName,
-		EndpointFilter:    proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
-		Logger:            p.log.WithName("iptables"),
-		Metrics:           p.metrics,
 	}
-	var runner iptables.Runner
+	var runner xtables.Runner
 	var svcHealth *healthcheck.ServiceHealthServer
 	if p.dryRun {
 		// The node's own addresses, not the host's: the plan then depends
@@ -188,13 +193,13 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		if svcHealth = newServiceHealth(p, npa, family); svcHealth != nil {
 			icfg.ServiceHealthServer = svcHealth
 		}
-		icfg.Conntrack = iptables.NewConntrackCleaner()
-		runner, err = iptables.New(iptables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+		icfg.Conntrack = conntrack.New()
+		runner, err = xtables.New(xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
 		if err != nil {
 			return nil, err
 		}
 	}
-	proxier, err := iptables.NewProxier(icfg, runner)
+	proxier, err := iptables.NewProxier(icfg, iptables.Interfaces{IPTables: runner})
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +211,7 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 				_ = svcHealth.Close()
 			}
 		},
-		plan: func(context.Context) (string, error) {
-			b, err := proxier.Plan()
-			return string(b), err
-		},
+		plan: proxier.DryRun,
 	}, nil
 }
 

@@ -1,12 +1,12 @@
 // Package iptablestest provides a stateful fake of iptables (Fake) and a
 // packet tracer over it (Tracer), for testing code that programs iptables
-// through iptables.Runner: the svcproxy engines, and CNI agents or other
+// through xtables.Runner: the svcproxy engines, and CNI agents or other
 // embedders that want to check what their rules do to a packet without
 // root or a kernel.
 //
 // # Fake
 //
-// Fake implements iptables.Runner for one IP family and keeps real
+// Fake implements xtables.Runner for one IP family and keeps real
 // state: tables; their built-in chains (in hook order, with policies);
 // user chains; each chain's rules in order. It validates as the kernel
 // and the iptables tools do, so rules the real tool refuses fail here:
@@ -27,14 +27,14 @@
 // The package's tests check these semantics, and the saved text, against
 // the real iptables-restore/iptables-save 1.8 (nft and legacy backends)
 // in scratch network namespaces when run as root, and every Runner method
-// against the real exec Runner (iptables.New).
+// against the real exec Runner (xtables.New).
 // Matches of extensions the Fake does not know are accepted (the kernel
 // may well have them), parsed generically, and refused by the Tracer.
 //
 // Restore behaves as "iptables-restore --noflush":
 //   - "*table" starts a table, "COMMIT" applies it. Each table is applied
 //     atomically at its COMMIT: a failing line leaves that table as it
-//     was, and returns an *iptables.RestoreError naming the line (as the
+//     was, and returns an *xtables.RestoreError naming the line (as the
 //     real Runner does) that wraps one of this package's errors. As with the real
 //     tool (both the legacy and the nft backends), tables committed before
 //     the failing one in the same input stay committed. A failure injected
@@ -138,7 +138,7 @@
 // # Example
 //
 // A test of a CNI agent or a proxy engine seeds a Fake (or hands it to
-// the code under test as its iptables.Runner), then asks the Tracer:
+// the code under test as its xtables.Runner), then asks the Tracer:
 //
 //	fake, err := iptablestest.NewFakeFromDump(v1.IPv4Protocol, savedRules)
 //	...

@@ -3,7 +3,7 @@ package iptablestest
 import (
 	"errors"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // Errors the Fake returns, wrapped with detail; test them with errors.Is.
@@ -34,9 +34,9 @@ var (
 )
 
 // restoreError builds the error Restore returns for a failing line: an
-// *iptables.RestoreError, as the real Runner returns (so errors.Is(err,
-// iptables.ErrRestore) and errors.As work the same on both), whose Err
+// *xtables.RestoreError, as the real Runner returns (so errors.Is(err,
+// xtables.ErrRestore) and errors.As work the same on both), whose Err
 // wraps one of the errors above.
 func restoreError(line int, text string, err error) error {
-	return &iptables.RestoreError{Line: line, LineText: text, Output: err.Error(), Err: err}
+	return &xtables.RestoreError{Line: line, LineText: text, Output: err.Error(), Err: err}
 }

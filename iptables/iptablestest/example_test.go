@@ -8,8 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -18,7 +18,7 @@ import (
 func ExampleFake() {
 	ctx := context.Background()
 	fake := iptablestest.NewFake(v1.IPv4Protocol)
-	var runner iptables.Runner = fake // what the engine is given
+	var runner xtables.Runner = fake // what the engine is given
 
 	err := runner.Restore(ctx, []byte(`*nat
 :KUBE-SERVICES - [0:0]
@@ -148,7 +148,7 @@ func ExampleFake_FailNextRestore() {
 
 	st := fake.Stats()
 	fmt.Printf("restores=%d failed=%d lines=%d\n", st.Restores, st.FailedRestores, st.RestoreLines)
-	rulesNow, _ := fake.Rules(iptables.TableNAT, iptables.ChainPrerouting)
+	rulesNow, _ := fake.Rules(xtables.TableNAT, xtables.ChainPrerouting)
 	fmt.Println(rulesNow)
 	// Output:
 	// first: xtables lock held

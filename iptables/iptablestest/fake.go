@@ -11,11 +11,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 // Fake is an in-memory iptables for one IP family, implementing
-// iptables.Runner. It keeps the real state: tables, their built-in chains
+// xtables.Runner. It keeps the real state: tables, their built-in chains
 // (with policies) and user chains, and each chain's rules in order. It
 // validates what it is given as the kernel and the iptables tools do, so a
 // rule the real iptables-restore would refuse fails here too.
@@ -25,14 +26,18 @@ import (
 type Fake struct {
 	mu          sync.Mutex
 	family      v1.IPFamily
-	tables      map[iptables.Table]*tableState
+	tables      map[xtables.Table]*tableState
 	randomFully bool
 	stats       Stats
-	failNext    []error
 	restoreHook func(data []byte) error
+
+	// Faults injects failures and counts calls, by method name
+	// ("Restore", "SaveInto", "EnsureRule", ...). A failed call changes
+	// nothing (a failed Restore is still counted in Stats).
+	proxytest.Faults
 }
 
-var _ iptables.Runner = (*Fake)(nil)
+var _ xtables.Runner = (*Fake)(nil)
 
 // Stats counts what was written to a Fake, for tests that assert how much
 // work an engine did (for example that a sync with no changes writes
@@ -50,17 +55,17 @@ type Stats struct {
 }
 
 type chainState struct {
-	name    iptables.Chain
+	name    xtables.Chain
 	builtin bool
 	policy  string // built-in chains: ACCEPT or DROP
 	rules   []*rule
 }
 
 type tableState struct {
-	name   iptables.Table
-	chains map[iptables.Chain]*chainState
+	name   xtables.Table
+	chains map[xtables.Chain]*chainState
 	// refs counts, per user chain, the rules that jump or go to it.
-	refs map[iptables.Chain]int
+	refs map[xtables.Chain]int
 	// pendingEdges are jumps added since the last loop check.
 	pendingEdges []edge
 	// undo, during a Restore, records what to put back if the table fails.
@@ -71,8 +76,8 @@ type tableState struct {
 // a Restore changes, so a failing table is put back in O(changes) and a
 // successful one costs nothing to commit.
 type undoLog struct {
-	chains map[iptables.Chain]*chainState // nil: the chain did not exist
-	refs   map[iptables.Chain]savedRef
+	chains map[xtables.Chain]*chainState // nil: the chain did not exist
+	refs   map[xtables.Chain]savedRef
 }
 
 type savedRef struct {
@@ -81,7 +86,7 @@ type savedRef struct {
 }
 
 func (t *tableState) begin() {
-	t.undo = &undoLog{chains: map[iptables.Chain]*chainState{}, refs: map[iptables.Chain]savedRef{}}
+	t.undo = &undoLog{chains: map[xtables.Chain]*chainState{}, refs: map[xtables.Chain]savedRef{}}
 	t.pendingEdges = nil
 }
 
@@ -106,7 +111,7 @@ func (t *tableState) rollback() {
 	t.pendingEdges = nil
 }
 
-func (t *tableState) saveRef(name iptables.Chain) {
+func (t *tableState) saveRef(name xtables.Chain) {
 	if t.undo == nil {
 		return
 	}
@@ -116,7 +121,7 @@ func (t *tableState) saveRef(name iptables.Chain) {
 	}
 }
 
-func (t *tableState) saveChain(name iptables.Chain) {
+func (t *tableState) saveChain(name xtables.Chain) {
 	if t.undo == nil {
 		return
 	}
@@ -127,7 +132,7 @@ func (t *tableState) saveChain(name iptables.Chain) {
 
 // own returns chain name ready to be changed: during a Restore, a copy
 // the undo log keeps the original of.
-func (t *tableState) own(name iptables.Chain) (*chainState, bool) {
+func (t *tableState) own(name xtables.Chain) (*chainState, bool) {
 	c, ok := t.chains[name]
 	if !ok || t.undo == nil {
 		return c, ok
@@ -146,8 +151,8 @@ func (t *tableState) addChain(c *chainState) {
 	t.chains[c.name] = c
 }
 
-func newTable(name iptables.Table) *tableState {
-	t := &tableState{name: name, chains: map[iptables.Chain]*chainState{}, refs: map[iptables.Chain]int{}}
+func newTable(name xtables.Table) *tableState {
+	t := &tableState{name: name, chains: map[xtables.Chain]*chainState{}, refs: map[xtables.Chain]int{}}
 	for _, c := range builtinChains[name] {
 		t.chains[c] = &chainState{name: c, builtin: true, policy: "ACCEPT"}
 	}
@@ -163,7 +168,7 @@ func NewFake(family v1.IPFamily) *Fake {
 	if family != v1.IPv6Protocol {
 		family = v1.IPv4Protocol
 	}
-	return &Fake{family: family, tables: map[iptables.Table]*tableState{}, randomFully: true}
+	return &Fake{family: family, tables: map[xtables.Table]*tableState{}, randomFully: true}
 }
 
 // NewFakeFromDump returns a Fake holding the state described by text, in
@@ -178,10 +183,10 @@ func NewFakeFromDump(family v1.IPFamily, text string) (*Fake, error) {
 	return f, nil
 }
 
-// Family implements iptables.Runner.
+// Family implements xtables.Runner.
 func (f *Fake) Family() v1.IPFamily { return f.family }
 
-// HasRandomFully implements iptables.Runner.
+// HasRandomFully implements xtables.Runner.
 func (f *Fake) HasRandomFully() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -197,16 +202,14 @@ func (f *Fake) SetHasRandomFully(v bool) {
 }
 
 // FailNextRestore makes the next Restore call return err without
-// changing anything (as when iptables-restore cannot take the xtables
-// lock). Calls queue: each failure is used once, in order.
-func (f *Fake) FailNextRestore(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failNext = append(f.failNext, err)
-}
+// changing anything.
+//
+// Deprecated: use f.FailOn("Restore", 1, err); kept while the ipvs and
+// userspace tests move to it.
+func (f *Fake) FailNextRestore(err error) { f.FailOn("Restore", 1, err) }
 
 // SetRestoreHook installs hook, called with the input of every Restore
-// before it is applied (after FailNextRestore failures are used up). A
+// before it is applied (unless an injected failure came first). A
 // non-nil error fails that Restore without changing anything. The hook
 // runs with the Fake locked: it must not call the Fake. nil removes it.
 func (f *Fake) SetRestoreHook(hook func(data []byte) error) {
@@ -231,7 +234,7 @@ func (f *Fake) ResetStats() {
 	f.stats = Stats{}
 }
 
-func checkTable(table iptables.Table) error {
+func checkTable(table xtables.Table) error {
 	if _, ok := builtinChains[table]; !ok {
 		return fmt.Errorf("%w %q", ErrUnknownTable, table)
 	}
@@ -241,7 +244,7 @@ func checkTable(table iptables.Table) error {
 // table returns the table, creating it (with its built-in chains) if
 // create is set; without create a missing table is returned as a fresh,
 // unregistered one, as the kernel would load it on demand.
-func (f *Fake) table(table iptables.Table, create bool) (*tableState, error) {
+func (f *Fake) table(table xtables.Table, create bool) (*tableState, error) {
 	if err := checkTable(table); err != nil {
 		return nil, err
 	}
@@ -255,8 +258,11 @@ func (f *Fake) table(table iptables.Table, create bool) (*tableState, error) {
 	return t, nil
 }
 
-// EnsureChain implements iptables.Runner (iptables -N).
-func (f *Fake) EnsureChain(ctx context.Context, table iptables.Table, chain iptables.Chain) (bool, error) {
+// EnsureChain implements xtables.Runner (iptables -N).
+func (f *Fake) EnsureChain(ctx context.Context, table xtables.Table, chain xtables.Chain) (bool, error) {
+	if err := f.Hit("EnsureChain"); err != nil {
+		return false, err
+	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -277,8 +283,11 @@ func (f *Fake) EnsureChain(ctx context.Context, table iptables.Table, chain ipta
 	return false, nil
 }
 
-// FlushChain implements iptables.Runner (iptables -F).
-func (f *Fake) FlushChain(ctx context.Context, table iptables.Table, chain iptables.Chain) error {
+// FlushChain implements xtables.Runner (iptables -F).
+func (f *Fake) FlushChain(ctx context.Context, table xtables.Table, chain xtables.Chain) error {
+	if err := f.Hit("FlushChain"); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -292,9 +301,12 @@ func (f *Fake) FlushChain(ctx context.Context, table iptables.Table, chain iptab
 	return t.flush(chain)
 }
 
-// DeleteChain implements iptables.Runner (iptables -X): the chain must be
+// DeleteChain implements xtables.Runner (iptables -X): the chain must be
 // an empty, unreferenced user chain.
-func (f *Fake) DeleteChain(ctx context.Context, table iptables.Table, chain iptables.Chain) error {
+func (f *Fake) DeleteChain(ctx context.Context, table xtables.Table, chain xtables.Chain) error {
+	if err := f.Hit("DeleteChain"); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -308,8 +320,11 @@ func (f *Fake) DeleteChain(ctx context.Context, table iptables.Table, chain ipta
 	return t.deleteChain(chain)
 }
 
-// ChainExists implements iptables.Runner.
-func (f *Fake) ChainExists(ctx context.Context, table iptables.Table, chain iptables.Chain) (bool, error) {
+// ChainExists implements xtables.Runner.
+func (f *Fake) ChainExists(ctx context.Context, table xtables.Table, chain xtables.Chain) (bool, error) {
+	if err := f.Hit("ChainExists"); err != nil {
+		return false, err
+	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -323,15 +338,18 @@ func (f *Fake) ChainExists(ctx context.Context, table iptables.Table, chain ipta
 	return ok, nil
 }
 
-// EnsureRule implements iptables.Runner (iptables -C, then -A or -I).
+// EnsureRule implements xtables.Runner (iptables -C, then -A or -I).
 // Rules are compared as the kernel compares them: "-d 10.0.0.1" and
 // "-d 10.0.0.1/32" are the same rule, as are "-p tcp --dport 80" and
 // "-p tcp -m tcp --dport 80".
-func (f *Fake) EnsureRule(ctx context.Context, position iptables.RulePosition, table iptables.Table, chain iptables.Chain, args ...string) (bool, error) {
+func (f *Fake) EnsureRule(ctx context.Context, position xtables.RulePosition, table xtables.Table, chain xtables.Chain, args ...string) (bool, error) {
+	if err := f.Hit("EnsureRule"); err != nil {
+		return false, err
+	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if position != iptables.Prepend && position != iptables.Append {
+	if position != xtables.Prepend && position != xtables.Append {
 		return false, fmt.Errorf("iptablestest: invalid rule position %q", position)
 	}
 	f.mu.Lock()
@@ -356,7 +374,7 @@ func (f *Fake) EnsureRule(ctx context.Context, position iptables.RulePosition, t
 		return true, nil
 	}
 	pos := len(c.rules)
-	if position == iptables.Prepend {
+	if position == xtables.Prepend {
 		pos = 0
 	}
 	t.insert(c, pos, r)
@@ -367,11 +385,14 @@ func (f *Fake) EnsureRule(ctx context.Context, position iptables.RulePosition, t
 	return false, nil
 }
 
-// DeleteRule implements iptables.Runner: it deletes the first rule equal
+// DeleteRule implements xtables.Runner: it deletes the first rule equal
 // to args. A missing rule or chain is not an error (nor a rule jumping to
 // a chain that does not exist, which cannot be there); a rule that does
 // not parse is.
-func (f *Fake) DeleteRule(ctx context.Context, table iptables.Table, chain iptables.Chain, args ...string) error {
+func (f *Fake) DeleteRule(ctx context.Context, table xtables.Table, chain xtables.Chain, args ...string) error {
+	if err := f.Hit("DeleteRule"); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -400,8 +421,11 @@ func (f *Fake) DeleteRule(ctx context.Context, table iptables.Table, chain iptab
 	return nil
 }
 
-// SaveInto implements iptables.Runner (iptables-save -t table).
-func (f *Fake) SaveInto(ctx context.Context, table iptables.Table, buf *bytes.Buffer) error {
+// SaveInto implements xtables.Runner (iptables-save -t table).
+func (f *Fake) SaveInto(ctx context.Context, table xtables.Table, buf *bytes.Buffer) error {
+	if err := f.Hit("SaveInto"); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -415,9 +439,9 @@ func (f *Fake) SaveInto(ctx context.Context, table iptables.Table, buf *bytes.Bu
 	return nil
 }
 
-// Restore implements iptables.Runner: iptables-restore --noflush. See the
+// Restore implements xtables.Runner: iptables-restore --noflush. See the
 // package documentation for the exact semantics. A failing line gives an
-// *iptables.RestoreError (Line, LineText) wrapping one of this package's
+// *xtables.RestoreError (Line, LineText) wrapping one of this package's
 // errors (ErrNoSuchChain, ErrBadRule, ...); an error injected with
 // FailNextRestore or SetRestoreHook is returned as is.
 func (f *Fake) Restore(ctx context.Context, data []byte) error {
@@ -433,12 +457,8 @@ func (f *Fake) Restore(ctx context.Context, data []byte) error {
 		f.stats.RestoreLines++
 	}
 	f.stats.LastRestore = bytes.Clone(data)
-	var err error
-	switch {
-	case len(f.failNext) > 0:
-		err = f.failNext[0]
-		f.failNext = f.failNext[1:]
-	case f.restoreHook != nil:
+	err := f.Hit("Restore")
+	if err == nil && f.restoreHook != nil {
 		err = f.restoreHook(data)
 	}
 	if err == nil {
@@ -474,7 +494,7 @@ func (f *Fake) Dump() string {
 
 // Chains returns the chains of table: built-in ones in hook order, then
 // user chains sorted by name.
-func (f *Fake) Chains(table iptables.Table) ([]iptables.Chain, error) {
+func (f *Fake) Chains(table xtables.Table) ([]xtables.Chain, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, err := f.table(table, false)
@@ -486,7 +506,7 @@ func (f *Fake) Chains(table iptables.Table) ([]iptables.Chain, error) {
 
 // Rules returns the rules of chain in order, each rendered as iptables-save
 // prints it after "-A CHAIN ".
-func (f *Fake) Rules(table iptables.Table, chain iptables.Chain) ([]string, error) {
+func (f *Fake) Rules(table xtables.Table, chain xtables.Chain) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, err := f.table(table, false)
@@ -505,7 +525,7 @@ func (f *Fake) Rules(table iptables.Table, chain iptables.Chain) ([]string, erro
 }
 
 // Policy returns the policy of a built-in chain (ACCEPT or DROP).
-func (f *Fake) Policy(table iptables.Table, chain iptables.Chain) (string, error) {
+func (f *Fake) Policy(table xtables.Table, chain xtables.Chain) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, err := f.table(table, false)
@@ -578,14 +598,14 @@ func (t *tableState) remove(c *chainState, i int) {
 	c.rules = slices.Delete(c.rules, i, i+1)
 }
 
-func (t *tableState) unref(to iptables.Chain) {
+func (t *tableState) unref(to xtables.Chain) {
 	t.saveRef(to)
 	if t.refs[to]--; t.refs[to] <= 0 {
 		delete(t.refs, to)
 	}
 }
 
-func (t *tableState) flush(chain iptables.Chain) error {
+func (t *tableState) flush(chain xtables.Chain) error {
 	c, ok := t.own(chain)
 	if !ok {
 		return fmt.Errorf("%w: chain %q in table %q", ErrNoSuchChain, chain, t.name)
@@ -599,7 +619,7 @@ func (t *tableState) flush(chain iptables.Chain) error {
 	return nil
 }
 
-func (t *tableState) deleteChain(chain iptables.Chain) error {
+func (t *tableState) deleteChain(chain xtables.Chain) error {
 	c, ok := t.chains[chain]
 	switch {
 	case !ok:
@@ -616,9 +636,9 @@ func (t *tableState) deleteChain(chain iptables.Chain) error {
 	return nil
 }
 
-func (t *tableState) chainOrder() []iptables.Chain {
+func (t *tableState) chainOrder() []xtables.Chain {
 	out := slices.Clone(builtinChains[t.name])
-	var user []iptables.Chain
+	var user []xtables.Chain
 	for name, c := range t.chains {
 		if !c.builtin {
 			user = append(user, name)
@@ -654,7 +674,7 @@ func (t *tableState) dump(buf *bytes.Buffer) {
 }
 
 // edge is a jump or goto from one chain to another.
-type edge struct{ from, to iptables.Chain }
+type edge struct{ from, to xtables.Chain }
 
 // findNewLoop reports a loop in the jumps that the kernel would refuse
 // (ELOOP): one reachable from a built-in chain (the kernel only walks
@@ -663,11 +683,11 @@ type edge struct{ from, to iptables.Chain }
 // check, so only those are examined: a new edge from -> to matters if a
 // loop is reachable from to and from is reachable from a built-in chain.
 // The pending edges are consumed.
-func (t *tableState) findNewLoop() []iptables.Chain {
+func (t *tableState) findNewLoop() []xtables.Chain {
 	edges := t.pendingEdges
 	t.pendingEdges = nil
-	var fromBuiltin map[iptables.Chain]bool // computed only when needed
-	state := map[iptables.Chain]int{}       // shared: a chain found loop-free stays so
+	var fromBuiltin map[xtables.Chain]bool // computed only when needed
+	state := map[xtables.Chain]int{}       // shared: a chain found loop-free stays so
 	for _, e := range edges {
 		if _, ok := t.chains[e.from]; !ok {
 			continue // the rule's chain was deleted since
@@ -690,14 +710,14 @@ func (t *tableState) findNewLoop() []iptables.Chain {
 }
 
 // loopFrom returns a loop of jumps reachable from chain start, or nil.
-func (t *tableState) loopFrom(start iptables.Chain, state map[iptables.Chain]int) []iptables.Chain {
+func (t *tableState) loopFrom(start xtables.Chain, state map[xtables.Chain]int) []xtables.Chain {
 	const (
 		visiting = 1
 		done     = 2
 	)
-	var stack []iptables.Chain
-	var visit func(c iptables.Chain) []iptables.Chain
-	visit = func(c iptables.Chain) []iptables.Chain {
+	var stack []xtables.Chain
+	var visit func(c xtables.Chain) []xtables.Chain
+	visit = func(c xtables.Chain) []xtables.Chain {
 		switch state[c] {
 		case visiting:
 			i := slices.Index(stack, c)
@@ -725,10 +745,10 @@ func (t *tableState) loopFrom(start iptables.Chain, state map[iptables.Chain]int
 	return visit(start)
 }
 
-func (t *tableState) reachableFromBuiltins() map[iptables.Chain]bool {
-	seen := map[iptables.Chain]bool{}
-	var walk func(c iptables.Chain)
-	walk = func(c iptables.Chain) {
+func (t *tableState) reachableFromBuiltins() map[xtables.Chain]bool {
+	seen := map[xtables.Chain]bool{}
+	var walk func(c xtables.Chain)
+	walk = func(c xtables.Chain) {
 		if seen[c] {
 			return
 		}
@@ -777,7 +797,7 @@ func (f *Fake) restore(data []byte) error {
 			if cur != nil {
 				return fail(line, fmt.Errorf("%w: table %q started before COMMIT of %q", ErrBadRule, trimmed[1:], cur.name))
 			}
-			t, err := f.table(iptables.Table(strings.Trim(trimmed[1:], " \t")), false)
+			t, err := f.table(xtables.Table(strings.Trim(trimmed[1:], " \t")), false)
 			if err != nil {
 				return fail(line, err)
 			}
@@ -822,7 +842,7 @@ func restoreChainLine(cur *tableState, trimmed string) error {
 	if len(fields) < 2 || len(fields) > 3 {
 		return fmt.Errorf("%w: chain line needs a name and a policy", ErrBadRule)
 	}
-	name, policy := iptables.Chain(fields[0]), fields[1]
+	name, policy := xtables.Chain(fields[0]), fields[1]
 	if len(fields) == 3 && !validCounters(fields[2]) {
 		return fmt.Errorf("%w: bad counters %q", ErrBadRule, fields[2])
 	}
@@ -892,11 +912,11 @@ func (f *Fake) restoreCommand(cur *tableState, line string) error {
 		return fmt.Errorf("%w: empty command", ErrBadRule)
 	}
 	cmd, args := args[0], args[1:]
-	chainArg := func() (iptables.Chain, bool) {
+	chainArg := func() (xtables.Chain, bool) {
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 			return "", false
 		}
-		c := iptables.Chain(args[0])
+		c := xtables.Chain(args[0])
 		args = args[1:]
 		return c, true
 	}

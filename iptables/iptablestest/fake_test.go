@@ -11,7 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 var ctx = context.Background()
@@ -38,7 +38,7 @@ func TestDumpMatchesRealIptablesSave(t *testing.T) {
 	f := NewFake(v1.IPv4Protocol)
 	mustRestore(t, f, string(in))
 	var buf bytes.Buffer
-	if err := f.SaveInto(ctx, iptables.TableNAT, &buf); err != nil {
+	if err := f.SaveInto(ctx, xtables.TableNAT, &buf); err != nil {
 		t.Fatal(err)
 	}
 	if buf.String() != string(want) {
@@ -79,7 +79,7 @@ func TestKubeProxyFixtureMatchesRealSave(t *testing.T) {
 		tables++
 		name := strings.TrimPrefix(strings.SplitN(section, "\n", 2)[0], "*")
 		var buf bytes.Buffer
-		if err := f.SaveInto(ctx, iptables.Table(name), &buf); err != nil {
+		if err := f.SaveInto(ctx, xtables.Table(name), &buf); err != nil {
 			t.Fatal(err)
 		}
 		if buf.String() != section {
@@ -134,7 +134,7 @@ COMMIT
 	}
 	// The kube-proxy way of deleting a stale chain: declare (flush), then -X.
 	mustRestore(t, f, "*nat\n:KUBE-SEP-1 - [0:0]\n-X KUBE-SEP-1\nCOMMIT\n")
-	if ok, _ := f.ChainExists(ctx, iptables.TableNAT, "KUBE-SEP-1"); ok {
+	if ok, _ := f.ChainExists(ctx, xtables.TableNAT, "KUBE-SEP-1"); ok {
 		t.Error("KUBE-SEP-1 still exists")
 	}
 	// -I with and without a position, -D by spec and by number, -R.
@@ -147,7 +147,7 @@ COMMIT
 -R KUBE-SVC-A 2 -m comment --comment replaced -j RETURN
 COMMIT
 `)
-	rules, err := f.Rules(iptables.TableNAT, "KUBE-SVC-A")
+	rules, err := f.Rules(xtables.TableNAT, "KUBE-SVC-A")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +157,10 @@ COMMIT
 	// Loops the kernel never walks (not reachable from a built-in chain)
 	// are accepted, as by the real tool.
 	mustRestore(t, f, "*nat\n:KUBE-L1 - [0:0]\n:KUBE-L2 - [0:0]\n-A KUBE-L1 -j KUBE-L2\n-A KUBE-L2 -j KUBE-L1\nCOMMIT\n")
-	if _, err := f.EnsureRule(ctx, iptables.Append, iptables.TableNAT, iptables.ChainOutput, "-j", "KUBE-L1"); !errors.Is(err, ErrLoop) {
+	if _, err := f.EnsureRule(ctx, xtables.Append, xtables.TableNAT, xtables.ChainOutput, "-j", "KUBE-L1"); !errors.Is(err, ErrLoop) {
 		t.Errorf("EnsureRule making a loop reachable: %v", err)
 	}
-	if rules, _ := f.Rules(iptables.TableNAT, iptables.ChainOutput); len(rules) != 0 {
+	if rules, _ := f.Rules(xtables.TableNAT, xtables.ChainOutput); len(rules) != 0 {
 		t.Errorf("refused rule was kept: %q", rules)
 	}
 }
@@ -229,9 +229,9 @@ COMMIT
 			}
 			before := f.Dump()
 			err = f.Restore(ctx, []byte(tc.input))
-			var re *iptables.RestoreError
-			if !errors.As(err, &re) || !errors.Is(err, iptables.ErrRestore) {
-				t.Fatalf("Restore error = %v, want an *iptables.RestoreError", err)
+			var re *xtables.RestoreError
+			if !errors.As(err, &re) || !errors.Is(err, xtables.ErrRestore) {
+				t.Fatalf("Restore error = %v, want an *xtables.RestoreError", err)
 			}
 			if !errors.Is(err, tc.want) {
 				t.Errorf("error %v is not %v", err, tc.want)
@@ -258,25 +258,25 @@ func TestRestorePerTableCommit(t *testing.T) {
 	if !errors.Is(err, ErrNoSuchChain) {
 		t.Fatalf("err = %v", err)
 	}
-	if ok, _ := f.ChainExists(ctx, iptables.TableFilter, "FOO"); !ok {
+	if ok, _ := f.ChainExists(ctx, xtables.TableFilter, "FOO"); !ok {
 		t.Error("filter table committed before the failing nat table was lost")
 	}
-	if ok, _ := f.ChainExists(ctx, iptables.TableNAT, "BAR"); ok {
+	if ok, _ := f.ChainExists(ctx, xtables.TableNAT, "BAR"); ok {
 		t.Error("failing nat table was partly applied")
 	}
 }
 
 func TestRuleIdentity(t *testing.T) {
 	f := NewFake(v1.IPv4Protocol)
-	if _, err := f.EnsureChain(ctx, iptables.TableNAT, "KUBE-MARK-MASQ"); err != nil {
+	if _, err := f.EnsureChain(ctx, xtables.TableNAT, "KUBE-MARK-MASQ"); err != nil {
 		t.Fatal(err)
 	}
-	existed, err := f.EnsureRule(ctx, iptables.Append, iptables.TableNAT, "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", "0x4000")
+	existed, err := f.EnsureRule(ctx, xtables.Append, xtables.TableNAT, "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", "0x4000")
 	if err != nil || existed {
 		t.Fatalf("EnsureRule = %v, %v", existed, err)
 	}
 	// The same rule, spelled as iptables-save prints it.
-	existed, err = f.EnsureRule(ctx, iptables.Prepend, iptables.TableNAT, "KUBE-MARK-MASQ", "-j", "MARK", "--set-xmark", "0x4000/0x4000")
+	existed, err = f.EnsureRule(ctx, xtables.Prepend, xtables.TableNAT, "KUBE-MARK-MASQ", "-j", "MARK", "--set-xmark", "0x4000/0x4000")
 	if err != nil || !existed {
 		t.Fatalf("EnsureRule of the equivalent rule = %v, %v; want existed", existed, err)
 	}
@@ -286,28 +286,28 @@ func TestRuleIdentity(t *testing.T) {
 		{"-p", "6", "-d", "10.0.0.1/255.255.255.255", "--destination-port", "80", "--jump", "ACCEPT"},
 	}
 	for i, args := range equivalent {
-		existed, err := f.EnsureRule(ctx, iptables.Append, iptables.TableFilter, iptables.ChainInput, args...)
+		existed, err := f.EnsureRule(ctx, xtables.Append, xtables.TableFilter, xtables.ChainInput, args...)
 		if err != nil || existed != (i > 0) {
 			t.Fatalf("EnsureRule(%q) = %v, %v", args, existed, err)
 		}
 	}
-	if err := f.DeleteRule(ctx, iptables.TableFilter, iptables.ChainInput, equivalent[2]...); err != nil {
+	if err := f.DeleteRule(ctx, xtables.TableFilter, xtables.ChainInput, equivalent[2]...); err != nil {
 		t.Fatal(err)
 	}
-	if rules, _ := f.Rules(iptables.TableFilter, iptables.ChainInput); len(rules) != 0 {
+	if rules, _ := f.Rules(xtables.TableFilter, xtables.ChainInput); len(rules) != 0 {
 		t.Errorf("rules after delete: %q", rules)
 	}
 	// Deleting a missing rule or from a missing chain is fine.
-	if err := f.DeleteRule(ctx, iptables.TableFilter, iptables.ChainInput, "-j", "DROP"); err != nil {
+	if err := f.DeleteRule(ctx, xtables.TableFilter, xtables.ChainInput, "-j", "DROP"); err != nil {
 		t.Error(err)
 	}
-	if err := f.DeleteRule(ctx, iptables.TableFilter, "NOPE", "-j", "DROP"); err != nil {
+	if err := f.DeleteRule(ctx, xtables.TableFilter, "NOPE", "-j", "DROP"); err != nil {
 		t.Error(err)
 	}
-	if err := f.DeleteRule(ctx, iptables.TableFilter, iptables.ChainInput, "-j", "KUBE-NOPE"); err != nil {
+	if err := f.DeleteRule(ctx, xtables.TableFilter, xtables.ChainInput, "-j", "KUBE-NOPE"); err != nil {
 		t.Errorf("DeleteRule of a jump to a missing chain (cannot exist): %v", err)
 	}
-	if err := f.DeleteRule(ctx, iptables.TableFilter, "NOPE", "-p", "tcp", "--dprot", "1"); !errors.Is(err, ErrBadRule) {
+	if err := f.DeleteRule(ctx, xtables.TableFilter, "NOPE", "-p", "tcp", "--dprot", "1"); !errors.Is(err, ErrBadRule) {
 		t.Errorf("DeleteRule of a rule that does not parse: %v", err)
 	}
 }
@@ -317,38 +317,38 @@ func TestChainCommands(t *testing.T) {
 	if f.Family() != v1.IPv6Protocol {
 		t.Fatal("family")
 	}
-	existed, err := f.EnsureChain(ctx, iptables.TableFilter, "KUBE-FW")
+	existed, err := f.EnsureChain(ctx, xtables.TableFilter, "KUBE-FW")
 	if err != nil || existed {
 		t.Fatal(existed, err)
 	}
-	if existed, _ := f.EnsureChain(ctx, iptables.TableFilter, "KUBE-FW"); !existed {
+	if existed, _ := f.EnsureChain(ctx, xtables.TableFilter, "KUBE-FW"); !existed {
 		t.Fatal("second EnsureChain: not existed")
 	}
-	if _, err := f.EnsureRule(ctx, iptables.Append, iptables.TableFilter, iptables.ChainInput, "-j", "KUBE-FW"); err != nil {
+	if _, err := f.EnsureRule(ctx, xtables.Append, xtables.TableFilter, xtables.ChainInput, "-j", "KUBE-FW"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.EnsureRule(ctx, iptables.Append, iptables.TableFilter, "KUBE-FW", "-s", "fd00::/64", "-j", "DROP"); err != nil {
+	if _, err := f.EnsureRule(ctx, xtables.Append, xtables.TableFilter, "KUBE-FW", "-s", "fd00::/64", "-j", "DROP"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.EnsureRule(ctx, iptables.Append, iptables.TableFilter, "KUBE-FW", "-s", "10.0.0.1", "-j", "DROP"); !errors.Is(err, ErrBadRule) {
+	if _, err := f.EnsureRule(ctx, xtables.Append, xtables.TableFilter, "KUBE-FW", "-s", "10.0.0.1", "-j", "DROP"); !errors.Is(err, ErrBadRule) {
 		t.Fatalf("IPv4 address in an IPv6 fake: %v", err)
 	}
-	if err := f.DeleteChain(ctx, iptables.TableFilter, "KUBE-FW"); !errors.Is(err, ErrChainInUse) {
+	if err := f.DeleteChain(ctx, xtables.TableFilter, "KUBE-FW"); !errors.Is(err, ErrChainInUse) {
 		t.Fatalf("DeleteChain of referenced chain: %v", err)
 	}
-	if err := f.DeleteRule(ctx, iptables.TableFilter, iptables.ChainInput, "-j", "KUBE-FW"); err != nil {
+	if err := f.DeleteRule(ctx, xtables.TableFilter, xtables.ChainInput, "-j", "KUBE-FW"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.DeleteChain(ctx, iptables.TableFilter, "KUBE-FW"); !errors.Is(err, ErrChainNotEmpty) {
+	if err := f.DeleteChain(ctx, xtables.TableFilter, "KUBE-FW"); !errors.Is(err, ErrChainNotEmpty) {
 		t.Fatalf("DeleteChain of non-empty chain: %v", err)
 	}
-	if err := f.FlushChain(ctx, iptables.TableFilter, "KUBE-FW"); err != nil {
+	if err := f.FlushChain(ctx, xtables.TableFilter, "KUBE-FW"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.DeleteChain(ctx, iptables.TableFilter, "KUBE-FW"); err != nil {
+	if err := f.DeleteChain(ctx, xtables.TableFilter, "KUBE-FW"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.FlushChain(ctx, iptables.TableFilter, "KUBE-FW"); !errors.Is(err, ErrNoSuchChain) {
+	if err := f.FlushChain(ctx, xtables.TableFilter, "KUBE-FW"); !errors.Is(err, ErrNoSuchChain) {
 		t.Fatalf("FlushChain of missing chain: %v", err)
 	}
 	if _, err := f.EnsureChain(ctx, "bogus", "X"); !errors.Is(err, ErrUnknownTable) {
@@ -427,13 +427,13 @@ func TestConcurrentUse(t *testing.T) {
 				_ = f.Restore(ctx, []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j RETURN\nCOMMIT\n"))
 				_ = f.Dump()
 				var buf bytes.Buffer
-				_ = f.SaveInto(ctx, iptables.TableNAT, &buf)
-				_, _ = f.EnsureRule(ctx, iptables.Append, iptables.TableFilter, iptables.ChainInput, "-j", "ACCEPT")
+				_ = f.SaveInto(ctx, xtables.TableNAT, &buf)
+				_, _ = f.EnsureRule(ctx, xtables.Append, xtables.TableFilter, xtables.ChainInput, "-j", "ACCEPT")
 			}
 		}()
 	}
 	wg.Wait()
-	rules, _ := f.Rules(iptables.TableNAT, "KUBE-A")
+	rules, _ := f.Rules(xtables.TableNAT, "KUBE-A")
 	if len(rules) != 1 {
 		t.Errorf("rules = %q", rules)
 	}

@@ -11,7 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // randomRule builds a rule from the options a service proxy or CNI agent
@@ -224,4 +224,4 @@ func TestRandomRulesAgainstRealIptables(t *testing.T) {
 	}
 }
 
-func tableName(s string) iptables.Table { return iptables.Table(s) }
+func tableName(s string) xtables.Table { return xtables.Table(s) }

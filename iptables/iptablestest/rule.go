@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // maxChainNameLen is the longest chain name the kernel accepts
@@ -21,18 +21,18 @@ const maxIfaceNameLen = 15
 
 // tableOrder is the fixed order in which Dump prints tables: the order in
 // which a packet meets them at one hook.
-var tableOrder = []iptables.Table{"raw", iptables.TableMangle, iptables.TableNAT, iptables.TableFilter, "security"}
+var tableOrder = []xtables.Table{"raw", xtables.TableMangle, xtables.TableNAT, xtables.TableFilter, "security"}
 
 // builtinChains lists each table's built-in chains in hook order.
-var builtinChains = map[iptables.Table][]iptables.Chain{
-	"raw":                {iptables.ChainPrerouting, iptables.ChainOutput},
-	iptables.TableMangle: {iptables.ChainPrerouting, iptables.ChainInput, iptables.ChainForward, iptables.ChainOutput, iptables.ChainPostrouting},
-	iptables.TableNAT:    {iptables.ChainPrerouting, iptables.ChainInput, iptables.ChainOutput, iptables.ChainPostrouting},
-	iptables.TableFilter: {iptables.ChainInput, iptables.ChainForward, iptables.ChainOutput},
-	"security":           {iptables.ChainInput, iptables.ChainForward, iptables.ChainOutput},
+var builtinChains = map[xtables.Table][]xtables.Chain{
+	"raw":               {xtables.ChainPrerouting, xtables.ChainOutput},
+	xtables.TableMangle: {xtables.ChainPrerouting, xtables.ChainInput, xtables.ChainForward, xtables.ChainOutput, xtables.ChainPostrouting},
+	xtables.TableNAT:    {xtables.ChainPrerouting, xtables.ChainInput, xtables.ChainOutput, xtables.ChainPostrouting},
+	xtables.TableFilter: {xtables.ChainInput, xtables.ChainForward, xtables.ChainOutput},
+	"security":          {xtables.ChainInput, xtables.ChainForward, xtables.ChainOutput},
 }
 
-func isBuiltinChain(table iptables.Table, chain iptables.Chain) bool {
+func isBuiltinChain(table xtables.Table, chain xtables.Chain) bool {
 	for _, c := range builtinChains[table] {
 		if c == chain {
 			return true
@@ -41,9 +41,9 @@ func isBuiltinChain(table iptables.Table, chain iptables.Chain) bool {
 	return false
 }
 
-func isBuiltinChainName(chain iptables.Chain) bool {
+func isBuiltinChainName(chain xtables.Chain) bool {
 	switch chain {
-	case iptables.ChainPrerouting, iptables.ChainInput, iptables.ChainForward, iptables.ChainOutput, iptables.ChainPostrouting:
+	case xtables.ChainPrerouting, xtables.ChainInput, xtables.ChainForward, xtables.ChainOutput, xtables.ChainPostrouting:
 		return true
 	}
 	return false
@@ -62,9 +62,9 @@ type optSpec struct {
 	family v1.IPFamily
 	// tables restricts a target to some tables (nil = all); notIn
 	// excludes some.
-	tables, notIn []iptables.Table
+	tables, notIn []xtables.Table
 	// hooks restricts a target to the chains of some hooks (nil = all).
-	hooks []iptables.Chain
+	hooks []xtables.Chain
 }
 
 func (s *optSpec) lookup(name string) (string, int, bool) {
@@ -111,8 +111,8 @@ var matchModules = map[string]*optSpec{
 	"limit": {opts: map[string]int{"--limit": 1, "--limit-burst": 1}},
 }
 
-var natOnly = []iptables.Table{iptables.TableNAT}
-var rawOnly = []iptables.Table{"raw"}
+var natOnly = []xtables.Table{xtables.TableNAT}
+var rawOnly = []xtables.Table{"raw"}
 
 // targets are the target extensions the kernel offers (those a
 // service proxy or CNI agent plausibly uses). A -j naming neither one of
@@ -123,14 +123,14 @@ var targets = map[string]*optSpec{
 	"RETURN":     {},
 	"QUEUE":      {},
 	"NFQUEUE":    {opts: map[string]int{"--queue-num": 1, "--queue-balance": 1, "--queue-bypass": 0, "--queue-cpu-fanout": 0}},
-	"DNAT":       {opts: map[string]int{"--to-destination": 1, "--random": 0, "--persistent": 0}, tables: natOnly, hooks: []iptables.Chain{iptables.ChainPrerouting, iptables.ChainOutput}},
-	"SNAT":       {opts: map[string]int{"--to-source": 1, "--random": 0, "--random-fully": 0, "--persistent": 0}, tables: natOnly, hooks: []iptables.Chain{iptables.ChainPostrouting, iptables.ChainInput}},
-	"MASQUERADE": {opts: map[string]int{"--to-ports": 1, "--random": 0, "--random-fully": 0}, tables: natOnly, hooks: []iptables.Chain{iptables.ChainPostrouting}},
-	"REDIRECT":   {opts: map[string]int{"--to-ports": 1, "--random": 0}, tables: natOnly, hooks: []iptables.Chain{iptables.ChainPrerouting, iptables.ChainOutput}},
+	"DNAT":       {opts: map[string]int{"--to-destination": 1, "--random": 0, "--persistent": 0}, tables: natOnly, hooks: []xtables.Chain{xtables.ChainPrerouting, xtables.ChainOutput}},
+	"SNAT":       {opts: map[string]int{"--to-source": 1, "--random": 0, "--random-fully": 0, "--persistent": 0}, tables: natOnly, hooks: []xtables.Chain{xtables.ChainPostrouting, xtables.ChainInput}},
+	"MASQUERADE": {opts: map[string]int{"--to-ports": 1, "--random": 0, "--random-fully": 0}, tables: natOnly, hooks: []xtables.Chain{xtables.ChainPostrouting}},
+	"REDIRECT":   {opts: map[string]int{"--to-ports": 1, "--random": 0}, tables: natOnly, hooks: []xtables.Chain{xtables.ChainPrerouting, xtables.ChainOutput}},
 	"MARK":       {opts: map[string]int{"--set-xmark": 1, "--set-mark": 1, "--and-mark": 1, "--or-mark": 1, "--xor-mark": 1}},
 	"CONNMARK": {opts: map[string]int{"--set-xmark": 1, "--set-mark": 1, "--and-mark": 1, "--or-mark": 1,
 		"--xor-mark": 1, "--save-mark": 0, "--restore-mark": 0, "--nfmask": 1, "--ctmask": 1, "--mask": 1}},
-	"REJECT": {opts: map[string]int{"--reject-with": 1}, tables: []iptables.Table{iptables.TableFilter}, hooks: []iptables.Chain{iptables.ChainInput, iptables.ChainForward, iptables.ChainOutput}},
+	"REJECT": {opts: map[string]int{"--reject-with": 1}, tables: []xtables.Table{xtables.TableFilter}, hooks: []xtables.Chain{xtables.ChainInput, xtables.ChainForward, xtables.ChainOutput}},
 	"LOG": {opts: map[string]int{"--log-prefix": 1, "--log-level": 1, "--log-tcp-sequence": 0,
 		"--log-tcp-options": 0, "--log-ip-options": 0, "--log-uid": 0, "--log-macdecode": 0}},
 	"NFLOG": {opts: map[string]int{"--nflog-group": 1, "--nflog-prefix": 1, "--nflog-range": 1,
@@ -240,14 +240,14 @@ func (r *rule) renderText() string {
 }
 
 // jumpsTo returns the user chain the rule jumps or goes to, or "".
-func (r *rule) jumpsTo() iptables.Chain {
+func (r *rule) jumpsTo() xtables.Chain {
 	if r.target == "" {
 		return ""
 	}
 	if _, ok := targets[r.target]; ok {
 		return ""
 	}
-	return iptables.Chain(r.target)
+	return xtables.Chain(r.target)
 }
 
 // quoteArg quotes an argument for iptables-restore input. Comment text is
@@ -406,7 +406,7 @@ func validIfaceName(s string) bool {
 }
 
 // validateChainName checks a user chain name as iptables -N does.
-func validateChainName(chain iptables.Chain) error {
+func validateChainName(chain xtables.Chain) error {
 	s := string(chain)
 	switch {
 	case s == "":
@@ -429,7 +429,7 @@ func validateChainName(chain iptables.Chain) error {
 
 // parseRule parses a rule specification (the arguments after "-A CHAIN").
 // Whether a jump target chain exists is checked by the caller.
-func parseRule(family v1.IPFamily, table iptables.Table, args []string) (*rule, error) {
+func parseRule(family v1.IPFamily, table xtables.Table, args []string) (*rule, error) {
 	r := &rule{}
 	neg := false
 	need := func(i int, flag string) (string, error) {
@@ -580,7 +580,7 @@ func parseRule(family v1.IPFamily, table iptables.Table, args []string) (*rule, 
 // first, then the matches in the order given, then the implicit match of
 // the -p protocol, then (generically) the last match if its module is not
 // one the fake knows. It returns how many values it consumed.
-func (r *rule) addOption(table iptables.Table, args []string, i int, neg bool) (int, error) {
+func (r *rule) addOption(table xtables.Table, args []string, i int, neg bool) (int, error) {
 	a := args[i]
 	take := func(n int) ([]string, error) {
 		if i+n >= len(args) {
@@ -679,7 +679,7 @@ func (r *rule) addOption(table iptables.Table, args []string, i int, neg bool) (
 }
 
 // finish validates the parsed rule, compiles it and computes spec and key.
-func (r *rule) finish(family v1.IPFamily, table iptables.Table) error {
+func (r *rule) finish(family v1.IPFamily, table xtables.Table) error {
 	for _, m := range r.matches {
 		spec := matchModules[m.name]
 		if spec == nil {
@@ -805,12 +805,12 @@ func (r *rule) render() []string {
 // OUTPUT, ...). In user chains the kernel checks every hook the chain is
 // reachable from; the fake leaves that to the Tracer, which reports it on
 // any path that gets there.
-func checkHook(table iptables.Table, chain iptables.Chain, r *rule) error {
+func checkHook(table xtables.Table, chain xtables.Chain, r *rule) error {
 	if isBuiltinChain(table, chain) {
-		if r.in.set && (chain == iptables.ChainOutput || chain == iptables.ChainPostrouting) {
+		if r.in.set && (chain == xtables.ChainOutput || chain == xtables.ChainPostrouting) {
 			return fmt.Errorf("%w: -i is not valid in chain %s (no input interface there)", ErrBadRule, chain)
 		}
-		if r.out.set && (chain == iptables.ChainPrerouting || chain == iptables.ChainInput) {
+		if r.out.set && (chain == xtables.ChainPrerouting || chain == xtables.ChainInput) {
 			return fmt.Errorf("%w: -o is not valid in chain %s (no output interface yet)", ErrBadRule, chain)
 		}
 	}

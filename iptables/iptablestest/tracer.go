@@ -10,7 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -118,8 +118,25 @@ type Tracer struct {
 
 var _ proxytest.Tracer = (*Tracer)(nil)
 
-// NewTracer returns a Tracer over fake for a node described by cfg.
-func NewTracer(fake *Fake, cfg TracerConfig) *Tracer {
+// NewTracer returns a Tracer over the fakes' iptables for a node described
+// by cfg (the kit's constructor shape, the same in every …test package).
+//
+// Transitional: it also accepts a bare *Fake, as before the kit had
+// Fakes, while the ipvs and userspace kits move to
+// NewTracer(&iptablestest.Fakes{IPTables: fake}, cfg); it then takes
+// *Fakes only.
+func NewTracer[F *Fakes | *Fake](f F, cfg TracerConfig) *Tracer {
+	var fake *Fake
+	switch f := any(f).(type) {
+	case *Fakes:
+		fake = f.IPTables
+	case *Fake:
+		fake = f
+	}
+	return newTracer(fake, cfg)
+}
+
+func newTracer(fake *Fake, cfg TracerConfig) *Tracer {
 	if cfg.PodInterface == "" {
 		cfg.PodInterface = "cbr0"
 	}
@@ -132,6 +149,10 @@ func NewTracer(fake *Fake, cfg TracerConfig) *Tracer {
 	slices.SortStableFunc(cfg.Routes, func(a, b Route) int { return b.Prefix.Bits() - a.Prefix.Bits() })
 	return &Tracer{fake: fake, cfg: cfg}
 }
+
+// Dump returns the rules the Tracer reads (Fake.Dump); the conformance
+// runner logs it when a check fails.
+func (tr *Tracer) Dump() string { return tr.fake.Dump() }
 
 // Path is one way a packet can go through the rules. Random matches
 // (statistic) and state the tracer cannot know (whether a recent list
@@ -423,21 +444,21 @@ func (st *pktState) path() Path {
 
 // hookStep is one table's chain at one hook.
 type hookStep struct {
-	table iptables.Table
-	hook  iptables.Chain
+	table xtables.Table
+	hook  xtables.Chain
 }
 
 var (
-	prerouting  = []hookStep{{"raw", iptables.ChainPrerouting}, {iptables.TableMangle, iptables.ChainPrerouting}, {iptables.TableNAT, iptables.ChainPrerouting}}
-	input       = []hookStep{{iptables.TableMangle, iptables.ChainInput}, {iptables.TableFilter, iptables.ChainInput}, {"security", iptables.ChainInput}, {iptables.TableNAT, iptables.ChainInput}}
-	forward     = []hookStep{{iptables.TableMangle, iptables.ChainForward}, {iptables.TableFilter, iptables.ChainForward}, {"security", iptables.ChainForward}}
-	output      = []hookStep{{"raw", iptables.ChainOutput}, {iptables.TableMangle, iptables.ChainOutput}, {iptables.TableNAT, iptables.ChainOutput}}
-	outputLate  = []hookStep{{iptables.TableFilter, iptables.ChainOutput}, {"security", iptables.ChainOutput}}
-	postrouting = []hookStep{{iptables.TableMangle, iptables.ChainPostrouting}, {iptables.TableNAT, iptables.ChainPostrouting}}
+	prerouting  = []hookStep{{"raw", xtables.ChainPrerouting}, {xtables.TableMangle, xtables.ChainPrerouting}, {xtables.TableNAT, xtables.ChainPrerouting}}
+	input       = []hookStep{{xtables.TableMangle, xtables.ChainInput}, {xtables.TableFilter, xtables.ChainInput}, {"security", xtables.ChainInput}, {xtables.TableNAT, xtables.ChainInput}}
+	forward     = []hookStep{{xtables.TableMangle, xtables.ChainForward}, {xtables.TableFilter, xtables.ChainForward}, {"security", xtables.ChainForward}}
+	output      = []hookStep{{"raw", xtables.ChainOutput}, {xtables.TableMangle, xtables.ChainOutput}, {xtables.TableNAT, xtables.ChainOutput}}
+	outputLate  = []hookStep{{xtables.TableFilter, xtables.ChainOutput}, {"security", xtables.ChainOutput}}
+	postrouting = []hookStep{{xtables.TableMangle, xtables.ChainPostrouting}, {xtables.TableNAT, xtables.ChainPostrouting}}
 	// A locally generated packet to a local address comes back in on lo;
 	// its connection is already NATed, so the nat table is not consulted.
-	loopbackIn = []hookStep{{"raw", iptables.ChainPrerouting}, {iptables.TableMangle, iptables.ChainPrerouting},
-		{iptables.TableMangle, iptables.ChainInput}, {iptables.TableFilter, iptables.ChainInput}, {"security", iptables.ChainInput}}
+	loopbackIn = []hookStep{{"raw", xtables.ChainPrerouting}, {xtables.TableMangle, xtables.ChainPrerouting},
+		{xtables.TableMangle, xtables.ChainInput}, {xtables.TableFilter, xtables.ChainInput}, {"security", xtables.ChainInput}}
 )
 
 // ingress follows a packet arriving on an interface: PREROUTING, the
@@ -519,7 +540,7 @@ func (tc *traceCtx) runHooks(states []*pktState, steps []hookStep) (live, done [
 	for _, step := range steps {
 		var next []*pktState
 		for _, s := range states {
-			if step.table == iptables.TableNAT && s.untracked {
+			if step.table == xtables.TableNAT && s.untracked {
 				next = append(next, s)
 				continue
 			}

@@ -1,4 +1,4 @@
-package iptables
+package xtables
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -24,6 +25,10 @@ const (
 	BackendLegacy = "legacy"
 )
 
+// DefaultLockWait is how long a command waits for the xtables lock, as
+// kube-proxy ("-w 5").
+const DefaultLockWait = 5 * time.Second
+
 // RunnerConfig configures the real Runner.
 type RunnerConfig struct {
 	// Family is v1.IPv4Protocol (iptables) or v1.IPv6Protocol (ip6tables);
@@ -31,25 +36,34 @@ type RunnerConfig struct {
 	Family v1.IPFamily
 	// Backend is BackendNFT, BackendLegacy or BackendAuto.
 	Backend string
+	// LockWait bounds the wait for the xtables lock of each command (0:
+	// DefaultLockWait; rounded up to whole seconds). Past it the command
+	// fails with an error matching ErrLockHeld. The nft backend takes no
+	// lock; iptables-save never waits for it.
+	LockWait time.Duration
+	// OnLockHeld, if set, is called each time a command gave up waiting
+	// for the lock (with the tool's name), to count it.
+	OnLockHeld func(tool string)
 	// Logger; the zero value discards.
 	Logger logr.Logger
 }
 
-// ErrNoBinary is returned by New when an iptables binary is not found.
-var ErrNoBinary = errors.New("iptables binary not found")
-
-// execRunner is the real Runner: it execs the iptables tools. Each call
-// waits for the xtables lock (--wait).
+// execRunner is the real Runner: it execs the iptables tools.
 type execRunner struct {
-	family               v1.IPFamily
-	cmd, restore, save   string
-	randomFully, waitArg bool
-	log                  logr.Logger
+	family             v1.IPFamily
+	cmd, restore, save string
+	randomFully        bool
+	// wait are the lock-wait arguments of iptables and iptables-restore.
+	wait       []string
+	lockWait   time.Duration
+	onLockHeld func(string)
+	log        logr.Logger
 }
 
 // New returns the Runner that execs iptables-restore, iptables-save and
 // iptables (ip6tables-… for IPv6) of the chosen backend. It probes the
-// version once: MASQUERADE --random-fully needs iptables 1.6.2 or later.
+// version once: it needs iptables 1.6.2 or later (iptables-restore --wait,
+// MASQUERADE --random-fully).
 func New(cfg RunnerConfig) (Runner, error) {
 	fam := cfg.Family
 	if fam == "" {
@@ -70,7 +84,7 @@ func New(cfg RunnerConfig) (Runner, error) {
 	default:
 		return nil, fmt.Errorf("iptables: unknown backend %q (want %q, %q or empty)", cfg.Backend, BackendNFT, BackendLegacy)
 	}
-	r := &execRunner{family: fam, log: cfg.Logger}
+	r := &execRunner{family: fam, log: cfg.Logger, onLockHeld: cfg.OnLockHeld}
 	for _, b := range []struct {
 		name string
 		dst  *string
@@ -90,12 +104,28 @@ func New(cfg RunnerConfig) (Runner, error) {
 		return nil, fmt.Errorf("iptables: cannot parse version from %q", bytes.TrimSpace(out))
 	}
 	v := maj*10000 + min*100 + patch
-	r.randomFully = v >= 10602
-	r.waitArg = v >= 10420
 	if v < 10602 {
 		return nil, fmt.Errorf("iptables: version %d.%d.%d is too old (need 1.6.2 for iptables-restore --wait)", maj, min, patch)
 	}
+	r.randomFully = true
+	r.lockWait, r.wait = waitArgs(cfg.LockWait, v)
 	return r, nil
+}
+
+// waitArgs returns the lock wait in force and the arguments that ask for
+// it. Like kube-proxy, the tools are told to poll the lock every 100 ms
+// ("-W 100000"); from 1.8.8 they wait on the lock itself and only warn
+// about -W, so it is left out there.
+func waitArgs(d time.Duration, version int) (time.Duration, []string) {
+	if d <= 0 {
+		d = DefaultLockWait
+	}
+	secs := int((d + time.Second - 1) / time.Second)
+	args := []string{"-w", strconv.Itoa(secs)}
+	if version < 10808 {
+		args = append(args, "-W", "100000")
+	}
+	return time.Duration(secs) * time.Second, args
 }
 
 var versionRE = regexp.MustCompile(`v(\d+)\.(\d+)\.(\d+)`)
@@ -114,13 +144,39 @@ func parseVersion(s string) (maj, min, patch int, ok bool) {
 func (r *execRunner) Family() v1.IPFamily  { return r.family }
 func (r *execRunner) HasRandomFully() bool { return r.randomFully }
 
+// resourceProblem is the iptables tools' exit code for "could not get a
+// resource", the xtables lock among them.
+const resourceProblem = 4
+
+// lockError returns a *LockError when a tool's failure was giving up on
+// the xtables lock (exit code 4 and the lock named in its output), else
+// nil. It counts the timeout.
+func (r *execRunner) lockError(tool string, err error, out []byte) error {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != resourceProblem || !bytes.Contains(out, []byte("xtables lock")) {
+		return nil
+	}
+	if r.onLockHeld != nil {
+		r.onLockHeld(tool)
+	}
+	r.log.V(2).Info("Gave up waiting for the xtables lock", "tool", tool, "wait", r.lockWait)
+	return &LockError{Tool: tool, Wait: r.lockWait, Output: string(bytes.TrimSpace(out)), Err: err}
+}
+
 // run execs the iptables command with args for table, returning its
 // combined output and the exit code (-1 for failures to run at all).
 func (r *execRunner) run(ctx context.Context, table Table, args ...string) ([]byte, int, error) {
-	full := append([]string{"-w", "-t", string(table)}, args...)
+	full := make([]string, 0, len(r.wait)+2+len(args))
+	full = append(append(append(full, r.wait...), "-t", string(table)), args...)
 	cmd := exec.CommandContext(ctx, r.cmd, full...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
+		if le := r.lockError(toolName(r.cmd), err, out); le != nil {
+			return out, resourceProblem, le
+		}
+		if ctx.Err() != nil {
+			return out, -1, fmt.Errorf("%s %s: %w", r.cmd, strings.Join(full, " "), ctx.Err())
+		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			return out, ee.ExitCode(), fmt.Errorf("%s %s: %w: %s", r.cmd, strings.Join(full, " "), err, bytes.TrimSpace(out))
@@ -128,6 +184,13 @@ func (r *execRunner) run(ctx context.Context, table Table, args ...string) ([]by
 		return out, -1, fmt.Errorf("%s %s: %w", r.cmd, strings.Join(full, " "), err)
 	}
 	return out, 0, nil
+}
+
+func toolName(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
 }
 
 func (r *execRunner) ChainExists(ctx context.Context, table Table, chain Chain) (bool, error) {
@@ -149,6 +212,9 @@ func (r *execRunner) EnsureChain(ctx context.Context, table Table, chain Chain) 
 		return ok, err
 	}
 	if _, _, err := r.run(ctx, table, "-N", string(chain)); err != nil {
+		if errors.Is(err, ErrLockHeld) || ctx.Err() != nil {
+			return false, err
+		}
 		// Lost a race with another writer?
 		if ok, err2 := r.ChainExists(ctx, table, chain); err2 == nil && ok {
 			return true, nil
@@ -190,8 +256,9 @@ func (r *execRunner) DeleteRule(ctx context.Context, table Table, chain Chain, a
 		}
 		if code == 2 && r.ruleCannotExist(ctx, table, args) {
 			// iptables -C exits 2, not 1, when the rule's jump target
-			// does not exist; then the rule cannot exist either, and the contract is "no error when missing" (a
-			// Cleanup on a clean node must succeed).
+			// does not exist; then the rule cannot exist either, and the
+			// contract is "no error when missing" (a cleanup on a clean
+			// node must succeed).
 			return nil
 		}
 		return err
@@ -220,12 +287,17 @@ func (r *execRunner) ruleCannotExist(ctx context.Context, table Table, args []st
 	return false
 }
 
+// SaveInto runs iptables-save, which takes no lock (it only reads); ctx
+// bounds it.
 func (r *execRunner) SaveInto(ctx context.Context, table Table, buf *bytes.Buffer) error {
 	cmd := exec.CommandContext(ctx, r.save, "-t", string(table))
 	var stderr bytes.Buffer
 	cmd.Stdout = buf
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return fmt.Errorf("%s -t %s: %w: %s", r.save, table, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
@@ -234,16 +306,24 @@ func (r *execRunner) SaveInto(ctx context.Context, table Table, buf *bytes.Buffe
 var restoreLineRE = regexp.MustCompile(`line (\d+)`)
 
 func (r *execRunner) Restore(ctx context.Context, data []byte) error {
-	cmd := exec.CommandContext(ctx, r.restore, "--noflush", "--wait")
+	args := append([]string{"--noflush"}, r.wait...)
+	cmd := exec.CommandContext(ctx, r.restore, args...)
 	cmd.Stdin = bytes.NewReader(data)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
 		re := &RestoreError{Output: strings.TrimSpace(out.String()), Err: err}
-		if m := restoreLineRE.FindStringSubmatch(re.Output); m != nil {
-			re.Line, _ = strconv.Atoi(m[1])
-			re.LineText = lineOf(data, re.Line)
+		switch le := r.lockError(toolName(r.restore), err, out.Bytes()); {
+		case le != nil:
+			re.Err = le
+		case ctx.Err() != nil:
+			re.Err = ctx.Err()
+		default:
+			if m := restoreLineRE.FindStringSubmatch(re.Output); m != nil {
+				re.Line, _ = strconv.Atoi(m[1])
+				re.LineText = lineOf(data, re.Line)
+			}
 		}
 		return re
 	}

@@ -1,0 +1,96 @@
+package xtables
+
+import (
+	"bytes"
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Table is an iptables table name.
+type Table string
+
+// Chain is an iptables chain name.
+type Chain string
+
+// The tables the engines write.
+const (
+	TableNAT    Table = "nat"
+	TableFilter Table = "filter"
+	TableMangle Table = "mangle"
+)
+
+// Built-in chains the engines hook into.
+const (
+	ChainPrerouting  Chain = "PREROUTING"
+	ChainInput       Chain = "INPUT"
+	ChainForward     Chain = "FORWARD"
+	ChainOutput      Chain = "OUTPUT"
+	ChainPostrouting Chain = "POSTROUTING"
+)
+
+// Chains that more than one engine writes, named as kube-proxy names them
+// in every mode, so that moving a node between modes (or between
+// kube-proxy and svcproxy) leaves no duplicate rules behind.
+const (
+	ChainKubeServices    Chain = "KUBE-SERVICES"
+	ChainKubePostrouting Chain = "KUBE-POSTROUTING"
+	ChainKubeMarkMasq    Chain = "KUBE-MARK-MASQ"
+	ChainKubeForward     Chain = "KUBE-FORWARD"
+	// ChainKubeProxyFirewall holds the load-balancer source-range rules
+	// (iptables and ipvs modes).
+	ChainKubeProxyFirewall Chain = "KUBE-PROXY-FIREWALL"
+	// ChainKubeProxyCanary is created empty in the tables an engine owns
+	// rules in; its disappearance means someone flushed them behind our
+	// back (see the engines' drift checks).
+	ChainKubeProxyCanary Chain = "KUBE-PROXY-CANARY"
+	// ChainKubeletCanary belongs to the kubelet; no engine touches it.
+	ChainKubeletCanary Chain = "KUBE-KUBELET-CANARY"
+)
+
+// RulePosition says where EnsureRule puts a missing rule.
+type RulePosition string
+
+// The positions of EnsureRule.
+const (
+	Prepend RulePosition = "-I"
+	Append  RulePosition = "-A"
+)
+
+// Runner is one IP family's iptables, as the engines drive it: a few
+// single-rule commands for the rules that hook our chains into the
+// built-in ones, iptables-save listings and iptables-restore --noflush
+// transactions for everything else. New returns the real one (exec of the
+// iptables tools, nft or legacy backend); iptables/iptablestest.Fake keeps
+// the state in memory and can trace packets through it.
+//
+// Every call that needs the xtables lock waits for it a bounded time
+// (RunnerConfig.LockWait) and then fails with an error matching
+// ErrLockHeld; every call ends when ctx does.
+type Runner interface {
+	// Family is v1.IPv4Protocol or v1.IPv6Protocol.
+	Family() v1.IPFamily
+	// EnsureChain creates chain in table unless it exists; it reports
+	// whether it existed.
+	EnsureChain(ctx context.Context, table Table, chain Chain) (existed bool, err error)
+	// FlushChain empties a chain.
+	FlushChain(ctx context.Context, table Table, chain Chain) error
+	// DeleteChain deletes an (empty, unreferenced) chain.
+	DeleteChain(ctx context.Context, table Table, chain Chain) error
+	// ChainExists reports whether chain exists in table.
+	ChainExists(ctx context.Context, table Table, chain Chain) (bool, error)
+	// EnsureRule adds the rule (args as for iptables -A after the chain
+	// name) at position unless an identical rule exists; it reports
+	// whether it existed.
+	EnsureRule(ctx context.Context, position RulePosition, table Table, chain Chain, args ...string) (existed bool, err error)
+	// DeleteRule deletes the rule if it exists (no error when missing).
+	DeleteRule(ctx context.Context, table Table, chain Chain, args ...string) error
+	// Restore runs iptables-restore --noflush on data, which may hold
+	// several tables ("*nat ... COMMIT"). A table whose input fails
+	// changes nothing; the error is a *RestoreError.
+	Restore(ctx context.Context, data []byte) error
+	// SaveInto appends iptables-save output of table to buf.
+	SaveInto(ctx context.Context, table Table, buf *bytes.Buffer) error
+	// HasRandomFully reports whether MASQUERADE --random-fully is supported.
+	HasRandomFully() bool
+}
