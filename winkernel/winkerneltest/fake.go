@@ -313,7 +313,7 @@ func (f *FakeHNS) validate(lb winkernel.LoadBalancer, self string) error {
 		addrs = append(addrs, lb.SourceVIP)
 	}
 	for _, a := range addrs {
-		if a.Is6() && !a.Is4In6() != v6 {
+		if isV6 := a.Is6() && !a.Is4In6(); isV6 != v6 {
 			return fmt.Errorf("fake HNS: load balancer %s: address %s with IPv6 flag %v: %w", lb.Key(), a, v6, winkernel.ErrInvalid)
 		}
 	}
