@@ -35,7 +35,7 @@ func Example() {
 
 	p.OnServiceAdd(&v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+		Spec:       v1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
 	})
 	ready, port, proto, name := true, int32(8080), v1.ProtocolTCP, "http"
 	local, remote := "node-a", "node-b"
