@@ -5,10 +5,12 @@ package nftables
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"errors"
 	"hash/fnv"
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
@@ -128,4 +130,10 @@ func hashFromComment(c *string) string {
 		return ""
 	}
 	return (*c)[i+len(hashPrefix):]
+}
+
+// isNotFound reports a missing table or object, from nft (knftables'
+// IsNotFound) or from knftables' netlink listing (ENOENT).
+func isNotFound(err error) bool {
+	return err != nil && (knftables.IsNotFound(err) || errors.Is(err, syscall.ENOENT))
 }

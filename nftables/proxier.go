@@ -336,7 +336,7 @@ func (p *proxier) drifted(ctx context.Context) (bool, error) {
 		}
 	}
 	rules, err := p.nft.ListRules(ctx, chainServices)
-	if knftables.IsNotFound(err) {
+	if isNotFound(err) {
 		return true, nil
 	}
 	if err != nil {
@@ -368,7 +368,7 @@ func deleteTable(ctx context.Context, nft knftables.Interface) error {
 	tx := nft.NewTransaction()
 	tx.Delete(&knftables.Table{})
 	err := nft.Run(ctx, tx)
-	if err != nil && !knftables.IsNotFound(err) {
+	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("deleting table %s: %w", TableName, err)
 	}
 	return nil

@@ -42,10 +42,17 @@ func newTableState() *tableState {
 // elements of the engine's containers. A missing table is an empty state.
 func listState(ctx context.Context, nft knftables.Interface) (*tableState, error) {
 	st := newTableState()
-	all, err := nft.ListAll(ctx)
-	if knftables.IsNotFound(err) {
+	// The rules first: nft reports a missing table as not found (the
+	// netlink listing behind ListAll does not say so in a form that can
+	// be tested).
+	rules, err := nft.ListRules(ctx, "")
+	if isNotFound(err) {
 		return st, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	all, err := nft.ListAll(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -66,22 +73,16 @@ func listState(ctx context.Context, nft knftables.Interface) (*tableState, error
 	for _, n := range all["chain"] {
 		st.chains[n] = ""
 	}
-	if len(all["chain"]) > 0 {
-		rules, err := nft.ListRules(ctx, "")
-		if err != nil && !knftables.IsNotFound(err) {
-			return nil, err
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if seen[r.Chain] {
+			continue
 		}
-		seen := map[string]bool{}
-		for _, r := range rules {
-			if seen[r.Chain] {
-				continue
-			}
-			seen[r.Chain] = true
-			if h := hashFromComment(r.Comment); h != "" {
-				st.chains[r.Chain] = h
-			} else {
-				st.chains[r.Chain] = "?" // rules of unknown content
-			}
+		seen[r.Chain] = true
+		if h := hashFromComment(r.Comment); h != "" {
+			st.chains[r.Chain] = h
+		} else {
+			st.chains[r.Chain] = "?" // rules of unknown content
 		}
 	}
 	for _, c := range containers {
@@ -93,7 +94,7 @@ func listState(ctx context.Context, nft knftables.Interface) (*tableState, error
 			typ = "set"
 		}
 		elems, err := nft.ListElements(ctx, typ, c)
-		if err != nil && !knftables.IsNotFound(err) {
+		if err != nil && !isNotFound(err) {
 			return nil, err
 		}
 		m := st.elems[c]
