@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 	"github.com/svcproxy/svcproxy/userspace"
 )
@@ -68,8 +69,8 @@ func BenchmarkSyncOneChange(b *testing.B) {
 		n := c.n
 		b.Run(fmt.Sprintf("%s/%d", c.kind, n), func(b *testing.B) {
 			fake := iptablestest.NewFake(v1.IPv4Protocol)
-			p, err := userspace.New(userspace.Config{NodeName: "node-a", IPTables: fake, HostIP: netip.MustParseAddr("192.168.50.10"),
-				Sockets: &idleSockets{}, Metrics: metrics.New()})
+			p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a", Metrics: metrics.New()}, HostIP: netip.MustParseAddr("192.168.50.10")},
+				userspace.Interfaces{IPTables: fake, Sockets: &idleSockets{}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -38,7 +38,7 @@ func newBenchEnv(b *testing.B, proto v1.Protocol) *benchEnv {
 	p.OnServiceAdd(makeService("bench", "10.96.0.10", proto, 80))
 	p.OnEndpointSliceAdd(makeSlice("bench", proto, port, epSpec{ip: "127.0.0.2"}))
 	mustSync(b, p)
-	addr, ok := p.ProxyAddr(spn("bench", proto), false)
+	addr, ok := ProxyAddr(p, spn("bench", proto), false)
 	if !ok {
 		b.Fatal("no proxy socket")
 	}
@@ -82,7 +82,7 @@ func BenchmarkTCPStream(b *testing.B) {
 	p.OnServiceAdd(makeService("sink", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("sink", v1.ProtocolTCP, int(sink.Port()), epSpec{ip: "127.0.0.2"}))
 	mustSync(b, p)
-	proxied, _ := p.ProxyAddr(spn("sink", v1.ProtocolTCP), false)
+	proxied, _ := ProxyAddr(p, spn("sink", v1.ProtocolTCP), false)
 	chunk := make([]byte, 64<<10)
 	for _, bc := range []struct {
 		name string

@@ -12,57 +12,65 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
 )
 
 // The chains of kube-proxy's old userspace mode, plus one filter chain of ours.
 const (
 	// ChainPortalsContainer (nat, from PREROUTING) redirects service
 	// addresses for traffic from pods and the outside.
-	ChainPortalsContainer iptables.Chain = "KUBE-PORTALS-CONTAINER"
+	ChainPortalsContainer xtables.Chain = "KUBE-PORTALS-CONTAINER"
 	// ChainPortalsHost (nat, from OUTPUT) does the same for traffic the node sends.
-	ChainPortalsHost iptables.Chain = "KUBE-PORTALS-HOST"
+	ChainPortalsHost xtables.Chain = "KUBE-PORTALS-HOST"
 	// ChainNodePortContainer (nat, from PREROUTING, destination local) redirects node ports.
-	ChainNodePortContainer iptables.Chain = "KUBE-NODEPORT-CONTAINER"
+	ChainNodePortContainer xtables.Chain = "KUBE-NODEPORT-CONTAINER"
 	// ChainNodePortHost (nat, from OUTPUT, destination local) does the same for the node.
-	ChainNodePortHost iptables.Chain = "KUBE-NODEPORT-HOST"
+	ChainNodePortHost xtables.Chain = "KUBE-NODEPORT-HOST"
 	// ChainNodePortNonLocal (filter, from INPUT) accepts traffic to node-port proxy sockets.
-	ChainNodePortNonLocal iptables.Chain = "KUBE-NODEPORT-NON-LOCAL"
+	ChainNodePortNonLocal xtables.Chain = "KUBE-NODEPORT-NON-LOCAL"
 	// ChainFilter (filter, from INPUT and FORWARD) rejects new connections
 	// to proxy sockets whose service has no endpoints, drops them when the
 	// service has endpoints but none under the socket's traffic policy, and
 	// drops load-balancer traffic from outside loadBalancerSourceRanges.
 	// The old userspace mode had no equivalent.
-	ChainFilter iptables.Chain = "KUBE-USERSPACE-FILTER"
+	ChainFilter xtables.Chain = "KUBE-USERSPACE-FILTER"
 )
 
-// jumpRule hooks one of our chains into a built-in chain.
-type jumpRule struct {
-	table iptables.Table
-	from  iptables.Chain
-	to    iptables.Chain
+// jumpRules hook our chains into the built-in ones, in the order they are
+// appended: cluster-IP portals before node ports, so a node port never
+// shadows a service address; our filter chain before the node-port
+// ACCEPTs. The comments are kube-proxy's userspace mode's, so either can
+// clean up after the other.
+var jumpRules = []xtables.JumpRule{
+	{Table: xtables.TableNAT, From: xtables.ChainPrerouting, To: ChainPortalsContainer,
+		Comment: "handle ClusterIPs; NOTE: this must be before the NodePort rules"},
+	{Table: xtables.TableNAT, From: xtables.ChainOutput, To: ChainPortalsHost,
+		Comment: "handle ClusterIPs; NOTE: this must be before the NodePort rules"},
+	{Table: xtables.TableNAT, From: xtables.ChainPrerouting, To: ChainNodePortContainer,
+		Match: []string{"-m", "addrtype", "--dst-type", "LOCAL"}, Comment: "handle service NodePorts; NOTE: this must be the last rule in the chain"},
+	{Table: xtables.TableNAT, From: xtables.ChainOutput, To: ChainNodePortHost,
+		Match: []string{"-m", "addrtype", "--dst-type", "LOCAL"}, Comment: "handle service NodePorts; NOTE: this must be the last rule in the chain"},
+	{Table: xtables.TableFilter, From: xtables.ChainInput, To: ChainFilter, Comment: "userspace proxy: no endpoints, source ranges"},
+	{Table: xtables.TableFilter, From: xtables.ChainForward, To: ChainFilter, Comment: "userspace proxy: no endpoints, source ranges"},
+	{Table: xtables.TableFilter, From: xtables.ChainInput, To: ChainNodePortNonLocal, Comment: "Ensure that non-local NodePort traffic can flow"},
+}
+
+// canaryRule is a rule that matches nothing of ours (no target: it only
+// counts packets) and is written first into a chain on every full write.
+// Its absence means the chain (or its table) was flushed or deleted
+// behind our back: see Proxier.drifted.
+type canaryRule struct {
+	table xtables.Table
+	chain xtables.Chain
 	args  []string
 }
 
-// jumpRules are in the order they are appended: cluster-IP portals before
-// node ports, so a node port never shadows a service address; our filter
-// chain before the node-port ACCEPTs.
-var jumpRules = []jumpRule{
-	{iptables.TableNAT, iptables.ChainPrerouting, ChainPortalsContainer,
-		[]string{"-m", "comment", "--comment", "handle ClusterIPs; NOTE: this must be before the NodePort rules", "-j", string(ChainPortalsContainer)}},
-	{iptables.TableNAT, iptables.ChainOutput, ChainPortalsHost,
-		[]string{"-m", "comment", "--comment", "handle ClusterIPs; NOTE: this must be before the NodePort rules", "-j", string(ChainPortalsHost)}},
-	{iptables.TableNAT, iptables.ChainPrerouting, ChainNodePortContainer,
-		[]string{"-m", "addrtype", "--dst-type", "LOCAL", "-m", "comment", "--comment", "handle service NodePorts; NOTE: this must be the last rule in the chain", "-j", string(ChainNodePortContainer)}},
-	{iptables.TableNAT, iptables.ChainOutput, ChainNodePortHost,
-		[]string{"-m", "addrtype", "--dst-type", "LOCAL", "-m", "comment", "--comment", "handle service NodePorts; NOTE: this must be the last rule in the chain", "-j", string(ChainNodePortHost)}},
-	{iptables.TableFilter, iptables.ChainInput, ChainFilter,
-		[]string{"-m", "comment", "--comment", "userspace proxy: no endpoints, source ranges", "-j", string(ChainFilter)}},
-	{iptables.TableFilter, iptables.ChainForward, ChainFilter,
-		[]string{"-m", "comment", "--comment", "userspace proxy: no endpoints, source ranges", "-j", string(ChainFilter)}},
-	{iptables.TableFilter, iptables.ChainInput, ChainNodePortNonLocal,
-		[]string{"-m", "comment", "--comment", "Ensure that non-local NodePort traffic can flow", "-j", string(ChainNodePortNonLocal)}},
+// canaries: one per table we write.
+var canaries = []canaryRule{
+	{xtables.TableNAT, ChainPortalsContainer, []string{"-m", "comment", "--comment", "userspace proxy canary"}},
+	{xtables.TableFilter, ChainFilter, []string{"-m", "comment", "--comment", "userspace proxy canary"}},
 }
 
 // ruleAction is the target of a rendered rule.
@@ -78,8 +86,8 @@ const (
 
 // captureRule is one rendered rule of our chains.
 type captureRule struct {
-	table    iptables.Table
-	chain    iptables.Chain
+	table    xtables.Table
+	chain    xtables.Chain
 	service  proxy.ServicePortName
 	protocol v1.Protocol
 	src      netip.Prefix // invalid: any
@@ -137,7 +145,7 @@ func resolveRules(plan *servicePlan, ports map[listenerID]int, listen, hostIP ne
 	accepted := map[int]bool{}
 	for _, rp := range plan.rules {
 		r := captureRule{table: rp.table, chain: rp.chain, service: plan.name, protocol: plan.protocol, src: rp.src, dst: rp.dst, dstPort: rp.dstPort}
-		if rp.table == iptables.TableFilter && !rp.byPort {
+		if rp.table == xtables.TableFilter && !rp.byPort {
 			r.action = actionDrop
 			out = append(out, r)
 			continue
@@ -146,7 +154,7 @@ func resolveRules(plan *servicePlan, ports map[listenerID]int, listen, hostIP ne
 		if !ok {
 			continue
 		}
-		if rp.table == iptables.TableFilter {
+		if rp.table == xtables.TableFilter {
 			r.localDst, r.dstPort = true, port
 			r.action = actionReject
 			if rp.verdict == verdictDrop {
@@ -168,7 +176,7 @@ func resolveRules(plan *servicePlan, ports map[listenerID]int, listen, hostIP ne
 		out = append(out, r)
 		if rp.chain == ChainNodePortContainer && !accepted[port] {
 			accepted[port] = true
-			out = append(out, captureRule{table: iptables.TableFilter, chain: ChainNodePortNonLocal, service: plan.name,
+			out = append(out, captureRule{table: xtables.TableFilter, chain: ChainNodePortNonLocal, service: plan.name,
 				protocol: plan.protocol, dstPort: port, action: actionAccept})
 		}
 	}
@@ -177,15 +185,15 @@ func resolveRules(plan *servicePlan, ports map[listenerID]int, listen, hostIP ne
 
 // conntrackFilters returns the UDP conntrack filters that select flows to
 // the service addresses and node ports of a plan's capture rules.
-func conntrackFilters(plan *servicePlan, dst []ConntrackFilter) []ConntrackFilter {
+func conntrackFilters(plan *servicePlan, dst []conntrack.Filter) []conntrack.Filter {
 	if plan == nil || plan.protocol != v1.ProtocolUDP {
 		return dst
 	}
 	for _, r := range plan.rules {
-		if r.table != iptables.TableNAT {
+		if r.table != xtables.TableNAT {
 			continue
 		}
-		f := ConntrackFilter{OrigDst: r.dst, OrigDstPort: r.dstPort}
+		f := conntrack.Filter{OrigDst: r.dst, OrigDstPort: r.dstPort}
 		if !slices.Contains(dst, f) {
 			dst = append(dst, f)
 		}
@@ -197,13 +205,24 @@ func conntrackFilters(plan *servicePlan, dst []ConntrackFilter) []ConntrackFilte
 // of all our chains with rules (declaring a chain in restore input flushes
 // it). Within a chain, rules keep their order; services are sorted.
 func renderRestore(buf *bytes.Buffer, rules []captureRule) {
-	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+	for _, table := range []xtables.Table{xtables.TableNAT, xtables.TableFilter} {
 		fmt.Fprintf(buf, "*%s\n", table)
-		var declared []iptables.Chain
+		var declared []xtables.Chain
 		for _, j := range jumpRules {
-			if j.table == table && !slices.Contains(declared, j.to) {
-				declared = append(declared, j.to)
-				fmt.Fprintf(buf, ":%s - [0:0]\n", j.to)
+			if j.Table == table && !slices.Contains(declared, j.To) {
+				declared = append(declared, j.To)
+				fmt.Fprintf(buf, ":%s - [0:0]\n", j.To)
+			}
+		}
+		for _, c := range canaries {
+			if c.table == table {
+				buf.WriteString("-A ")
+				buf.WriteString(string(c.chain))
+				for _, a := range c.args {
+					buf.WriteByte(' ')
+					buf.WriteString(quoteArg(a))
+				}
+				buf.WriteByte('\n')
 			}
 		}
 		for _, r := range rules {
@@ -225,7 +244,7 @@ func renderRestore(buf *bytes.Buffer, rules []captureRule) {
 // renderChanges writes iptables-restore input that deletes the rules del
 // and appends the rules add, leaving every other rule of our chains alone.
 func renderChanges(buf *bytes.Buffer, del, add []captureRule) {
-	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+	for _, table := range []xtables.Table{xtables.TableNAT, xtables.TableFilter} {
 		fmt.Fprintf(buf, "*%s\n", table)
 		for _, set := range []struct {
 			op    string
@@ -276,35 +295,25 @@ func sortRules(rules []captureRule) {
 }
 
 // ensureJumps creates our chains and hooks them into the built-in ones.
-func ensureJumps(ctx context.Context, ipt iptables.Runner) error {
-	for _, j := range jumpRules {
-		if _, err := ipt.EnsureChain(ctx, j.table, j.to); err != nil {
-			return fmt.Errorf("creating %s/%s: %w", j.table, j.to, err)
-		}
-		if _, err := ipt.EnsureRule(ctx, iptables.Append, j.table, j.from, j.args...); err != nil {
-			return fmt.Errorf("hooking %s/%s into %s: %w", j.table, j.to, j.from, err)
-		}
-	}
-	return nil
+func ensureJumps(ctx context.Context, ipt xtables.Runner) error {
+	return xtables.EnsureJumpRules(ctx, ipt, xtables.Append, jumpRules, nil)
 }
 
 // CleanupLeftovers removes every chain and rule the userspace proxier
 // installs through ipt (whether or not a Proxier is running; stop it first).
 // Missing chains are not an error.
-func CleanupLeftovers(ctx context.Context, ipt iptables.Runner) error {
+func CleanupLeftovers(ctx context.Context, ipt xtables.Runner) error {
 	var errs []error
-	for _, j := range jumpRules {
-		if err := ipt.DeleteRule(ctx, j.table, j.from, j.args...); err != nil {
-			errs = append(errs, fmt.Errorf("unhooking %s/%s from %s: %w", j.table, j.to, j.from, err))
-		}
+	if err := xtables.DeleteJumpRules(ctx, ipt, jumpRules); err != nil {
+		errs = append(errs, err)
 	}
-	done := map[iptables.Chain]bool{}
+	done := map[xtables.Chain]bool{}
 	for _, j := range jumpRules {
-		if done[j.to] {
+		if done[j.To] {
 			continue
 		}
-		done[j.to] = true
-		exists, err := ipt.ChainExists(ctx, j.table, j.to)
+		done[j.To] = true
+		exists, err := ipt.ChainExists(ctx, j.Table, j.To)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -312,12 +321,12 @@ func CleanupLeftovers(ctx context.Context, ipt iptables.Runner) error {
 		if !exists {
 			continue
 		}
-		if err := ipt.FlushChain(ctx, j.table, j.to); err != nil {
-			errs = append(errs, fmt.Errorf("flushing %s/%s: %w", j.table, j.to, err))
+		if err := ipt.FlushChain(ctx, j.Table, j.To); err != nil {
+			errs = append(errs, fmt.Errorf("flushing %s/%s: %w", j.Table, j.To, err))
 			continue
 		}
-		if err := ipt.DeleteChain(ctx, j.table, j.to); err != nil {
-			errs = append(errs, fmt.Errorf("deleting %s/%s: %w", j.table, j.to, err))
+		if err := ipt.DeleteChain(ctx, j.Table, j.To); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s/%s: %w", j.Table, j.To, err))
 		}
 	}
 	return errors.Join(errs...)

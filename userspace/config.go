@@ -8,13 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 
-	"github.com/svcproxy/svcproxy/iptables"
-	"github.com/svcproxy/svcproxy/proxy"
-	"github.com/svcproxy/svcproxy/proxy/metrics"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // CaptureMode says how traffic for service addresses reaches the proxy sockets.
@@ -29,7 +26,7 @@ const (
 	// old userspace mode did.
 	CaptureIPTables CaptureMode = iota
 	// CaptureNone installs no rules. Each service port is served on
-	// ListenAddress at a proxy port (see Proxier.ProxyPort) and, when it has
+	// ListenAddress at a proxy port (see ProxyAddr) and, when it has
 	// one, at its node port.
 	CaptureNone
 	// CaptureBind installs no rules and listens directly on every service
@@ -108,27 +105,39 @@ func (r PortRange) String() string {
 	return strconv.Itoa(r.Begin) + "-" + strconv.Itoa(r.End)
 }
 
-// Config configures a Proxier. Every zero value has the documented default.
+// Config configures a Proxier: the fields every engine shares (Common,
+// owned by the engine base: node, families, periods, logger, clock,
+// metrics, health, conntrack, OnSync) and the userspace engine's own.
+// Every zero value has the documented default:
+//
+//	userspace.Config{Common: engine.Common{NodeName: "node-a"}, Capture: userspace.CaptureNone}
+//
+// Common.Conntrack deletes UDP conntrack entries (CaptureIPTables only):
+// besides the stale-UDP entries every engine clears, when the capture
+// rules of a UDP service port change (it appears, gains or loses
+// endpoints, moves, or goes away) entries to its addresses and node port
+// are deleted so that established flows are captured anew (or not at
+// all). nil deletes none: a UDP client that keeps its source port then
+// stays on its old path until the entry expires.
+//
+// Common.Metrics receives kube-proxy's sync metrics from the base and,
+// from this engine, iptables rule counts and restore failures and the
+// services without local endpoints; the data-path counters are in
+// Counters either way. Common.NodeIPs are also what the tracer takes as
+// the node's addresses, and the first of the family is the default HostIP.
 type Config struct {
-	// NodeName decides which endpoints are local (required for Local
-	// traffic policies to mean anything).
-	NodeName string
-	// IPFamily is the family this proxier serves; "" means IPv4.
-	IPFamily v1.IPFamily
+	engine.Common
+
 	// ListenAddress is the address proxy sockets bind; the zero value means
 	// the unspecified address of the family (0.0.0.0 or ::).
 	ListenAddress netip.Addr
 	// HostIP is the address node-originated traffic is DNATed to in
 	// CaptureIPTables mode when ListenAddress is unspecified (REDIRECT would
 	// send it to 127.0.0.1 and the UDP replies would come from the wrong
-	// source). Zero value: the first global unicast address of the family
-	// found on the node's interfaces; if there is none, node-originated
-	// traffic is REDIRECTed (fine for TCP).
+	// source). Zero value: Common.NodeIP(), else the first global unicast
+	// address of the family found on the node's interfaces; if there is
+	// none, node-originated traffic is REDIRECTed (fine for TCP).
 	HostIP netip.Addr
-	// NodeIPs are the node's addresses, used only by the tracer to decide
-	// that a packet is addressed to a node port. Empty: any destination
-	// that is not a service address counts as the node's.
-	NodeIPs []netip.Addr
 	// ClusterCIDRs hold the pod addresses (CaptureIPTables only). Traffic
 	// from them to a node port, external IP or load-balancer IP of an
 	// externalTrafficPolicy: Local service is short-circuited to every
@@ -162,53 +171,25 @@ type Config struct {
 	EndpointCloseGracePeriod time.Duration
 	// Capture selects how traffic reaches the proxy; default CaptureIPTables.
 	Capture CaptureMode
-	// IPTables is the runner for capture rules; required for
-	// CaptureIPTables, unused otherwise. Its family must match IPFamily.
-	IPTables iptables.Runner
-	// Conntrack deletes UDP conntrack entries (CaptureIPTables only): when
-	// the capture rules of a UDP service port change (it appears, gains or
-	// loses endpoints, moves, or goes away), entries to its addresses and
-	// node port are deleted so that established flows are captured anew
-	// (or not at all). nil deletes none: a UDP client that keeps its
-	// source port then stays on its old path until the entry expires. Use
-	// iptables.NewConntrackCleaner() on Linux.
-	Conntrack ConntrackCleaner
-	// ServiceProxyName: services labelled service.kubernetes.io/service-proxy-name
-	// are served only if the label equals this.
-	ServiceProxyName string
-	// EndpointFilter keeps only endpoints of this proxier's pod networks.
-	EndpointFilter proxy.EndpointFilter
-	// Logger; the zero value discards.
-	Logger logr.Logger
-	// Metrics receives kube-proxy's sync metrics (sync latency, last sync,
-	// iptables rule counts and restore failures, services without local
-	// endpoints); nil records none. The data-path counters are in
-	// Proxier.Stats either way.
-	Metrics *metrics.Metrics
-	// SyncPeriod is the longest time between two syncs in Run; default 30s.
-	SyncPeriod time.Duration
-	// MinSyncPeriod is the shortest time between two syncs in Run; default 1s.
-	MinSyncPeriod time.Duration
 	// LoadBalancer chooses endpoints; nil means a new round-robin balancer
 	// (NewRoundRobin) with ClientIP session affinity support.
 	LoadBalancer LoadBalancer
+}
+
+// Interfaces is what a Proxier drives (fakes in tests: see
+// userspacetest.Fakes).
+type Interfaces struct {
+	// IPTables is the runner for capture rules; required for
+	// CaptureIPTables, unused otherwise. Its family is the proxier's.
+	IPTables xtables.Runner
 	// Sockets opens listeners and backend connections; nil means the
 	// operating system's (OSSockets).
 	Sockets Sockets
-	// Clock is used for grace periods and affinity; nil means the real clock.
-	Clock clock.WithTicker
 }
-
-// ConntrackCleaner deletes UDP conntrack entries; iptables.NewConntrackCleaner
-// returns the netlink one.
-type ConntrackCleaner = iptables.ConntrackCleaner
-
-// ConntrackFilter selects UDP conntrack entries.
-type ConntrackFilter = iptables.ConntrackFilter
 
 // Errors. Test with errors.Is.
 var (
-	// ErrInvalidConfig wraps every configuration error returned by New.
+	// ErrInvalidConfig wraps every configuration error returned by NewProxier.
 	ErrInvalidConfig = errors.New("userspace: invalid config")
 	// ErrPortsExhausted: no free proxy port was left in Config.PortRange.
 	ErrPortsExhausted = errors.New("userspace: proxy port range exhausted")
@@ -218,8 +199,8 @@ var (
 	ErrUnknownService = errors.New("userspace: unknown service port")
 	// ErrUnsupportedProtocol: SCTP (and anything but TCP/UDP) is not proxied.
 	ErrUnsupportedProtocol = errors.New("userspace: protocol not supported by the userspace proxy")
-	// ErrClosed: the proxier was closed.
-	ErrClosed = errors.New("userspace: proxier closed")
+	// ErrClosed: the proxier was closed (the engine base's ErrClosed).
+	ErrClosed = engine.ErrClosed
 )
 
 const (
@@ -230,18 +211,19 @@ const (
 	defaultRetryBackoff   = 10 * time.Millisecond
 	maxRetryBackoff       = time.Second
 	defaultGracePeriod    = 30 * time.Second
-	defaultSyncPeriod     = 30 * time.Second
-	defaultMinSyncPeriod  = time.Second
 )
 
-// withDefaults validates c and fills its zero values.
-func (c Config) withDefaults() (Config, error) {
-	if c.IPFamily == "" {
-		c.IPFamily = v1.IPv4Protocol
+// withDefaults validates c and ifs and fills their zero values.
+func (c Config) withDefaults(ifs Interfaces) (Config, Interfaces, error) {
+	var family v1.IPFamily
+	if c.Capture == CaptureIPTables && ifs.IPTables != nil {
+		family = ifs.IPTables.Family()
 	}
-	if c.IPFamily != v1.IPv4Protocol && c.IPFamily != v1.IPv6Protocol {
-		return c, fmt.Errorf("%w: IPFamily %q", ErrInvalidConfig, c.IPFamily)
+	common, err := c.Common.WithDefaults(family)
+	if err != nil {
+		return c, ifs, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
+	c.Common = common
 	is6 := c.IPFamily == v1.IPv6Protocol
 	if !c.ListenAddress.IsValid() {
 		if is6 {
@@ -252,16 +234,17 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.ListenAddress = c.ListenAddress.Unmap()
 	if c.ListenAddress.Is6() != is6 {
-		return c, fmt.Errorf("%w: ListenAddress %s is not of family %s", ErrInvalidConfig, c.ListenAddress, c.IPFamily)
+		return c, ifs, fmt.Errorf("%w: ListenAddress %s is not of family %s", ErrInvalidConfig, c.ListenAddress, c.IPFamily)
 	}
 	if c.HostIP.IsValid() && c.HostIP.Unmap().Is6() != is6 {
-		return c, fmt.Errorf("%w: HostIP %s is not of family %s", ErrInvalidConfig, c.HostIP, c.IPFamily)
+		return c, ifs, fmt.Errorf("%w: HostIP %s is not of family %s", ErrInvalidConfig, c.HostIP, c.IPFamily)
 	}
+	c.HostIP = c.HostIP.Unmap()
 	if err := c.PortRange.validate(); err != nil {
-		return c, err
+		return c, ifs, err
 	}
-	if c.UDPIdleTimeout < 0 || c.TCPDialTimeout < 0 || c.SyncPeriod < 0 || c.MinSyncPeriod < 0 {
-		return c, fmt.Errorf("%w: negative timeout or period", ErrInvalidConfig)
+	if c.UDPIdleTimeout < 0 || c.TCPDialTimeout < 0 {
+		return c, ifs, fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	}
 	if c.UDPIdleTimeout == 0 {
 		c.UDPIdleTimeout = defaultUDPIdleTimeout
@@ -285,35 +268,23 @@ func (c Config) withDefaults() (Config, error) {
 	if c.EndpointCloseGracePeriod == 0 {
 		c.EndpointCloseGracePeriod = defaultGracePeriod
 	}
-	if c.SyncPeriod == 0 {
-		c.SyncPeriod = defaultSyncPeriod
-	}
-	if c.MinSyncPeriod == 0 {
-		c.MinSyncPeriod = defaultMinSyncPeriod
-	}
 	switch c.Capture {
 	case CaptureIPTables:
-		if c.IPTables == nil {
-			return c, fmt.Errorf("%w: CaptureIPTables needs an IPTables runner", ErrInvalidConfig)
-		}
-		if f := c.IPTables.Family(); f != c.IPFamily {
-			return c, fmt.Errorf("%w: IPTables runner is %s, proxier is %s", ErrInvalidConfig, f, c.IPFamily)
+		if ifs.IPTables == nil {
+			return c, ifs, fmt.Errorf("%w: CaptureIPTables needs Interfaces.IPTables", ErrInvalidConfig)
 		}
 		if c.ListenAddress.IsLoopback() {
-			return c, fmt.Errorf("%w: CaptureIPTables cannot redirect to a loopback ListenAddress %s", ErrInvalidConfig, c.ListenAddress)
+			return c, ifs, fmt.Errorf("%w: CaptureIPTables cannot redirect to a loopback ListenAddress %s", ErrInvalidConfig, c.ListenAddress)
 		}
 	case CaptureNone, CaptureBind:
 	default:
-		return c, fmt.Errorf("%w: %s", ErrInvalidConfig, c.Capture)
+		return c, ifs, fmt.Errorf("%w: %s", ErrInvalidConfig, c.Capture)
 	}
-	if c.Clock == nil {
-		c.Clock = clock.RealClock{}
-	}
-	if c.Sockets == nil {
-		c.Sockets = OSSockets{}
+	if ifs.Sockets == nil {
+		ifs.Sockets = OSSockets{}
 	}
 	if c.LoadBalancer == nil {
 		c.LoadBalancer = NewRoundRobin(c.Clock)
 	}
-	return c, nil
+	return c, ifs, nil
 }

@@ -11,8 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/userspace"
 )
@@ -50,23 +52,23 @@ func kernelHarness(backend string, family v1.IPFamily) netnstest.KernelHarness {
 	return netnstest.KernelHarness{
 		Quirks: quirks(proxytest.DefaultTopology(family)),
 		New: func(t *testing.T, env *netnstest.Env, _ proxytest.Options) proxy.Provider {
-			var ipt iptables.Runner
+			var ipt xtables.Runner
 			err := netnstest.Exec(env.Node, func() (err error) {
-				ipt, err = iptables.New(iptables.RunnerConfig{Family: env.Topo.Family, Backend: backend})
+				ipt, err = xtables.New(xtables.RunnerConfig{Family: env.Topo.Family, Backend: backend})
 				return err
 			})
 			if err != nil {
 				t.Skipf("iptables %s backend unavailable: %v", backend, err)
 			}
-			p, err := userspace.New(userspace.Config{
-				NodeName:     env.Topo.NodeName,
-				IPFamily:     env.Topo.Family,
+			p, err := userspace.NewProxier(userspace.Config{
+				Common: engine.Common{
+					NodeName:  env.Topo.NodeName,
+					IPFamily:  env.Topo.Family,
+					Conntrack: conntrack.New(),
+				},
 				HostIP:       env.Topo.NodeIP,
 				ClusterCIDRs: []netip.Prefix{env.Topo.ClusterCIDR},
-				IPTables:     ipt,
-				Sockets:      nsSockets{ns: env.Node},
-				Conntrack:    iptables.NewConntrackCleaner(),
-			})
+			}, userspace.Interfaces{IPTables: ipt, Sockets: nsSockets{ns: env.Node}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +88,7 @@ func TestConformanceKernel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-kernel conformance takes about two minutes; skipped with -short")
 	}
-	for _, backend := range []string{iptables.BackendNFT, iptables.BackendLegacy} {
+	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
 		for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 			t.Run(backend+"/"+string(fam), func(t *testing.T) {
 				netnstest.RunKernel(t, fam, kernelHarness(backend, fam))

@@ -2,7 +2,6 @@ package userspace_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -15,8 +14,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 	"github.com/svcproxy/svcproxy/userspace"
@@ -120,28 +119,6 @@ func (s *standIns) lookup(addr netip.AddrPort) (netip.AddrPort, error) {
 	return netip.AddrPort{}, &net.OpError{Op: "dial", Net: "stand-in", Err: syscall.ECONNREFUSED}
 }
 
-// mappingSockets dials stand-ins instead of pod addresses.
-type mappingSockets struct {
-	userspace.OSSockets
-	s *standIns
-}
-
-func (m mappingSockets) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
-	to, err := m.s.lookup(addr)
-	if err != nil {
-		return nil, err
-	}
-	return m.OSSockets.DialTCP(ctx, to)
-}
-
-func (m mappingSockets) DialUDP(addr netip.AddrPort) (*net.UDPConn, error) {
-	to, err := m.s.lookup(addr)
-	if err != nil {
-		return nil, err
-	}
-	return m.OSSockets.DialUDP(to)
-}
-
 // loopbackProber implements proxytest.Sampler.
 type loopbackProber struct {
 	rules *userspacetest.Tracer
@@ -222,20 +199,18 @@ func askLoopback(to netip.AddrPort, proto v1.Protocol) (string, error) {
 
 func loopbackHarness(t *testing.T, topo proxytest.Topology, _ proxytest.Options) (proxy.Provider, proxytest.Tracer) {
 	stand := startStandIns(t, topo)
-	fake := iptablestest.NewFake(topo.Family)
-	p, err := userspace.New(userspace.Config{
-		NodeName:     topo.NodeName,
-		IPFamily:     topo.Family,
+	fakes := userspacetest.NewFakes(topo.Family)
+	fakes.Sockets.Redirect = stand.lookup // dial stand-ins instead of pod addresses
+	p, err := userspace.NewProxier(userspace.Config{
+		Common:       engine.Common{NodeName: topo.NodeName, IPFamily: topo.Family},
 		HostIP:       topo.NodeIP,
 		ClusterCIDRs: []netip.Prefix{topo.ClusterCIDR},
-		IPTables:     fake,
-		Sockets:      mappingSockets{s: stand},
-	})
+	}, fakes.Interfaces())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	rules := &userspacetest.Tracer{Proxier: p, IPTables: fake, NodeIPs: []netip.Addr{topo.NodeIP}}
+	rules := userspacetest.NewTracer(fakes, userspacetest.TracerConfig{Proxier: p, NodeIPs: []netip.Addr{topo.NodeIP}})
 	return p, &loopbackProber{rules: rules, loop: stand.loop}
 }
 

@@ -6,8 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 	"github.com/svcproxy/svcproxy/userspace"
@@ -36,19 +36,17 @@ func quirks(topo proxytest.Topology) []proxytest.Quirk {
 // real proxy sockets on the unspecified address at kernel-chosen ports (no
 // root needed), traced by userspacetest.Tracer.
 func harness(t *testing.T, topo proxytest.Topology, _ proxytest.Options) (proxy.Provider, proxytest.Tracer) {
-	fake := iptablestest.NewFake(topo.Family)
-	p, err := userspace.New(userspace.Config{
-		NodeName:     topo.NodeName,
-		IPFamily:     topo.Family,
+	fakes := userspacetest.NewFakes(topo.Family)
+	p, err := userspace.NewProxier(userspace.Config{
+		Common:       engine.Common{NodeName: topo.NodeName, IPFamily: topo.Family, NodeIPs: []netip.Addr{topo.NodeIP}},
 		HostIP:       topo.NodeIP,
 		ClusterCIDRs: []netip.Prefix{topo.ClusterCIDR},
-		IPTables:     fake,
-	})
+	}, fakes.Interfaces())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return p, &userspacetest.Tracer{Proxier: p, IPTables: fake, NodeIPs: []netip.Addr{topo.NodeIP}}
+	return p, userspacetest.NewTracer(fakes, userspacetest.TracerConfig{Proxier: p})
 }
 
 func TestConformanceIPv4(t *testing.T) {

@@ -4,6 +4,32 @@
 // each connection, or each client's UDP flow, to an endpoint chosen by a
 // LoadBalancer.
 //
+// # The engine base
+//
+// Proxier is built on proxy/engine like every engine: NewProxier(cfg,
+// ifs) with a Config that embeds engine.Common and the Interfaces it
+// drives (the iptables runner of package iptables/xtables for the capture
+// rules, the Sockets layer). Its exported methods are exactly the base's:
+// the handlers, Sync, Run, DryRun, Cleanup, Close, Stats,
+// RequestFullSync, Config and IPFamily. The base owns the change tracker,
+// the loop, the full/partial decision, kube-proxy's sync metrics, proxy
+// and service health, stale-UDP conntrack cleanup and Common.OnSync; this
+// package supplies the hooks: Apply (plan, diff and apply of one update),
+// DryRun (the plan as text; nothing opened or written), Drifted (the
+// capture rules' canaries), Cleanup (CleanupLeftovers) and Close (every
+// socket, connection and goroutine). What is particular to this engine
+// is read with package-level functions: Listeners, ProxyAddr, Counters
+// (the data-path counters) and ConfigOf.
+//
+// The code is split by concern: the plan (plan.go and plan_*.go: pure
+// functions from a service port and its endpoints to sockets, endpoint
+// sets and capture-rule plans, one file per decision), apply.go (which
+// service ports a sync replans, teardown, balancer updates), listeners.go
+// (proxy sockets and port allocation), rules.go and capture.go (capture
+// rules: rendering, incremental and full writes, the drift check),
+// connections.go (established connections, grace-period closing, the
+// goroutines Close waits for), and tcp.go and udp.go (the data path).
+//
 // # How traffic reaches the proxy
 //
 // Config.Capture selects it:
@@ -21,11 +47,16 @@
 //     policy, and drops load-balancer traffic from outside
 //     loadBalancerSourceRanges). The first write fills the chains; later
 //     ones change only the rules of the services that changed (-D/-A in
-//     one iptables-restore), with a full rewrite at least hourly and after
-//     any failure. Proxier.Cleanup and CleanupLeftovers remove them.
+//     one iptables-restore); our chains are rewritten in full on every full
+//     sync of the base (hourly, after a failed write, after a node label
+//     change) and at once when the drift check finds a canary rule missing:
+//     every full write puts a no-op rule first into KUBE-PORTALS-CONTAINER
+//     and KUBE-USERSPACE-FILTER, and Run checks both every
+//     Common.DriftCheckInterval (2s; one iptables -C each), so a flush of
+//     the nat or filter table or of our chains is repaired within seconds.
+//     Proxier.Cleanup and CleanupLeftovers remove the chains.
 //   - CaptureNone: no rules. Each service port is served on ListenAddress
-//     at a proxy port (Proxier.ProxyAddr, Proxier.Listeners) and at its node
-//     port.
+//     at a proxy port (ProxyAddr, Listeners) and at its node port.
 //   - CaptureBind: no rules; sockets bind the service addresses themselves
 //     (they must be local: a dummy interface, or 127.0.0.0/8 in tests) and
 //     the node ports.
@@ -60,7 +91,11 @@
 //   - SCTP service ports are not served: logged once and counted
 //     (CounterSkippedProtocol). A service port that cannot get a socket
 //     (ErrPortsExhausted, a bind error) is reported by Sync as a
-//     *ServiceError and retried at each sync; every other service is served.
+//     *ServiceError (inside the base's *engine.SyncError) and retried at
+//     each sync; every other service is served. Such a failure makes the
+//     base's next sync full, but the engine then replans only the failing
+//     ports and what changed, and rewrites the rules only if the drift
+//     check finds them changed.
 //   - Close closes every socket, connection and flow and waits for every
 //     goroutine the proxier started.
 //   - The proxy originates the backend connection, so backends see the
@@ -71,10 +106,12 @@
 // ("## userspace") for throughput, CPU per byte, latency, connection rates
 // and sync cost measured against direct connections.
 //
-// Testing: userspacetest.Tracer answers the conformance table's questions
-// from the rules the proxier wrote and its sockets. The package's own tests
-// run the table three ways: over iptablestest.Fake, over real loopback
-// traffic without root (rules traced, data path real, pod addresses mapped
-// to loopback stand-ins by a Sockets layer), and, as root, with real
+// Testing: package userspacetest has the kit every engine has (Fakes,
+// NewFakes, Interfaces, Dump, NewTracer, proxytest.Faults on each fake);
+// its Tracer answers the conformance table's questions from the rules the
+// proxier wrote and its sockets. The package's own tests run the table
+// three ways: over iptablestest.Fake, over real loopback traffic without
+// root (rules traced, data path real, pod addresses mapped to loopback
+// stand-ins by userspacetest.Sockets.Redirect), and, as root, with real
 // packets in network namespaces on both iptables backends.
 package userspace

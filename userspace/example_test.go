@@ -16,11 +16,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/userspace"
 )
 
 // A proxier without capture rules: the service is reached at the proxy
-// socket that ProxyAddr reports.
+// socket that userspace.ProxyAddr reports.
 func Example() {
 	// A backend on loopback that greets.
 	backend, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -37,11 +38,11 @@ func Example() {
 	}()
 	port := backend.Addr().(*net.TCPAddr).Port
 
-	p, err := userspace.New(userspace.Config{
-		NodeName:      "node-a",
+	p, err := userspace.NewProxier(userspace.Config{
+		Common:        engine.Common{NodeName: "node-a"},
 		Capture:       userspace.CaptureNone,
 		ListenAddress: netip.MustParseAddr("127.0.0.1"),
-	})
+	}, userspace.Interfaces{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -67,7 +68,7 @@ func Example() {
 	}
 
 	name := proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "greeter"}, Port: "http", Protocol: v1.ProtocolTCP}
-	addr, _ := p.ProxyAddr(name, false)
+	addr, _ := userspace.ProxyAddr(p, name, false)
 	c, err := net.Dial("tcp", addr.String())
 	if err != nil {
 		fmt.Println(err)

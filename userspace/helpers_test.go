@@ -113,7 +113,7 @@ func spn(name string, proto v1.Protocol) proxy.ServicePortName {
 }
 
 // newTestProxier returns a synced, empty proxier closed at the end of the test.
-func newTestProxier(t testing.TB, cfg Config) *Proxier {
+func newTestProxier(t testing.TB, cfg Config, ifs ...Interfaces) *Proxier {
 	t.Helper()
 	if cfg.NodeName == "" {
 		cfg.NodeName = testNode
@@ -121,9 +121,13 @@ func newTestProxier(t testing.TB, cfg Config) *Proxier {
 	if tt, ok := t.(*testing.T); ok && cfg.Logger.GetSink() == nil {
 		cfg.Logger = testr.NewWithOptions(tt, testr.Options{Verbosity: 0})
 	}
-	p, err := New(cfg)
+	var in Interfaces
+	if len(ifs) > 0 {
+		in = ifs[0]
+	}
+	p, err := NewProxier(cfg, in)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewProxier: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
 	p.OnServiceSynced()

@@ -15,16 +15,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // checkSyncState checks the bookkeeping that lets a partial sync skip
 // unchanged services: byService lists exactly the ports in services, and
 // the no-local-endpoint counts match a recount.
 func (p *Proxier) checkSyncState() error {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
 	indexed := 0
-	for nn, ports := range p.byService {
+	for nn, ports := range p.svc.byService {
 		if len(ports) == 0 {
 			return fmt.Errorf("byService[%s] is empty, not deleted", nn)
 		}
@@ -32,7 +33,7 @@ func (p *Proxier) checkSyncState() error {
 			if name.NamespacedName != nn {
 				return fmt.Errorf("byService[%s] lists %s", nn, name)
 			}
-			if p.services[name] == nil {
+			if p.svc.services[name] == nil {
 				return fmt.Errorf("byService[%s] lists %s, which has no state", nn, name)
 			}
 			if slices.Contains(ports[:i], name) {
@@ -41,11 +42,11 @@ func (p *Proxier) checkSyncState() error {
 		}
 		indexed += len(ports)
 	}
-	if indexed != len(p.services) {
-		return fmt.Errorf("byService indexes %d ports, services holds %d", indexed, len(p.services))
+	if indexed != len(p.svc.services) {
+		return fmt.Errorf("byService indexes %d ports, services holds %d", indexed, len(p.svc.services))
 	}
 	var internal, external int
-	for name, st := range p.services {
+	for name, st := range p.svc.services {
 		if st.plan == nil {
 			return fmt.Errorf("%s has state but no plan", name)
 		}
@@ -56,9 +57,9 @@ func (p *Proxier) checkSyncState() error {
 			external++
 		}
 	}
-	if internal != p.noLocalInternal || external != p.noLocalExternal {
+	if internal != p.svc.noLocalInternal || external != p.svc.noLocalExternal {
 		return fmt.Errorf("no-local-endpoint counts internal=%d external=%d, recount gives %d and %d",
-			p.noLocalInternal, p.noLocalExternal, internal, external)
+			p.svc.noLocalInternal, p.svc.noLocalExternal, internal, external)
 	}
 	return nil
 }
@@ -89,30 +90,30 @@ func TestPartialSyncRetriesFailingPortWithoutChange(t *testing.T) {
 		t.Fatalf("Sync = %v, want ErrPortsExhausted for ns/web", err)
 	}
 	mustCheckSyncState(t, p)
-	dns := p.services[spn("dns", v1.ProtocolUDP)].plan
+	dns := p.svc.services[spn("dns", v1.ProtocolUDP)].plan
 
 	// Nothing changed and the port is still held: web fails again, alone.
 	if err := p.Sync(context.Background()); !errors.Is(err, ErrPortsExhausted) {
 		t.Fatalf("second Sync = %v, want ErrPortsExhausted", err)
 	}
-	if p.lastPlans != 1 {
-		t.Errorf("a sync with nothing changed planned %d service ports, want 1 (the failing one)", p.lastPlans)
+	if p.svc.lastPlans != 1 {
+		t.Errorf("a sync with nothing changed planned %d service ports, want 1 (the failing one)", p.svc.lastPlans)
 	}
 
 	// The holder lets go; still nothing changed in the cluster.
 	holder.Close()
 	mustSync(t, p)
-	if addr, ok := p.ProxyAddr(spn("web", v1.ProtocolTCP), false); !ok || int(addr.Port()) != port {
+	if addr, ok := ProxyAddr(p, spn("web", v1.ProtocolTCP), false); !ok || int(addr.Port()) != port {
 		t.Fatalf("ns/web not served once its port was free: %v %v", addr, ok)
 	}
-	if p.lastPlans != 1 || p.services[spn("dns", v1.ProtocolUDP)].plan != dns {
-		t.Errorf("retry planned %d service ports (dns replanned: %v), want only ns/web", p.lastPlans, p.services[spn("dns", v1.ProtocolUDP)].plan != dns)
+	if p.svc.lastPlans != 1 || p.svc.services[spn("dns", v1.ProtocolUDP)].plan != dns {
+		t.Errorf("retry planned %d service ports (dns replanned: %v), want only ns/web", p.svc.lastPlans, p.svc.services[spn("dns", v1.ProtocolUDP)].plan != dns)
 	}
 	mustCheckSyncState(t, p)
 	// Served now: the next sync plans nothing.
 	mustSync(t, p)
-	if p.lastPlans != 0 {
-		t.Errorf("a sync with nothing changed or failing planned %d service ports, want 0", p.lastPlans)
+	if p.svc.lastPlans != 0 {
+		t.Errorf("a sync with nothing changed or failing planned %d service ports, want 0", p.svc.lastPlans)
 	}
 }
 
@@ -139,7 +140,7 @@ func TestPartialSyncTearsDownOnlyLostPorts(t *testing.T) {
 	p.OnServiceAdd(twoPortService("o", "10.96.0.11"))
 	mustSync(t, p)
 	addrs := map[proxy.ServicePortName]netip.AddrPort{}
-	for _, l := range p.Listeners() {
+	for _, l := range Listeners(p) {
 		addrs[l.Service] = l.Addr
 	}
 	if len(addrs) != 4 {
@@ -150,7 +151,7 @@ func TestPartialSyncTearsDownOnlyLostPorts(t *testing.T) {
 	p.OnServiceUpdate(twoPortService("m", "10.96.0.10"), twoPortService("m", "10.96.0.10", "b"))
 	mustSync(t, p)
 	mustCheckSyncState(t, p)
-	if _, ok := p.ProxyAddr(name("m", "b"), false); ok {
+	if _, ok := ProxyAddr(p, name("m", "b"), false); ok {
 		t.Error("ns/m:b still has a socket after the port was removed")
 	}
 	if c, err := net.Dial("tcp", addrs[name("m", "b")].String()); err == nil {
@@ -158,11 +159,11 @@ func TestPartialSyncTearsDownOnlyLostPorts(t *testing.T) {
 		t.Error("ns/m:b's socket still accepts connections")
 	}
 	for _, n := range []proxy.ServicePortName{name("m", "a"), name("o", "a"), name("o", "b")} {
-		if got, ok := p.ProxyAddr(n, false); !ok || got != addrs[n] {
+		if got, ok := ProxyAddr(p, n, false); !ok || got != addrs[n] {
 			t.Errorf("%s: socket %v (%v), want it kept at %v", n, got, ok, addrs[n])
 		}
 	}
-	if got := p.byService[name("m", "a").NamespacedName]; !slices.Equal(got, []proxy.ServicePortName{name("m", "a")}) {
+	if got := p.svc.byService[name("m", "a").NamespacedName]; !slices.Equal(got, []proxy.ServicePortName{name("m", "a")}) {
 		t.Errorf("byService[ns/m] = %v, want only ns/m:a", got)
 	}
 
@@ -170,14 +171,14 @@ func TestPartialSyncTearsDownOnlyLostPorts(t *testing.T) {
 	p.OnServiceUpdate(twoPortService("m", "10.96.0.10", "b"), twoPortService("m", "10.96.0.10"))
 	mustSync(t, p)
 	mustCheckSyncState(t, p)
-	if _, ok := p.ProxyAddr(name("m", "b"), false); !ok {
+	if _, ok := ProxyAddr(p, name("m", "b"), false); !ok {
 		t.Error("ns/m:b not served after the port came back")
 	}
 	p.OnServiceDelete(twoPortService("m", "10.96.0.10"))
 	mustSync(t, p)
 	mustCheckSyncState(t, p)
-	if _, ok := p.byService[name("m", "a").NamespacedName]; ok || len(p.services) != 2 {
-		t.Errorf("after deleting ns/m: byService has it %v, %d service ports with state, want 2", ok, len(p.services))
+	if _, ok := p.svc.byService[name("m", "a").NamespacedName]; ok || len(p.svc.services) != 2 {
+		t.Errorf("after deleting ns/m: byService has it %v, %d service ports with state, want 2", ok, len(p.svc.services))
 	}
 }
 
@@ -186,30 +187,30 @@ func TestPartialSyncTearsDownOnlyLostPorts(t *testing.T) {
 // again when it comes back.
 func TestPartialSyncFilterScope(t *testing.T) {
 	p := newTestProxier(t, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"),
-		EndpointFilter: proxy.EndpointFilter{IncludeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}})
+		Common: engine.Common{EndpointFilter: proxy.EndpointFilter{IncludeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}}})
 	web, other := spn("web", v1.ProtocolTCP), spn("other", v1.ProtocolTCP)
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(makeService("other", "10.96.0.11", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, 8080, epSpec{ip: "10.244.1.2"}))
 	p.OnEndpointSliceAdd(makeSlice("other", v1.ProtocolTCP, 8080, epSpec{ip: "10.244.1.3"}))
 	mustSync(t, p)
-	otherAddr, ok := p.ProxyAddr(other, false)
-	if _, webOK := p.ProxyAddr(web, false); !webOK || !ok {
+	otherAddr, ok := ProxyAddr(p, other, false)
+	if _, webOK := ProxyAddr(p, web, false); !webOK || !ok {
 		t.Fatalf("in scope: web served %v, other served %v", webOK, ok)
 	}
 	p.OnEndpointSliceUpdate(nil, makeSlice("web", v1.ProtocolTCP, 8080, epSpec{ip: "10.99.1.2"}))
 	mustSync(t, p)
 	mustCheckSyncState(t, p)
-	if _, ok := p.ProxyAddr(web, false); ok {
+	if _, ok := ProxyAddr(p, web, false); ok {
 		t.Error("web still served after leaving the filter's scope")
 	}
-	if got, ok := p.ProxyAddr(other, false); !ok || got != otherAddr {
+	if got, ok := ProxyAddr(p, other, false); !ok || got != otherAddr {
 		t.Errorf("other: %v %v, want kept at %v", got, ok, otherAddr)
 	}
 	p.OnEndpointSliceUpdate(nil, makeSlice("web", v1.ProtocolTCP, 8080, epSpec{ip: "10.244.1.4"}))
 	mustSync(t, p)
 	mustCheckSyncState(t, p)
-	if _, ok := p.ProxyAddr(web, false); !ok {
+	if _, ok := ProxyAddr(p, web, false); !ok {
 		t.Error("web not served after coming back into scope")
 	}
 }
@@ -226,8 +227,8 @@ func TestPartialSyncNoLocalCounts(t *testing.T) {
 	want := func(internal, external int) {
 		t.Helper()
 		mustCheckSyncState(t, p)
-		if p.noLocalInternal != internal || p.noLocalExternal != external {
-			t.Errorf("no-local counts internal=%d external=%d, want %d and %d", p.noLocalInternal, p.noLocalExternal, internal, external)
+		if p.svc.noLocalInternal != internal || p.svc.noLocalExternal != external {
+			t.Errorf("no-local counts internal=%d external=%d, want %d and %d", p.svc.noLocalInternal, p.svc.noLocalExternal, internal, external)
 		}
 	}
 	p.OnServiceAdd(local("a"))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 	"github.com/svcproxy/svcproxy/userspace"
 )
@@ -103,8 +104,8 @@ func TestPartialSyncWalk(t *testing.T) {
 	newProxier := func() (*userspace.Proxier, *iptablestest.Fake, *metrics.Metrics) {
 		fake := iptablestest.NewFake(v1.IPv4Protocol)
 		m := metrics.New()
-		p, err := userspace.New(userspace.Config{NodeName: "node-a", HostIP: netip.MustParseAddr("192.168.50.10"),
-			IPTables: fake, Metrics: m, EndpointFilter: filter})
+		p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a", Metrics: m, EndpointFilter: filter},
+			HostIP: netip.MustParseAddr("192.168.50.10")}, userspace.Interfaces{IPTables: fake})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,11 +3,10 @@ package userspace
 import (
 	"net/netip"
 	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -52,8 +51,8 @@ const (
 
 // rulePlan is one capture rule, before proxy ports are known.
 type rulePlan struct {
-	table   iptables.Table
-	chain   iptables.Chain
+	table   xtables.Table
+	chain   xtables.Chain
 	src     netip.Prefix // invalid: any source
 	dst     netip.Addr   // invalid: any (node ports, addrtype LOCAL in the jump)
 	dstPort int          // service port or node port; 0 with listener-port filter rules
@@ -87,154 +86,101 @@ type planParams struct {
 // capture rules of one service port. It does no I/O. It returns
 // ErrUnsupportedProtocol for anything but TCP and UDP.
 //
-// A service port has up to two endpoint sets, each with its own socket:
-// the cluster set (every usable endpoint) and the local set (this node's).
-// Cluster-IP traffic uses the set internalTrafficPolicy names; node-port,
-// external-IP and load-balancer traffic the set externalTrafficPolicy
-// names, except that, as in kube-proxy, traffic from pods (ClusterCIDRs)
-// and from the node itself is short-circuited to the cluster set.
+// What it decides is split by concern, one file each: the endpoint sets
+// and which traffic uses which (plan_trafficpolicy.go), session affinity
+// (plan_affinity.go), and the addresses the service is reached at: its
+// cluster IP (plan_clusterip.go), external IPs (plan_externalip.go),
+// load-balancer IPs with their source ranges (plan_loadbalancer.go) and
+// node port (plan_nodeport.go).
 func planService(name proxy.ServicePortName, svc proxy.ServicePort, eps []proxy.Endpoint, pp planParams) (*servicePlan, error) {
 	proto := svc.Protocol()
 	if proto != v1.ProtocolTCP && proto != v1.ProtocolUDP {
 		return nil, ErrUnsupportedProtocol
 	}
-	plan := &servicePlan{name: name, protocol: proto}
-
-	cluster, local, _, hasAny := proxy.CategorizeEndpoints(eps, svc, pp.nodeName, pp.nodeLabels)
-	affinity := Affinity{}
-	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
-		affinity = Affinity{ClientIP: true, Timeout: time.Duration(svc.StickyMaxAgeSeconds()) * time.Second}
+	b := &planner{
+		plan: &servicePlan{name: name, protocol: proto},
+		pp:   pp,
+		port: uint16(svc.Port()),
 	}
-	addrs := func(set []proxy.Endpoint) []netip.AddrPort {
-		out := make([]netip.AddrPort, 0, len(set))
-		for _, ep := range set {
-			if ep.Port() <= 0 || ep.Port() > 65535 || !ep.IP().IsValid() {
-				continue
+	b.planTrafficPolicy(name, svc, eps, affinityOf(svc))
+	b.planProxySockets()
+	b.planClusterIP(svc)
+	b.planExternalIPs(svc)
+	b.planLoadBalancer(svc)
+	b.planNodePort(svc)
+	slices.SortFunc(b.plan.listeners, compareListenerIDs)
+	b.plan.listeners = slices.Compact(b.plan.listeners)
+	return b.plan, nil
+}
+
+// planner builds one service port's plan.
+type planner struct {
+	plan *servicePlan
+	pp   planParams
+	port uint16 // the service port
+	// The endpoint sets' keys, and those that cluster-IP (internal) and
+	// node-port, external-IP and load-balancer (external) traffic use.
+	clusterKey, localKey, internalKey, externalKey BalancerKey
+}
+
+func (b *planner) proxySocket(k BalancerKey) listenerID {
+	return listenerID{kind: listenProxyPort, protocol: b.plan.protocol, key: k}
+}
+
+// fixedSocket adds a socket bound at a fixed address.
+func (b *planner) fixedSocket(k BalancerKey, at netip.AddrPort) {
+	b.plan.listeners = append(b.plan.listeners, listenerID{kind: listenFixed, protocol: b.plan.protocol, key: k, bind: at})
+}
+
+// planProxySockets adds a proxy-port socket per endpoint set (CaptureIPTables:
+// the rules redirect to it; CaptureNone: clients connect to it) and, with
+// capture rules, the filter rule that refuses new connections to a set
+// without endpoints.
+func (b *planner) planProxySockets() {
+	if b.pp.capture == CaptureBind {
+		return
+	}
+	for _, f := range b.plan.frontends {
+		b.plan.listeners = append(b.plan.listeners, b.proxySocket(f.key))
+		if b.pp.capture == CaptureIPTables && len(f.endpoints) == 0 {
+			v := verdictReject
+			if f.drop {
+				v = verdictDrop
 			}
-			out = append(out, netip.AddrPortFrom(ep.IP().Unmap(), uint16(ep.Port())))
+			b.plan.rules = append(b.plan.rules, rulePlan{table: xtables.TableFilter, chain: ChainFilter, verdict: v, target: b.proxySocket(f.key), byPort: true})
 		}
-		slices.SortFunc(out, netip.AddrPort.Compare)
-		return slices.Compact(out)
 	}
+}
 
-	external := svc.ExternallyAccessible()
-	iLocal, eLocal := svc.InternalPolicyLocal(), external && svc.ExternalPolicyLocal()
-	clusterKey := BalancerKey{ServicePortName: name}
-	localKey := BalancerKey{ServicePortName: name, Local: true}
-	needCluster := !iLocal || external
-	needLocal := iLocal || eLocal
-	if needCluster {
-		plan.frontends = append(plan.frontends, frontendPlan{key: clusterKey, endpoints: addrs(cluster), affinity: affinity, drop: hasAny})
-	}
-	if needLocal {
-		plan.frontends = append(plan.frontends, frontendPlan{key: localKey, endpoints: addrs(local), affinity: affinity, drop: hasAny})
-	}
-	plan.noLocalInternal = iLocal && len(local) == 0
-	plan.noLocalExternal = eLocal && len(local) == 0
-	internalKey, externalKey := clusterKey, clusterKey
-	if iLocal {
-		internalKey = localKey
-	}
-	if eLocal {
-		externalKey = localKey
-	}
+// nat adds a capture rule redirecting dst:dport (from src) to k's proxy socket.
+func (b *planner) nat(chain xtables.Chain, src netip.Prefix, dst netip.Addr, dport int, k BalancerKey) {
+	b.plan.rules = append(b.plan.rules, rulePlan{table: xtables.TableNAT, chain: chain, src: src, dst: dst, dstPort: dport, target: b.proxySocket(k)})
+}
 
-	port := uint16(svc.Port())
-	var clusterVIP netip.AddrPort
-	if ip := svc.ClusterIP(); ip.IsValid() && !ip.IsUnspecified() {
-		clusterVIP = netip.AddrPortFrom(ip.Unmap(), port)
-	}
-	var externalIPs, lbIPs []netip.AddrPort
-	for _, ip := range svc.ExternalIPs() {
-		externalIPs = append(externalIPs, netip.AddrPortFrom(ip.Unmap(), port))
-	}
-	for _, ip := range svc.LoadBalancerVIPs() {
-		lbIPs = append(lbIPs, netip.AddrPortFrom(ip.Unmap(), port))
-	}
-	nodePort := svc.NodePort()
-	if nodePort < 0 || nodePort > 65535 {
-		nodePort = 0
-	}
-
-	switch pp.capture {
-	case CaptureIPTables:
-		sock := func(k BalancerKey) listenerID {
-			return listenerID{kind: listenProxyPort, protocol: proto, key: k}
+// externalDst adds the capture rules for an address (or, with dst
+// invalid, the node port) reached as "external" traffic: from pods and
+// the outside through container, from the node through host. With source
+// ranges, only those sources are redirected and the rest dropped.
+func (b *planner) externalDst(container, host xtables.Chain, dst netip.Addr, dport int, ranges []netip.Prefix) {
+	if len(ranges) > 0 {
+		for _, r := range ranges {
+			b.nat(container, r, dst, dport, b.externalKey)
 		}
-		for _, f := range plan.frontends {
-			plan.listeners = append(plan.listeners, sock(f.key))
-			if len(f.endpoints) == 0 {
-				v := verdictReject
-				if f.drop {
-					v = verdictDrop
-				}
-				plan.rules = append(plan.rules, rulePlan{table: iptables.TableFilter, chain: ChainFilter, verdict: v, target: sock(f.key), byPort: true})
-			}
-		}
-		nat := func(chain iptables.Chain, src netip.Prefix, dst netip.Addr, dport int, k BalancerKey) {
-			plan.rules = append(plan.rules, rulePlan{table: iptables.TableNAT, chain: chain, src: src, dst: dst, dstPort: dport, target: sock(k)})
-		}
-		// externalDst adds the rules for an address (or, with dst
-		// invalid, the node port) reached as "external" traffic.
-		externalDst := func(container, host iptables.Chain, dst netip.Addr, dport int, ranges []netip.Prefix) {
-			if len(ranges) > 0 {
-				for _, r := range ranges {
-					nat(container, r, dst, dport, externalKey)
-				}
-				// Sources outside the ranges are not redirected and are
-				// dropped on their way on (filter, FORWARD and INPUT).
-				plan.rules = append(plan.rules, rulePlan{table: iptables.TableFilter, chain: ChainFilter, dst: dst, dstPort: dport, verdict: verdictDrop})
-			} else {
-				if externalKey != clusterKey {
-					for _, c := range pp.clusterCIDRs {
-						nat(container, c, dst, dport, clusterKey)
-					}
-				}
-				nat(container, netip.Prefix{}, dst, dport, externalKey)
-			}
-			nat(host, netip.Prefix{}, dst, dport, clusterKey)
-		}
-		if clusterVIP.IsValid() {
-			nat(ChainPortalsContainer, netip.Prefix{}, clusterVIP.Addr(), int(port), internalKey)
-			nat(ChainPortalsHost, netip.Prefix{}, clusterVIP.Addr(), int(port), internalKey)
-		}
-		for _, vip := range externalIPs {
-			externalDst(ChainPortalsContainer, ChainPortalsHost, vip.Addr(), int(port), nil)
-		}
-		var ranges []netip.Prefix
-		for _, r := range svc.LoadBalancerSourceRanges() {
-			if r.IsValid() && r.Addr().Is6() == pp.listen.Is6() {
-				ranges = append(ranges, r.Masked())
+		// Sources outside the ranges are not redirected and are
+		// dropped on their way on (filter, FORWARD and INPUT).
+		b.plan.rules = append(b.plan.rules, rulePlan{table: xtables.TableFilter, chain: ChainFilter, dst: dst, dstPort: dport, verdict: verdictDrop})
+	} else {
+		if b.externalKey != b.clusterKey {
+			// As kube-proxy: pods reaching an externalTrafficPolicy: Local
+			// service's external address get every endpoint.
+			for _, c := range b.pp.clusterCIDRs {
+				b.nat(container, c, dst, dport, b.clusterKey)
 			}
 		}
-		for _, vip := range lbIPs {
-			externalDst(ChainPortalsContainer, ChainPortalsHost, vip.Addr(), int(port), ranges)
-		}
-		if nodePort > 0 {
-			externalDst(ChainNodePortContainer, ChainNodePortHost, netip.Addr{}, nodePort, nil)
-		}
-	case CaptureNone:
-		for _, f := range plan.frontends {
-			plan.listeners = append(plan.listeners, listenerID{kind: listenProxyPort, protocol: proto, key: f.key})
-		}
-	case CaptureBind:
-		fixed := func(k BalancerKey, at netip.AddrPort) {
-			plan.listeners = append(plan.listeners, listenerID{kind: listenFixed, protocol: proto, key: k, bind: at})
-		}
-		if clusterVIP.IsValid() {
-			fixed(internalKey, clusterVIP)
-		}
-		for _, vip := range append(slices.Clone(externalIPs), lbIPs...) {
-			fixed(externalKey, vip)
-		}
+		b.nat(container, netip.Prefix{}, dst, dport, b.externalKey)
 	}
-	if nodePort > 0 && pp.capture != CaptureIPTables {
-		plan.listeners = append(plan.listeners, listenerID{kind: listenFixed, protocol: proto, key: externalKey,
-			bind: netip.AddrPortFrom(pp.listen, uint16(nodePort))})
-	}
-	slices.SortFunc(plan.listeners, compareListenerIDs)
-	plan.listeners = slices.Compact(plan.listeners)
-	return plan, nil
+	// The node's own traffic is short-circuited to the cluster set.
+	b.nat(host, netip.Prefix{}, dst, dport, b.clusterKey)
 }
 
 func compareListenerIDs(a, b listenerID) int {

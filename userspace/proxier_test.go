@@ -18,6 +18,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 func backendOf(answer string) string {
@@ -35,7 +37,7 @@ func TestTCPRoundRobinNoCapture(t *testing.T) {
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}, epSpec{ip: "127.0.0.3"}, epSpec{ip: "127.0.0.4"}))
 	mustSync(t, p)
 
-	addr, ok := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, ok := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 	if !ok || addr.Addr() != netip.MustParseAddr("127.0.0.1") || addr.Port() == 0 {
 		t.Fatalf("ProxyAddr = %v, %v", addr, ok)
 	}
@@ -55,14 +57,14 @@ func TestTCPRoundRobinNoCapture(t *testing.T) {
 			t.Errorf("backend %s got %d of 9 connections, want 3 (%v)", ip, counts[ip], counts)
 		}
 	}
-	if st := p.Stats(); st[CounterTCPProxied] != 9 {
+	if st := Counters(p); st[CounterTCPProxied] != 9 {
 		t.Errorf("tcp_proxied = %d, want 9", st[CounterTCPProxied])
 	}
 
 	// Removing the service closes its socket.
 	p.OnServiceDelete(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	mustSync(t, p)
-	if _, ok := p.ProxyAddr(spn("web", v1.ProtocolTCP), false); ok {
+	if _, ok := ProxyAddr(p, spn("web", v1.ProtocolTCP), false); ok {
 		t.Fatal("socket still listed after the service was deleted")
 	}
 	if _, err := askTCP(addr, "x"); err == nil {
@@ -78,7 +80,7 @@ func TestTCPRefusingBackendIsSkipped(t *testing.T) {
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}, epSpec{ip: "127.0.0.9"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 	for i := range 6 {
 		ans, err := askTCP(addr, "hi")
 		if err != nil {
@@ -88,7 +90,7 @@ func TestTCPRefusingBackendIsSkipped(t *testing.T) {
 			t.Fatalf("answer %q from an unexpected backend", ans)
 		}
 	}
-	st := p.Stats()
+	st := Counters(p)
 	if st[CounterDialErrors] == 0 {
 		t.Error("dial_errors = 0: the refusing backend was never tried")
 	}
@@ -103,11 +105,11 @@ func TestTCPAllBackendsRefuse(t *testing.T) {
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.9"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 	if ans, err := askTCP(addr, "hi"); err == nil {
 		t.Fatalf("got answer %q with every backend refusing", ans)
 	}
-	st := p.Stats()
+	st := Counters(p)
 	if st[CounterDialErrors] != 3 || st[CounterDialFailures] != 1 {
 		t.Errorf("dial_errors=%d dial_failures=%d, want 3 and 1", st[CounterDialErrors], st[CounterDialFailures])
 	}
@@ -117,7 +119,7 @@ func TestTCPNoEndpointsResets(t *testing.T) {
 	p := newTestProxier(t, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1")})
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	mustSync(t, p)
-	addr, ok := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, ok := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 	if !ok {
 		t.Fatal("a service without endpoints has no socket")
 	}
@@ -125,7 +127,7 @@ func TestTCPNoEndpointsResets(t *testing.T) {
 	if err == nil {
 		t.Fatal("got an answer with no endpoints")
 	}
-	if st := p.Stats(); st[CounterNoEndpoints] != 1 {
+	if st := Counters(p); st[CounterNoEndpoints] != 1 {
 		t.Errorf("no_endpoints = %d, want 1", st[CounterNoEndpoints])
 	}
 }
@@ -137,7 +139,7 @@ func TestTCPBackendDiesMidStream(t *testing.T) {
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 
 	c, err := net.Dial("tcp", addr.String())
 	if err != nil {
@@ -166,9 +168,9 @@ func TestTCPBackendDiesMidStream(t *testing.T) {
 		t.Errorf("client read error %v, want a connection reset", err)
 	}
 	eventually(t, "proxied connection to be released", func() bool {
-		p.activeMu.Lock()
-		defer p.activeMu.Unlock()
-		return len(p.active) == 0
+		p.conns.mu.Lock()
+		defer p.conns.mu.Unlock()
+		return len(p.conns.active) == 0
 	})
 }
 
@@ -179,7 +181,7 @@ func TestTCPHalfClose(t *testing.T) {
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 
 	c, err := net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(addr))
 	if err != nil {
@@ -211,7 +213,7 @@ func TestUDPFlowsAndIdleTimeout(t *testing.T) {
 	p.OnEndpointSliceAdd(makeSlice("dns", v1.ProtocolUDP, port, epSpec{ip: "127.0.0.2"}, epSpec{ip: "127.0.0.3"}))
 	mustSync(t, p)
 	name := spn("dns", v1.ProtocolUDP)
-	addr, ok := p.ProxyAddr(name, false)
+	addr, ok := ProxyAddr(p, name, false)
 	if !ok {
 		t.Fatal("no UDP socket")
 	}
@@ -242,7 +244,7 @@ func TestUDPFlowsAndIdleTimeout(t *testing.T) {
 		t.Fatalf("flow table %v, want %s → %s", flows, clientAddr, first)
 	}
 	eventually(t, "the idle flow to expire", func() bool { return len(p.udpFlows(name)) == 0 })
-	if st := p.Stats(); st[CounterUDPFlowsExpired] != 1 || st[CounterUDPFlows] != 1 {
+	if st := Counters(p); st[CounterUDPFlowsExpired] != 1 || st[CounterUDPFlows] != 1 {
 		t.Errorf("udp_flows=%d udp_flows_expired=%d, want 1 and 1", st[CounterUDPFlows], st[CounterUDPFlowsExpired])
 	}
 	// A new datagram opens a new flow, to the next backend.
@@ -261,10 +263,10 @@ func TestSCTPIsRefusedAndCounted(t *testing.T) {
 	p.OnServiceAdd(makeService("web", "10.96.0.11", v1.ProtocolTCP, 80))
 	mustSync(t, p)
 	mustSync(t, p) // counted once, not per sync
-	if st := p.Stats(); st[CounterSkippedProtocol] != 1 {
+	if st := Counters(p); st[CounterSkippedProtocol] != 1 {
 		t.Errorf("skipped_protocol = %d, want 1", st[CounterSkippedProtocol])
 	}
-	ls := p.Listeners()
+	ls := Listeners(p)
 	if len(ls) != 1 || ls[0].Service != spn("web", v1.ProtocolTCP) {
 		t.Fatalf("listeners %+v, want only ns/web", ls)
 	}
@@ -282,7 +284,7 @@ func TestPortRangeExhaustionIsPerService(t *testing.T) {
 	if !errors.Is(err, ErrPortsExhausted) || !errors.As(err, &se) || se.Service != spn("b", v1.ProtocolTCP) {
 		t.Fatalf("Sync = %v, want ErrPortsExhausted for ns/b", err)
 	}
-	if addr, ok := p.ProxyAddr(spn("a", v1.ProtocolTCP), false); !ok || int(addr.Port()) != port {
+	if addr, ok := ProxyAddr(p, spn("a", v1.ProtocolTCP), false); !ok || int(addr.Port()) != port {
 		t.Fatalf("ns/a lost its socket: %v %v", addr, ok)
 	}
 	// A UDP service may use the same port number.
@@ -294,10 +296,10 @@ func TestPortRangeExhaustionIsPerService(t *testing.T) {
 	// Freeing the port lets the failed service in at the next sync.
 	p.OnServiceDelete(makeService("a", "10.96.0.10", v1.ProtocolTCP, 80))
 	mustSync(t, p)
-	if addr, ok := p.ProxyAddr(spn("b", v1.ProtocolTCP), false); !ok || int(addr.Port()) != port {
+	if addr, ok := ProxyAddr(p, spn("b", v1.ProtocolTCP), false); !ok || int(addr.Port()) != port {
 		t.Fatalf("ns/b not served after the port was freed: %v %v", addr, ok)
 	}
-	if st := p.Stats(); st[CounterServiceErrors] == 0 {
+	if st := Counters(p); st[CounterServiceErrors] == 0 {
 		t.Error("service_errors = 0")
 	}
 }
@@ -321,7 +323,7 @@ func TestNodePortAndExternalPolicyNoCapture(t *testing.T) {
 			t.Fatalf("externalTrafficPolicy Local: node port reached %s", backendOf(ans))
 		}
 	}
-	internal, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	internal, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 	seen := map[string]bool{}
 	for range 4 {
 		ans, err := askTCP(internal, "x")
@@ -343,7 +345,7 @@ func TestSessionAffinityThroughProxy(t *testing.T) {
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80, withAffinity(60)))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}, epSpec{ip: "127.0.0.3"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 	seen := map[string]bool{}
 	for range 6 {
 		ans, err := askTCP(addr, "x")
@@ -379,11 +381,11 @@ func TestGracePeriodClosesConnectionsToRemovedEndpoints(t *testing.T) {
 	startBackend(t, "127.0.0.3", port)
 	clk := clocktesting.NewFakeClock(time.Now())
 	p := newTestProxier(t, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"),
-		Clock: clk, EndpointCloseGracePeriod: time.Minute})
+		Common: engine.Common{Clock: clk}, EndpointCloseGracePeriod: time.Minute})
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 
 	c, err := net.Dial("tcp", addr.String())
 	if err != nil {
@@ -415,7 +417,7 @@ func TestGracePeriodClosesConnectionsToRemovedEndpoints(t *testing.T) {
 	clk.Step(time.Minute)
 	// ...and is closed after it.
 	eventually(t, "the connection to the removed endpoint to close", func() bool {
-		return p.Stats()[CounterGraceClosed] == 1
+		return Counters(p)[CounterGraceClosed] == 1
 	})
 	if _, err := r.ReadString('\n'); err == nil {
 		t.Fatal("connection to a removed endpoint still open after the grace period")
@@ -435,7 +437,7 @@ func TestManyConnectionsNoLeak(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	fds0, g0 := countFDs(), runtime.NumGoroutine()
 
-	p, err := New(Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"), NodeName: testNode})
+	p, err := NewProxier(Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"), Common: engine.Common{NodeName: testNode}}, Interfaces{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +446,7 @@ func TestManyConnectionsNoLeak(t *testing.T) {
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 
 	const n = 1000
 	conns := make([]net.Conn, n)
@@ -479,9 +481,9 @@ func TestManyConnectionsNoLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	// All 1,000 are open at once here.
-	p.activeMu.Lock()
-	active := len(p.active)
-	p.activeMu.Unlock()
+	p.conns.mu.Lock()
+	active := len(p.conns.active)
+	p.conns.mu.Unlock()
 	if active != n {
 		t.Fatalf("%d proxied connections active, want %d", active, n)
 	}
@@ -489,9 +491,9 @@ func TestManyConnectionsNoLeak(t *testing.T) {
 		c.Close()
 	}
 	eventually(t, "every proxied connection to end", func() bool {
-		p.activeMu.Lock()
-		defer p.activeMu.Unlock()
-		return len(p.active) == 0
+		p.conns.mu.Lock()
+		defer p.conns.mu.Unlock()
+		return len(p.conns.active) == 0
 	})
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
@@ -513,7 +515,7 @@ func TestCloseReleasesSocketsAndGoroutines(t *testing.T) {
 	startBackend(t, "127.0.0.2", port)
 	time.Sleep(10 * time.Millisecond)
 	fds0, g0 := countFDs(), runtime.NumGoroutine()
-	p, err := New(Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"), NodeName: testNode})
+	p, err := NewProxier(Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"), Common: engine.Common{NodeName: testNode}}, Interfaces{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,8 +526,8 @@ func TestCloseReleasesSocketsAndGoroutines(t *testing.T) {
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}))
 	p.OnEndpointSliceAdd(makeSlice("dns", v1.ProtocolUDP, port, epSpec{ip: "127.0.0.2"}))
 	mustSync(t, p)
-	tcpAddr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
-	udpAddr, _ := p.ProxyAddr(spn("dns", v1.ProtocolUDP), false)
+	tcpAddr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
+	udpAddr, _ := ProxyAddr(p, spn("dns", v1.ProtocolUDP), false)
 	// An open TCP connection and a live UDP flow at Close time.
 	c, err := net.Dial("tcp", tcpAddr.String())
 	if err != nil {
@@ -573,7 +575,7 @@ func TestUDPFlowEndsWhenItsEndpointLeaves(t *testing.T) {
 	p.OnEndpointSliceAdd(makeSlice("dns", v1.ProtocolUDP, port, epSpec{ip: "127.0.0.2"}))
 	mustSync(t, p)
 	name := spn("dns", v1.ProtocolUDP)
-	addr, _ := p.ProxyAddr(name, false)
+	addr, _ := ProxyAddr(p, name, false)
 	client, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP("127.0.0.1")})
 	if err != nil {
 		t.Fatal(err)
@@ -599,39 +601,39 @@ func TestSyncPlansOnlyChangedServices(t *testing.T) {
 	p.OnServiceAdd(makeService("b", "10.96.0.11", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(makeService("s", "10.96.0.12", v1.ProtocolSCTP, 80))
 	mustSync(t, p)
-	plan := func(name string) *servicePlan { return p.services[spn(name, v1.ProtocolTCP)].plan }
+	plan := func(name string) *servicePlan { return p.svc.services[spn(name, v1.ProtocolTCP)].plan }
 	a, b := plan("a"), plan("b")
-	addrB, _ := p.ProxyAddr(spn("b", v1.ProtocolTCP), false)
+	addrB, _ := ProxyAddr(p, spn("b", v1.ProtocolTCP), false)
 
-	if p.lastPlans != 3 {
-		t.Errorf("first sync planned %d service ports, want 3", p.lastPlans)
+	if p.svc.lastPlans != 3 {
+		t.Errorf("first sync planned %d service ports, want 3", p.svc.lastPlans)
 	}
 	p.OnEndpointSliceAdd(makeSlice("a", v1.ProtocolTCP, 8080, epSpec{ip: "127.0.0.2"}))
 	mustSync(t, p)
-	if plan("a") == a || p.lastPlans != 1 {
-		t.Errorf("endpoint change of a: a re-planned %v, %d service ports planned; want true, 1", plan("a") != a, p.lastPlans)
+	if plan("a") == a || p.svc.lastPlans != 1 {
+		t.Errorf("endpoint change of a: a re-planned %v, %d service ports planned; want true, 1", plan("a") != a, p.svc.lastPlans)
 	}
 	if plan("b") != b {
 		t.Error("unchanged service b was planned again")
 	}
-	if got, _ := p.ProxyAddr(spn("b", v1.ProtocolTCP), false); got != addrB {
+	if got, _ := ProxyAddr(p, spn("b", v1.ProtocolTCP), false); got != addrB {
 		t.Errorf("b's socket moved from %s to %s", addrB, got)
 	}
-	if n := p.Stats()[CounterSkippedProtocol]; n != 1 {
+	if n := Counters(p)[CounterSkippedProtocol]; n != 1 {
 		t.Errorf("skipped_protocol = %d after two syncs, want 1", n)
 	}
 	// A change of the node's zone may change endpoint selection everywhere.
 	p.OnNodeAdd(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{v1.LabelTopologyZone: "z"}}})
 	mustSync(t, p)
-	if p.lastPlans != 3 {
-		t.Errorf("a node topology change planned %d service ports, want all 3", p.lastPlans)
+	if p.svc.lastPlans != 3 {
+		t.Errorf("a node topology change planned %d service ports, want all 3", p.svc.lastPlans)
 	}
 	// Deleting the SCTP service forgets it; re-adding counts it again.
 	p.OnServiceDelete(makeService("s", "10.96.0.12", v1.ProtocolSCTP, 80))
 	mustSync(t, p)
 	p.OnServiceAdd(makeService("s", "10.96.0.12", v1.ProtocolSCTP, 80))
 	mustSync(t, p)
-	if n := p.Stats()[CounterSkippedProtocol]; n != 2 {
+	if n := Counters(p)[CounterSkippedProtocol]; n != 2 {
 		t.Errorf("skipped_protocol = %d, want 2", n)
 	}
 }
@@ -644,7 +646,7 @@ func TestUDPFlowLimit(t *testing.T) {
 	p.OnServiceAdd(makeService("dns", "10.96.0.10", v1.ProtocolUDP, 53))
 	p.OnEndpointSliceAdd(makeSlice("dns", v1.ProtocolUDP, port, epSpec{ip: "127.0.0.2"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("dns", v1.ProtocolUDP), false)
+	addr, _ := ProxyAddr(p, spn("dns", v1.ProtocolUDP), false)
 	var clients []*net.UDPConn
 	for range 3 {
 		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP("127.0.0.1")})
@@ -666,7 +668,7 @@ func TestUDPFlowLimit(t *testing.T) {
 	if _, _, err := clients[2].ReadFromUDPAddrPort(buf); err == nil {
 		t.Fatal("a third flow was opened past MaxUDPFlows=2")
 	}
-	eventually(t, "the drop to be counted", func() bool { return p.Stats()[CounterUDPFlowLimit] == 1 })
+	eventually(t, "the drop to be counted", func() bool { return Counters(p)[CounterUDPFlowLimit] == 1 })
 	if n := len(p.udpFlows(spn("dns", v1.ProtocolUDP))); n != 2 {
 		t.Fatalf("%d flows, want 2", n)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // hangingSockets dials every endpoint in hang by waiting for the dial
@@ -33,11 +35,11 @@ func TestDialTimeoutMovesToTheNextEndpoint(t *testing.T) {
 	startBackend(t, "127.0.0.2", port)
 	socks := &hangingSockets{hang: netip.MustParseAddr("127.0.0.8")}
 	p := newTestProxier(t, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"),
-		Sockets: socks, TCPDialTimeout: 20 * time.Millisecond, RetryBackoff: -1})
+		TCPDialTimeout: 20 * time.Millisecond, RetryBackoff: -1}, Interfaces{Sockets: socks})
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	p.OnEndpointSliceAdd(makeSlice("web", v1.ProtocolTCP, port, epSpec{ip: "127.0.0.2"}, epSpec{ip: "127.0.0.8"}))
 	mustSync(t, p)
-	addr, _ := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+	addr, _ := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 	for i := range 4 {
 		ans, err := askTCP(addr, "x")
 		if err != nil || backendOf(ans) != "127.0.0.2" {
@@ -47,7 +49,7 @@ func TestDialTimeoutMovesToTheNextEndpoint(t *testing.T) {
 	// A failed dial moves the rotation on, so once the hanging endpoint
 	// came up every later connection tries it first, times out, and gets
 	// the other one: 3 or 4 timeouts, depending on the shuffled start.
-	errs := p.Stats()[CounterDialErrors]
+	errs := Counters(p)[CounterDialErrors]
 	if (errs != 3 && errs != 4) || int64(socks.dials.Load()) != 4+errs {
 		t.Errorf("dial_errors=%d dials=%d, want 3 or 4 timeouts and one more dial each", errs, socks.dials.Load())
 	}
@@ -76,10 +78,10 @@ func TestPortRangeSkipsPortsHeldElsewhere(t *testing.T) {
 	base := freePort(t)
 	// The range holds base and base+1; base is "held by another process".
 	p := newTestProxier(t, Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"),
-		PortRange: PortRange{Begin: base, End: base + 1}, Sockets: failingListen{taken: uint16(base)}})
+		PortRange: PortRange{Begin: base, End: base + 1}}, Interfaces{Sockets: failingListen{taken: uint16(base)}})
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	err := p.Sync(context.Background())
-	if addr, ok := p.ProxyAddr(spn("web", v1.ProtocolTCP), false); ok {
+	if addr, ok := ProxyAddr(p, spn("web", v1.ProtocolTCP), false); ok {
 		if int(addr.Port()) != base+1 {
 			t.Fatalf("proxy port %d, want %d", addr.Port(), base+1)
 		}
@@ -93,8 +95,8 @@ func TestPortRangeSkipsPortsHeldElsewhere(t *testing.T) {
 }
 
 func TestRunSyncsOnChange(t *testing.T) {
-	p, err := New(Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"), NodeName: testNode,
-		MinSyncPeriod: time.Millisecond})
+	p, err := NewProxier(Config{Capture: CaptureNone, ListenAddress: netip.MustParseAddr("127.0.0.1"),
+		Common: engine.Common{NodeName: testNode, MinSyncPeriod: time.Millisecond}}, Interfaces{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +108,12 @@ func TestRunSyncsOnChange(t *testing.T) {
 	p.OnEndpointSlicesSynced()
 	p.OnServiceAdd(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	eventually(t, "Run to open the service's socket", func() bool {
-		_, ok := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+		_, ok := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 		return ok
 	})
 	p.OnServiceDelete(makeService("web", "10.96.0.10", v1.ProtocolTCP, 80))
 	eventually(t, "Run to close it", func() bool {
-		_, ok := p.ProxyAddr(spn("web", v1.ProtocolTCP), false)
+		_, ok := ProxyAddr(p, spn("web", v1.ProtocolTCP), false)
 		return !ok
 	})
 	cancel()

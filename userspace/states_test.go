@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/userspace"
 )
@@ -27,7 +28,7 @@ func canonical(t *testing.T, p *userspace.Proxier, fake *iptablestest.Fake) stri
 	t.Helper()
 	owner := map[string]string{}
 	var b strings.Builder
-	for _, l := range p.Listeners() {
+	for _, l := range userspace.Listeners(p) {
 		tag := fmt.Sprintf("<%s/%s local=%v>", l.Service, l.Protocol, l.Local)
 		owner[fmt.Sprint(l.Addr.Port())+"/"+string(l.Protocol)] = tag
 		fmt.Fprintf(&b, "socket %s -> %v sticky=%v\n", tag, l.Endpoints, l.Affinity.ClientIP)
@@ -77,8 +78,8 @@ func TestStatesConverge(t *testing.T) {
 	}
 	newProxier := func() (*userspace.Proxier, *iptablestest.Fake, *proxytest.Feeder) {
 		fake := iptablestest.NewFake(topo.Family)
-		p, err := userspace.New(userspace.Config{NodeName: topo.NodeName, HostIP: topo.NodeIP,
-			ClusterCIDRs: []netip.Prefix{topo.ClusterCIDR}, IPTables: fake})
+		p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: topo.NodeName}, HostIP: topo.NodeIP,
+			ClusterCIDRs: []netip.Prefix{topo.ClusterCIDR}}, userspace.Interfaces{IPTables: fake})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,10 +2,9 @@ package userspace
 
 import "sync/atomic"
 
-// Counter names reported by Proxier.Stats.
+// Counter names reported by Counters. Syncs and their failures are in
+// the engine base's Stats (Proxier.Stats).
 const (
-	CounterSyncs           = "syncs"
-	CounterSyncErrors      = "sync_errors"
 	CounterServiceErrors   = "service_errors"        // a service port could not be served (ports exhausted, bind failed)
 	CounterSkippedProtocol = "skipped_protocol"      // SCTP service ports refused
 	CounterTCPAccepted     = "tcp_accepted"          // client connections accepted
@@ -27,9 +26,7 @@ const (
 type counter int
 
 const (
-	counterSyncs counter = iota
-	counterSyncErrors
-	counterServiceErrors
+	counterServiceErrors counter = iota
 	counterSkippedProtocol
 	counterTCPAccepted
 	counterTCPProxied
@@ -49,7 +46,7 @@ const (
 )
 
 var counterNames = [numCounters]string{
-	CounterSyncs, CounterSyncErrors, CounterServiceErrors, CounterSkippedProtocol,
+	CounterServiceErrors, CounterSkippedProtocol,
 	CounterTCPAccepted, CounterTCPProxied, CounterNoEndpoints, CounterDialErrors,
 	CounterDialFailures, CounterAcceptErrors, CounterUDPFlows, CounterUDPFlowsExpired,
 	CounterUDPToBackend, CounterUDPToClient, CounterUDPDropped, CounterUDPReadErrors,
@@ -62,8 +59,9 @@ func (p *Proxier) count(c counter) {
 	p.counters[c].Add(1)
 }
 
-// Stats returns every counter by name (see the Counter* constants).
-func (p *Proxier) Stats() map[string]int64 {
+// Counters returns every data-path counter of p by name (see the Counter*
+// constants).
+func Counters(p *Proxier) map[string]int64 {
 	out := make(map[string]int64, numCounters)
 	for i := range p.counters {
 		out[counterNames[i]] = p.counters[i].Load()

@@ -21,7 +21,7 @@ type tcpProxy struct {
 }
 
 func (p *Proxier) startTCP(key BalancerKey, bind netip.AddrPort) (*tcpProxy, error) {
-	ln, err := p.cfg.Sockets.ListenTCP(bind)
+	ln, err := p.ifs.Sockets.ListenTCP(bind)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (t *tcpProxy) serve() {
 			}
 			select {
 			case <-time.After(delay):
-			case <-t.p.closing:
+			case <-t.p.conns.closing:
 				return
 			}
 			continue
@@ -99,11 +99,11 @@ func (t *tcpProxy) handle(client net.Conn) {
 	}
 	pair := &tcpPair{client: client, backend: conn}
 	ac := &activeConn{key: t.key, backend: backend, close: pair.closeBoth}
-	if !p.register(ac) {
+	if !p.conns.register(ac) {
 		pair.closeBoth()
 		return
 	}
-	defer p.unregister(ac)
+	defer p.conns.unregister(ac)
 	p.count(counterTCPProxied)
 	pair.run()
 }
@@ -117,7 +117,7 @@ func (p *Proxier) dialBackend(key BalancerKey, client netip.Addr) (netip.AddrPor
 		if attempt > 0 && backoff > 0 {
 			select {
 			case <-time.After(backoff):
-			case <-p.closing:
+			case <-p.conns.closing:
 				return netip.AddrPort{}, nil, ErrClosed
 			}
 			if backoff *= 2; backoff > maxRetryBackoff {
@@ -129,8 +129,8 @@ func (p *Proxier) dialBackend(key BalancerKey, client netip.Addr) (netip.AddrPor
 			return netip.AddrPort{}, nil, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.TCPDialTimeout)
-		stop := context.AfterFunc(p.closingCtx, cancel)
-		conn, err := p.cfg.Sockets.DialTCP(ctx, ep)
+		stop := context.AfterFunc(p.conns.closingCtx, cancel)
+		conn, err := p.ifs.Sockets.DialTCP(ctx, ep)
 		stop()
 		cancel()
 		if err == nil {

@@ -40,7 +40,7 @@ var errFlowLimit = errors.New("userspace: UDP flow limit reached")
 const udpBufferSize = 64 * 1024
 
 func (p *Proxier) startUDP(key BalancerKey, bind netip.AddrPort) (*udpProxy, error) {
-	conn, err := p.cfg.Sockets.ListenUDP(bind)
+	conn, err := p.ifs.Sockets.ListenUDP(bind)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (u *udpProxy) flowFor(client netip.AddrPort) (*udpFlow, error) {
 		if err != nil {
 			return nil, err
 		}
-		conn, err := u.p.cfg.Sockets.DialUDP(ep)
+		conn, err := u.p.ifs.Sockets.DialUDP(ep)
 		if err != nil {
 			lastErr = err
 			continue
@@ -147,7 +147,7 @@ func (u *udpProxy) flowFor(client netip.AddrPort) (*udpFlow, error) {
 		f = &udpFlow{u: u, client: client, backend: ep, conn: conn}
 		f.touch()
 		f.ac = &activeConn{key: u.key, backend: ep, close: f.close}
-		if !u.p.register(f.ac) {
+		if !u.p.conns.register(f.ac) {
 			conn.Close()
 			return nil, ErrClosed
 		}
@@ -175,7 +175,7 @@ func (f *udpFlow) close() {
 		}
 		f.u.mu.Unlock()
 		if f.ac != nil {
-			f.u.p.unregister(f.ac)
+			f.u.p.conns.unregister(f.ac)
 		}
 	})
 }

@@ -1,8 +1,13 @@
-// Package userspacetest answers, for the userspace engine, the question
-// every svcproxy tracer answers: where does a packet from S to D:port go?
+// Package userspacetest is the userspace engine's test kit, in the shape
+// every engine's kit has: Fakes (the iptables the capture rules go to, an
+// iptablestest.Fake, and Sockets, the real socket layer with
+// proxytest.Faults and an optional redirect of backend dials), NewFakes,
+// Fakes.Interfaces, Fakes.Dump and NewTracer. It answers, for the
+// userspace engine, the question every svcproxy tracer answers: where
+// does a packet from S to D:port go?
 //
 // Tracer reads what the proxier actually programmed: in CaptureIPTables
-// mode the rules in the proxier's chains as its iptables.Runner reports
+// mode the rules in the proxier's chains as its xtables.Runner reports
 // them (iptables-save of the nat and filter tables, so the same tracer
 // works over iptablestest.Fake and over a real kernel), then the proxy
 // socket the matching rule redirects to, then the endpoints of that

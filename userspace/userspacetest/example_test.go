@@ -11,17 +11,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/userspace"
 	"github.com/svcproxy/svcproxy/userspace/userspacetest"
 )
 
 // Trace a pod's packet to a cluster IP through the capture rules the
-// proxier wrote into a fake iptables.
+// proxier wrote into the kit's fake iptables.
 func Example() {
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
-	p, err := userspace.New(userspace.Config{NodeName: "node-a", IPTables: fake, HostIP: netip.MustParseAddr("192.168.50.10")})
+	fakes := userspacetest.NewFakes(v1.IPv4Protocol)
+	nodeIP := netip.MustParseAddr("192.168.50.10")
+	p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a", NodeIPs: []netip.Addr{nodeIP}}}, fakes.Interfaces())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -48,7 +49,7 @@ func Example() {
 		return
 	}
 
-	tr := &userspacetest.Tracer{Proxier: p, IPTables: fake, NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.50.10")}}
+	tr := userspacetest.NewTracer(fakes, userspacetest.TracerConfig{Proxier: p})
 	for _, port := range []int{80, 81} {
 		res, err := tr.Trace(proxytest.Packet{Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.244.1.9"),
 			Dst: netip.MustParseAddr("10.96.0.10"), Port: port, Protocol: v1.ProtocolTCP})

@@ -11,17 +11,39 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/userspace"
 )
 
-// Tracer implements proxytest.Tracer over a userspace.Proxier.
+// TracerConfig configures NewTracer.
+type TracerConfig struct {
+	// Proxier is the engine traced (required): its sockets are where
+	// traced packets end.
+	Proxier *userspace.Proxier
+	// NodeIPs are the node's addresses (see Tracer.NodeIPs); nil means the
+	// proxier's Common.NodeIPs.
+	NodeIPs []netip.Addr
+}
+
+// NewTracer returns a tracer over the proxier in cfg and the iptables of
+// f it writes its capture rules to.
+func NewTracer(f *Fakes, cfg TracerConfig) *Tracer {
+	nodeIPs := cfg.NodeIPs
+	if nodeIPs == nil && cfg.Proxier != nil {
+		nodeIPs = userspace.ConfigOf(cfg.Proxier).NodeIPs
+	}
+	return &Tracer{Proxier: cfg.Proxier, IPTables: f.IPTables, NodeIPs: nodeIPs}
+}
+
+// Tracer implements proxytest.Tracer over a userspace.Proxier. NewTracer
+// builds one over the kit's fakes; a test against a real kernel sets the
+// fields itself (IPTables: the real runner).
 type Tracer struct {
 	// Proxier is the engine traced (required).
 	Proxier *userspace.Proxier
 	// IPTables is the runner the proxier was given (CaptureIPTables only).
-	IPTables iptables.Runner
+	IPTables xtables.Runner
 	// NodeIPs are the node's addresses: the destinations "-m addrtype
 	// --dst-type LOCAL" matches (node ports), and where proxy sockets on
 	// an unspecified ListenAddress are reached. Loopback addresses always
@@ -69,7 +91,7 @@ func (t *Tracer) Route(pkt proxytest.Packet) (socket netip.AddrPort, res proxyte
 		return socket, notProxied, nil // SCTP is never served
 	}
 	dst := pkt.Dst.Unmap()
-	if t.Proxier.Capture() != userspace.CaptureIPTables {
+	if userspace.ConfigOf(t.Proxier).Capture != userspace.CaptureIPTables {
 		return t.traceSockets(pkt, netip.AddrPortFrom(dst, uint16(pkt.Port)), false)
 	}
 	if t.IPTables == nil {
@@ -79,9 +101,9 @@ func (t *Tracer) Route(pkt proxytest.Packet) (socket netip.AddrPort, res proxyte
 	if err != nil {
 		return socket, res, err
 	}
-	hook := iptables.ChainPrerouting
+	hook := xtables.ChainPrerouting
 	if pkt.Origin == proxytest.FromNode {
-		hook = iptables.ChainOutput
+		hook = xtables.ChainOutput
 	}
 	proto := strings.ToLower(string(pkt.Protocol))
 	// nat: the hook's jumps into our chains, in order.
@@ -90,6 +112,9 @@ func (t *Tracer) Route(pkt proxytest.Packet) (socket netip.AddrPort, res proxyte
 			continue
 		}
 		for _, r := range tb.nat[j.target] {
+			if r.target == "" {
+				continue // a canary: counts, matches nothing
+			}
 			if r.unhandled != "" {
 				return socket, res, fmt.Errorf("userspacetest: cannot trace rule %q: %s", r.text, r.unhandled)
 			}
@@ -103,7 +128,7 @@ func (t *Tracer) Route(pkt proxytest.Packet) (socket netip.AddrPort, res proxyte
 			}
 			// The filter chain sees the redirected packet.
 			for _, f := range tb.filter[string(userspace.ChainFilter)] {
-				if f.localDst && f.proto == proto && f.dport == r.toPort {
+				if f.target != "" && f.localDst && f.proto == proto && f.dport == r.toPort {
 					return socket, verdictOf(f), nil
 				}
 			}
@@ -112,7 +137,7 @@ func (t *Tracer) Route(pkt proxytest.Packet) (socket netip.AddrPort, res proxyte
 	}
 	// Not redirected: only the filter chain's address rules (source ranges) apply.
 	for _, f := range tb.filter[string(userspace.ChainFilter)] {
-		if !f.localDst && f.matches(pkt.Src, dst, proto, pkt.Port) {
+		if f.target != "" && !f.localDst && f.matches(pkt.Src, dst, proto, pkt.Port) {
 			return socket, verdictOf(f), nil
 		}
 	}
@@ -127,7 +152,7 @@ func verdictOf(f rule) proxytest.Result {
 }
 
 func isOurChain(c string) bool {
-	switch iptables.Chain(c) {
+	switch xtables.Chain(c) {
 	case userspace.ChainPortalsContainer, userspace.ChainPortalsHost, userspace.ChainNodePortContainer, userspace.ChainNodePortHost:
 		return true
 	}
@@ -137,7 +162,7 @@ func isOurChain(c string) bool {
 // traceSockets finds the proxy socket at to (with byPort, any proxy-port
 // socket with to's port) and reports its endpoints.
 func (t *Tracer) traceSockets(pkt proxytest.Packet, to netip.AddrPort, byPort bool) (netip.AddrPort, proxytest.Result, error) {
-	for _, l := range t.Proxier.Listeners() {
+	for _, l := range userspace.Listeners(t.Proxier) {
 		if l.Protocol != pkt.Protocol || l.Addr.Port() != to.Port() {
 			continue
 		}
@@ -170,10 +195,10 @@ func (r rule) matches(src, dst netip.Addr, proto string, port int) bool {
 // its rules, for test failure output.
 func (t *Tracer) Dump() string {
 	var b strings.Builder
-	for _, l := range t.Proxier.Listeners() {
+	for _, l := range userspace.Listeners(t.Proxier) {
 		fmt.Fprintf(&b, "socket %s/%s local=%v -> %v sticky=%v\n", l.Addr, l.Protocol, l.Local, l.Endpoints, l.Affinity.ClientIP)
 	}
-	if t.Proxier.Capture() == userspace.CaptureIPTables && t.IPTables != nil {
+	if userspace.ConfigOf(t.Proxier).Capture == userspace.CaptureIPTables && t.IPTables != nil {
 		if tb, err := t.load(); err != nil {
 			fmt.Fprintf(&b, "rules: %v\n", err)
 		} else {
@@ -186,14 +211,14 @@ func (t *Tracer) Dump() string {
 func (t *Tracer) load() (*tables, error) {
 	tb := &tables{nat: map[string][]rule{}, filter: map[string][]rule{}}
 	var all strings.Builder
-	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+	for _, table := range []xtables.Table{xtables.TableNAT, xtables.TableFilter} {
 		var buf bytes.Buffer
 		if err := t.IPTables.SaveInto(context.Background(), table, &buf); err != nil {
 			return nil, fmt.Errorf("userspacetest: reading %s table: %w", table, err)
 		}
 		all.Write(buf.Bytes())
 		m := tb.nat
-		if table == iptables.TableFilter {
+		if table == xtables.TableFilter {
 			m = tb.filter
 		}
 		for _, line := range strings.Split(buf.String(), "\n") {
