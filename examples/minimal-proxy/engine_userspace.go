@@ -7,8 +7,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/userspace"
 )
 
@@ -44,15 +46,10 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 			break
 		}
 	}
-	ucfg := userspace.Config{
-		HostIP:           hostIP,
+	common := enginebase.Common{
 		NodeName:         p.nodeName,
 		IPFamily:         family,
-		ListenAddress:    listen,
 		NodeIPs:          p.nodeIPs,
-		ClusterCIDRs:     clusterCIDRs,
-		PortRange:        portRange,
-		UDPIdleTimeout:   cfg.UDPIdleTimeout.Duration,
 		ServiceProxyName: p.opts.serviceProxyName,
 		EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
 		Logger:           p.log.WithName("userspace"),
@@ -60,26 +57,53 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 		SyncPeriod:       cfg.IPTables.SyncPeriod.Duration,
 		MinSyncPeriod:    minSync(cfg.IPTables.MinSyncPeriod.Duration),
 	}
+	// /healthz and the health-check node ports mean the same in every
+	// mode: the engine base reports to both.
+	if p.health != nil {
+		common.HealthServer = p.health
+	}
+	npa, err := nodePortAddresses(cfg.NodePortAddresses, p.nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	svcHealth := newServiceHealth(p, npa, family)
+	if svcHealth != nil {
+		common.ServiceHealthServer = svcHealth
+	}
+	ucfg := userspace.Config{
+		Common:         common,
+		HostIP:         hostIP,
+		ListenAddress:  listen,
+		ClusterCIDRs:   clusterCIDRs,
+		PortRange:      portRange,
+		UDPIdleTimeout: cfg.UDPIdleTimeout.Duration,
+	}
+	var ifs userspace.Interfaces
 	if err := probeIPTables(); err == nil {
-		ipt, err := iptables.New(iptables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+		ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
 		if err != nil {
 			return nil, err
 		}
-		ucfg.Capture, ucfg.IPTables = userspace.CaptureIPTables, ipt
+		ucfg.Capture, ifs.IPTables = userspace.CaptureIPTables, ipt
 		// Stale UDP flows through the capture rules are cleared as in the
 		// iptables mode.
-		ucfg.Conntrack = iptables.NewConntrackCleaner()
+		ucfg.Conntrack = conntrack.New()
 	} else {
 		p.log.Info("No usable iptables: the userspace mode serves node ports and the bind address only, without capturing service IPs", "reason", err.Error())
 		ucfg.Capture = userspace.CaptureNone
 	}
-	proxier, err := userspace.New(ucfg)
+	proxier, err := userspace.NewProxier(ucfg, ifs)
 	if err != nil {
 		return nil, err
 	}
 	return &engine{
 		mode:     modeUserspace,
-		provider: newWithHealthUpdates(proxier, p.health, family, ucfg.MinSyncPeriod, ucfg.SyncPeriod, p.log.WithName("userspace-sync")),
-		close:    func() { _ = proxier.Close() },
+		provider: proxier,
+		close: func() {
+			_ = proxier.Close()
+			if svcHealth != nil {
+				_ = svcHealth.Close()
+			}
+		},
 	}, nil
 }
