@@ -4,11 +4,14 @@
 // KUBE-SVC-/KUBE-SVL-/KUBE-EXT-/KUBE-FW-/KUBE-SEP-<hash>, ...), so a node
 // can move between kube-proxy and this engine in either direction.
 //
-// A Proxier is built from a Config (every zero value documented) and a
-// Runner, the narrow interface to one IP family's iptables: New returns the
-// real one (iptables-restore / iptables-save, nft or legacy backend), and
-// iptablestest.Fake an in-memory one with a packet tracer. Dual stack is two
-// Proxiers combined with proxy.NewDualStack.
+// A Proxier is built on the engine base (package proxy/engine) from a
+// Config (engine.Common plus the iptables mode's fields, every zero value
+// documented) and Interfaces, what it drives: IPTables, one IP family's
+// iptables through package xtables' Runner (xtables.New is the real one,
+// nft or legacy backend; iptablestest.NewFakes the in-memory one, with a
+// packet tracer). Its exported methods are the base's: the handlers,
+// Sync, Run, DryRun, Cleanup, Close, Stats, RequestFullSync, Config,
+// IPFamily. Dual stack is two Proxiers combined with proxy.NewDualStack.
 //
 // Each sync has three steps:
 //   - plan: a pure function of the service ports, their endpoints, the
@@ -30,7 +33,7 @@
 //     iptables -N/-C/-I only for the fixed chains, jump rules and canaries
 //     the listing lacks.
 //
-// Plan returns the payload a full sync would apply (the dry run).
+// DryRun returns the payload a full sync would apply, touching nothing.
 //
 // Guarantees:
 //   - Sync is synchronous: when it returns nil the tables reflect every
@@ -44,21 +47,27 @@
 //     KUBE-SERVICES (to KUBE-NODEPORTS) must stay last, and new rules are
 //     inserted ahead of it. A changed service rewrites its KUBE-SVC/SVL/
 //     EXT/FW chains and only the KUBE-SEP chains that are new.
-//   - Full syncs happen first, after a failed sync, every SyncPeriod, when
-//     the node's labels changed, and when the KUBE-PROXY-CANARY chain was
-//     found missing (tables flushed behind our back).
-//   - A failed apply returns a *SyncError (wrapping the Runner's error,
-//     e.g. a *RestoreError), is counted in metrics, keeps the tracker's
-//     state, and makes the next sync a full one. Run retries it.
-//   - Stale UDP conntrack entries are cleaned through the ConntrackCleaner
-//     after a successful sync, in one batch.
+//   - The base decides full or partial: full at start, after a failed
+//     sync, when the node's labels changed, every FullSyncPeriod (one
+//     hour), and at once when the drift check finds a KUBE-PROXY-CANARY
+//     chain missing (tables flushed or our chains deleted behind our back;
+//     checked every DriftCheckInterval, 2 s); the periodic syncs of Run
+//     are partial. The engine itself makes a sync full when the cluster
+//     crosses kube-proxy's 1,000-endpoint threshold for terse rules
+//     (Result.Full).
+//   - A failed apply returns an *engine.SyncError wrapping the Runner's
+//     error (an *xtables.RestoreError, or one matching xtables.ErrLockHeld
+//     when the xtables lock stayed held past the runner's bounded wait);
+//     restore failures are counted in metrics; the tracker's state is
+//     kept, the next sync is full, and Run retries with backoff.
+//   - Stale UDP conntrack entries are cleaned by the base after a
+//     successful sync, in one batch (engine.Common.Conntrack).
 //   - Cleanup removes what this engine (or kube-proxy's iptables mode)
 //     created and nothing else.
 //
 // Known differences from kube-proxy: localhost node ports are not served
 // (route_localnet is not set; the node-port tail rule excludes
 // 127.0.0.0/8); the conntrack-INVALID drop rule in KUBE-FORWARD is always
-// written (no nfacct counter); full syncs happen every SyncPeriod (kube-
-// proxy 1.28+ does partial syncs then and a full one hourly). Above 1,000
-// endpoints the per-endpoint comments are left out, as kube-proxy does.
+// written (no nfacct counter). Above 1,000 endpoints the per-endpoint
+// comments are left out, as kube-proxy does.
 package iptables

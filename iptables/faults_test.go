@@ -40,7 +40,7 @@ func TestFailedRestoreKeepsStateAndNextSyncIsFull(t *testing.T) {
 	p.OnServiceAdd(svc("ns", "b", "172.30.0.2"))
 	p.OnEndpointSliceAdd(slice("ns", "b", "", ep{ip: "10.0.0.2"}))
 	boom := errors.New("boom")
-	fake.FailNextRestore(boom)
+	fake.FailOn("Restore", 1, boom)
 	err := p.Sync(context.Background())
 	var se *engine.SyncError
 	if !errors.As(err, &se) || se.Full || !errors.Is(err, boom) {
@@ -71,7 +71,7 @@ func TestFailedRestoreKeepsStateAndNextSyncIsFull(t *testing.T) {
 
 	// A failing full sync (the first one) also reports Full.
 	q, qfake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
-	qfake.FailNextRestore(boom)
+	qfake.FailOn("Restore", 1, boom)
 	if err := q.Sync(context.Background()); !errors.As(err, &se) || !se.Full {
 		t.Fatalf("first Sync error = %v, want a full *engine.SyncError", err)
 	}

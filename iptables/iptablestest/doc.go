@@ -4,6 +4,14 @@
 // embedders that want to check what their rules do to a packet without
 // root or a kernel.
 //
+// It is the iptables engine's test kit, in the shape every …test package
+// shares: Fakes (the bundle of what an iptables.Proxier drives; here the
+// one Fake), NewFakes(family), Fakes.Interfaces() for iptables.NewProxier,
+// Fakes.Dump(), and NewTracer(fakes, TracerConfig). Failures are injected
+// with the verbs of proxytest.Faults, which the Fake embeds:
+// fake.FailOn("Restore", 1, err) fails the next Restore; any method name
+// ("SaveInto", "EnsureRule", ...) works the same, and Calls counts them.
+//
 // # Fake
 //
 // Fake implements xtables.Runner for one IP family and keeps real
@@ -38,7 +46,7 @@
 //     real Runner does) that wraps one of this package's errors. As with the real
 //     tool (both the legacy and the nft backends), tables committed before
 //     the failing one in the same input stay committed. A failure injected
-//     with FailNextRestore or SetRestoreHook changes nothing at all.
+//     with FailOn or SetRestoreHook changes nothing at all.
 //   - ":CHAIN - [0:0]" creates a user chain, or flushes it if it exists;
 //     ":BUILTIN POLICY [0:0]" sets a built-in chain's policy ("-" keeps it)
 //     and never flushes it.
@@ -76,7 +84,7 @@
 //
 // Stats counts restores, lines and bytes written (and keeps the last
 // restore input), for tests asserting how much an engine wrote.
-// FailNextRestore and SetRestoreHook inject failures.
+// FailOn (proxytest.Faults) and SetRestoreHook inject failures.
 //
 // # Tracer
 //
@@ -142,7 +150,7 @@
 //
 //	fake, err := iptablestest.NewFakeFromDump(v1.IPv4Protocol, savedRules)
 //	...
-//	tracer := iptablestest.NewTracer(fake, iptablestest.TracerConfig{
+//	tracer := iptablestest.NewTracer(&iptablestest.Fakes{IPTables: fake}, iptablestest.TracerConfig{
 //		NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")},
 //		Routes:  []iptablestest.Route{{Prefix: netip.MustParsePrefix("10.180.0.0/24"), Interface: "cbr0"}},
 //	})

@@ -77,7 +77,7 @@ COMMIT
 		fmt.Println(err)
 		return
 	}
-	tracer := iptablestest.NewTracer(fake, iptablestest.TracerConfig{
+	tracer := iptablestest.NewTracer(&iptablestest.Fakes{IPTables: fake}, iptablestest.TracerConfig{
 		NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")},
 	})
 	for _, p := range []proxytest.Packet{
@@ -111,7 +111,7 @@ COMMIT
 		fmt.Println(err)
 		return
 	}
-	trace, err := iptablestest.NewTracer(fake, iptablestest.TracerConfig{}).TraceAll(proxytest.Packet{
+	trace, err := iptablestest.NewTracer(&iptablestest.Fakes{IPTables: fake}, iptablestest.TracerConfig{}).TraceAll(proxytest.Packet{
 		Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.180.0.9"),
 		Dst: netip.MustParseAddr("172.30.0.10"), Port: 53, Protocol: v1.ProtocolUDP,
 	})
@@ -136,23 +136,24 @@ COMMIT
 	//    nat POSTROUTING: policy ACCEPT
 }
 
-// Tests of an engine inject a failed restore and check what was written.
-func ExampleFake_FailNextRestore() {
+// Tests of an engine inject a failed restore (the verbs of
+// proxytest.Faults) and check what was written.
+func ExampleFake_FailOn() {
 	ctx := context.Background()
 	fake := iptablestest.NewFake(v1.IPv4Protocol)
-	fake.FailNextRestore(errors.New("xtables lock held"))
+	fake.FailOn("Restore", 1, errors.New("xtables lock held"))
 
 	rules := []byte("*nat\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\nCOMMIT\n")
 	fmt.Println("first:", fake.Restore(ctx, rules))
 	fmt.Println("retry:", fake.Restore(ctx, rules))
 
 	st := fake.Stats()
-	fmt.Printf("restores=%d failed=%d lines=%d\n", st.Restores, st.FailedRestores, st.RestoreLines)
+	fmt.Printf("restores=%d failed=%d lines=%d calls=%d\n", st.Restores, st.FailedRestores, st.RestoreLines, fake.CallsOf("Restore"))
 	rulesNow, _ := fake.Rules(xtables.TableNAT, xtables.ChainPrerouting)
 	fmt.Println(rulesNow)
 	// Output:
 	// first: xtables lock held
 	// retry: <nil>
-	// restores=2 failed=1 lines=8
+	// restores=2 failed=1 lines=8 calls=2
 	// [-j KUBE-SERVICES]
 }

@@ -374,7 +374,7 @@ func TestChainCommands(t *testing.T) {
 func TestFaultInjectionAndStats(t *testing.T) {
 	f := NewFake(v1.IPv4Protocol)
 	boom := errors.New("xtables lock held")
-	f.FailNextRestore(boom)
+	f.FailOn("Restore", 1, boom)
 	in := "*nat\n:KUBE-X - [0:0]\nCOMMIT\n"
 	if err := f.Restore(ctx, []byte(in)); !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)

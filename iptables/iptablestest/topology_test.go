@@ -164,7 +164,7 @@ func TestTracerOnConformanceTopology(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := iptablestest.NewTracer(fake, iptablestest.TracerConfigFor(topo))
+		tr := iptablestest.NewTracer(&iptablestest.Fakes{IPTables: fake}, iptablestest.TracerConfigFor(topo))
 		for _, tc := range topologyCases(topo) {
 			got, err := tr.Trace(tc.p)
 			if err != nil {
