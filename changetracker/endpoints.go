@@ -49,19 +49,26 @@ type EndpointsChangeTracker struct {
 // and changes reported since.
 type sliceTracker struct {
 	applied map[string]*sliceInfo
-	// pending: a nil value means "remove this slice".
+	// pending: a nil value means "remove this slice". Nil when nothing is
+	// pending (most services, most of the time).
 	pending map[string]*sliceInfo
 	// built is the EndpointsMap part built from applied, kept so that the
 	// next apply need not rebuild the "before" state.
-	built EndpointsMap
+	built serviceEndpoints
 }
 
 // sliceInfo is an EndpointSlice reduced to the fields the proxy uses, with
 // addresses of the other family and those the Filter rejects dropped, and
 // endpoints sorted, so that DeepEqual says whether a slice changed anything.
+//
+// The endpoints are kept as the BaseEndpoint values the EndpointsMap hands
+// out: when the slice has exactly one port, PortNum is already that port and
+// a service with that one slice uses these values as they are (no copy);
+// otherwise PortNum is 0 and each port gets its own copies. A sliceInfo is
+// never modified once built.
 type sliceInfo struct {
 	ports     []portInfo
-	endpoints []endpointInfo
+	endpoints []proxy.BaseEndpoint
 }
 
 type portInfo struct {
@@ -70,16 +77,36 @@ type portInfo struct {
 	protocol v1.Protocol
 }
 
-type endpointInfo struct {
-	addr        netip.Addr
-	ready       bool
-	serving     bool
-	terminating bool
-	local       bool
-	nodeName    string
-	zone        string
-	zoneHints   sets.Set[string]
-	nodeHints   sets.Set[string]
+// portEndpoints is one service port's endpoints, as built from its slices.
+type portEndpoints struct {
+	name proxy.ServicePortName
+	eps  []proxy.Endpoint
+}
+
+// serviceEndpoints is one service's endpoints per port, sorted by port
+// name then protocol (a map per service would cost far more memory: most
+// services have one port).
+type serviceEndpoints []portEndpoints
+
+func comparePortNames(a, b proxy.ServicePortName) int {
+	return cmp.Or(cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
+}
+
+// get returns the endpoints of one port of the service (nil if none).
+func (s serviceEndpoints) get(name proxy.ServicePortName) []proxy.Endpoint {
+	if len(s) == 1 {
+		if s[0].name == name {
+			return s[0].eps
+		}
+		return nil
+	}
+	i, found := slices.BinarySearchFunc(s, name, func(p portEndpoints, n proxy.ServicePortName) int {
+		return comparePortNames(p.name, n)
+	})
+	if !found || s[i].name != name {
+		return nil
+	}
+	return s[i].eps
 }
 
 // NewEndpointsChangeTracker returns a tracker for cfg.IPFamily. An unknown
@@ -143,7 +170,7 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 		if removeSlice {
 			return false
 		}
-		st = &sliceTracker{applied: map[string]*sliceInfo{}, pending: map[string]*sliceInfo{}}
+		st = &sliceTracker{applied: make(map[string]*sliceInfo, 1)}
 		t.services[nn] = st
 	}
 	applied, isApplied := st.applied[slice.Name]
@@ -171,6 +198,9 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 	}
 	if !isPending {
 		t.pendingCount++
+	}
+	if st.pending == nil {
+		st.pending = make(map[string]*sliceInfo, 1)
 	}
 	st.pending[slice.Name] = info
 	t.dirty.Insert(nn)
@@ -220,6 +250,9 @@ func sliceInfoEqual(a, b *sliceInfo) bool {
 // are logged and skipped; so are unparsable addresses.
 func (t *EndpointsChangeTracker) newSliceInfo(slice *discovery.EndpointSlice, nn types.NamespacedName) *sliceInfo {
 	info := &sliceInfo{}
+	if len(slice.Ports) > 0 {
+		info.ports = make([]portInfo, 0, len(slice.Ports))
+	}
 	for _, p := range slice.Ports {
 		name := ""
 		if p.Name != nil {
@@ -235,9 +268,20 @@ func (t *EndpointsChangeTracker) newSliceInfo(slice *discovery.EndpointSlice, nn
 		}
 		info.ports = append(info.ports, portInfo{name: name, port: int(*p.Port), protocol: proto})
 	}
-	slices.SortFunc(info.ports, func(a, b portInfo) int {
-		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.protocol, b.protocol), cmp.Compare(a.port, b.port))
-	})
+	if len(info.ports) > 1 {
+		slices.SortFunc(info.ports, func(a, b portInfo) int {
+			return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.protocol, b.protocol), cmp.Compare(a.port, b.port))
+		})
+	}
+	// With one port the endpoints carry its number, so that a service
+	// with only this slice can use them as they are (see sliceInfo).
+	portNum := 0
+	if len(info.ports) == 1 {
+		portNum = info.ports[0].port
+	}
+	if len(slice.Endpoints) > 0 {
+		info.endpoints = make([]proxy.BaseEndpoint, 0, len(slice.Endpoints))
+	}
 	for i := range slice.Endpoints {
 		ep := &slice.Endpoints[i]
 		if len(ep.Addresses) == 0 {
@@ -258,38 +302,43 @@ func (t *EndpointsChangeTracker) newSliceInfo(slice *discovery.EndpointSlice, nn
 		if ep.Conditions.Serving != nil {
 			serving = *ep.Conditions.Serving
 		}
-		e := endpointInfo{
-			addr:        addr,
-			ready:       ready,
-			serving:     serving,
-			terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
-			nodeName:    derefString(ep.NodeName),
-			zone:        derefString(ep.Zone),
+		e := proxy.BaseEndpoint{
+			Addr:        addr,
+			PortNum:     portNum,
+			Ready:       ready,
+			Serving:     serving,
+			Terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
+			Node:        derefString(ep.NodeName),
+			ZoneName:    derefString(ep.Zone),
 		}
-		e.local = t.nodeName != "" && e.nodeName == t.nodeName
+		e.Local = t.nodeName != "" && e.Node == t.nodeName
 		if ep.Hints != nil {
 			if len(ep.Hints.ForZones) > 0 {
-				e.zoneHints = sets.New[string]()
+				e.Zones = make(sets.Set[string], len(ep.Hints.ForZones))
 				for _, z := range ep.Hints.ForZones {
-					e.zoneHints.Insert(z.Name)
+					e.Zones.Insert(z.Name)
 				}
 			}
 			if len(ep.Hints.ForNodes) > 0 {
-				e.nodeHints = sets.New[string]()
+				e.Nodes = make(sets.Set[string], len(ep.Hints.ForNodes))
 				for _, n := range ep.Hints.ForNodes {
-					e.nodeHints.Insert(n.Name)
+					e.Nodes.Insert(n.Name)
 				}
 			}
 		}
 		info.endpoints = append(info.endpoints, e)
 	}
-	slices.SortStableFunc(info.endpoints, func(a, b endpointInfo) int { return a.addr.Compare(b.addr) })
+	// Slices usually list their endpoints in address order already.
+	byAddr := func(a, b proxy.BaseEndpoint) int { return a.Addr.Compare(b.Addr) }
+	if !slices.IsSortedFunc(info.endpoints, byAddr) {
+		slices.SortStableFunc(info.endpoints, byAddr)
+	}
 	return info
 }
 
 // endpointsChange is one service's endpoints before and after an apply.
 type endpointsChange struct {
-	previous, current EndpointsMap
+	previous, current serviceEndpoints
 }
 
 // Update applies the pending slice changes of t to m (which must be
@@ -305,8 +354,8 @@ func (m EndpointsMap) Update(t *EndpointsChangeTracker) UpdateEndpointsMapResult
 func (m EndpointsMap) apply(t *EndpointsChangeTracker) (UpdateEndpointsMapResult, map[types.NamespacedName]*endpointsChange) {
 	changes, triggers := t.checkoutChanges()
 	res := UpdateEndpointsMapResult{
-		UpdatedServices:        sets.New[types.NamespacedName](),
-		LocalReadyEndpoints:    make(map[types.NamespacedName]int),
+		UpdatedServices:        make(sets.Set[types.NamespacedName], len(changes)),
+		LocalReadyEndpoints:    make(map[types.NamespacedName]int, len(changes)),
 		LastChangeTriggerTimes: triggers,
 	}
 	for nn, change := range changes {
@@ -315,13 +364,13 @@ func (m EndpointsMap) apply(t *EndpointsChangeTracker) (UpdateEndpointsMapResult
 			continue
 		}
 		res.UpdatedServices.Insert(nn)
-		for name := range change.previous {
-			if _, ok := change.current[name]; !ok {
-				delete(m, name)
+		for _, p := range change.previous {
+			if change.current.get(p.name) == nil {
+				delete(m, p.name)
 			}
 		}
-		for name, eps := range change.current {
-			m[name] = eps
+		for _, p := range change.current {
+			m[p.name] = p.eps
 		}
 		detectStaleUDP(change.previous, change.current, &res)
 		res.LocalReadyEndpoints[nn] = localReadyIPs(change.current)
@@ -340,12 +389,16 @@ func (t *EndpointsChangeTracker) checkoutChanges() (map[types.NamespacedName]*en
 		triggers, t.triggerTimes = t.triggerTimes, make(map[types.NamespacedName][]time.Time)
 	}
 	changes := make(map[types.NamespacedName]*endpointsChange, t.dirty.Len())
+	// One allocation for all the changes of this apply.
+	all := make([]endpointsChange, t.dirty.Len())
 	for nn := range t.dirty {
 		st := t.services[nn]
 		if st == nil {
 			continue
 		}
-		change := &endpointsChange{previous: st.built}
+		change := &all[0]
+		all = all[1:]
+		change.previous = st.built
 		for name, info := range st.pending {
 			if info == nil {
 				delete(st.applied, name)
@@ -353,7 +406,7 @@ func (t *EndpointsChangeTracker) checkoutChanges() (map[types.NamespacedName]*en
 				st.applied[name] = info
 			}
 		}
-		clear(st.pending)
+		st.pending = nil
 		change.current = t.buildEndpoints(nn, st.applied)
 		st.built = change.current
 		if len(st.applied) == 0 {
@@ -370,26 +423,26 @@ func (t *EndpointsChangeTracker) checkoutChanges() (map[types.NamespacedName]*en
 // Slices are visited in name order and an ip:port found in several slices
 // is kept once, preferring a ready copy, then a serving one, then a local
 // one, then the first, so the result depends only on the slices' content.
-func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied map[string]*sliceInfo) EndpointsMap {
-	if len(applied) == 0 {
+func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied map[string]*sliceInfo) serviceEndpoints {
+	switch len(applied) {
+	case 0:
 		return nil
-	}
-	var names []string
-	if len(applied) > 1 {
-		names = make([]string, 0, len(applied))
-		for name := range applied {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-	} else {
-		for name := range applied {
-			names = []string{name}
+	case 1:
+		for _, info := range applied {
+			if out, ok := t.buildOneSlice(nn, info); ok {
+				return out
+			}
 		}
 	}
+	names := make([]string, 0, len(applied))
+	for name := range applied {
+		names = append(names, name)
+	}
+	slices.Sort(names)
 
 	type candidate struct {
 		key  netip.AddrPort
-		info *endpointInfo
+		info *proxy.BaseEndpoint
 	}
 	byPort := make(map[proxy.ServicePortName][]candidate, 1)
 	for _, sliceName := range names {
@@ -402,12 +455,12 @@ func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied
 			}
 			for i := range info.endpoints {
 				e := &info.endpoints[i]
-				list = append(list, candidate{netip.AddrPortFrom(e.addr, uint16(p.port)), e})
+				list = append(list, candidate{netip.AddrPortFrom(e.Addr, uint16(p.port)), e})
 			}
 			byPort[spn] = list
 		}
 	}
-	out := make(EndpointsMap, len(byPort))
+	out := make(serviceEndpoints, 0, len(byPort))
 	for spn, list := range byPort {
 		if len(list) == 0 {
 			continue
@@ -427,43 +480,95 @@ func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied
 		}
 		// One allocation for all the port's base endpoints.
 		bases := make([]proxy.BaseEndpoint, len(kept))
-		eps := make([]proxy.Endpoint, len(kept))
 		for i, c := range kept {
-			bases[i] = proxy.BaseEndpoint{
-				Addr:        c.info.addr,
-				PortNum:     int(c.key.Port()),
-				Local:       c.info.local,
-				Ready:       c.info.ready,
-				Serving:     c.info.serving,
-				Terminating: c.info.terminating,
-				Zones:       c.info.zoneHints,
-				Nodes:       c.info.nodeHints,
-				Node:        c.info.nodeName,
-				ZoneName:    c.info.zone,
-			}
-			if t.makeEndpoint != nil {
-				eps[i] = t.makeEndpoint(&bases[i], &spn)
-			} else {
-				eps[i] = &bases[i]
-			}
+			bases[i] = *c.info
+			bases[i].PortNum = int(c.key.Port())
 		}
-		out[spn] = eps
+		out = append(out, portEndpoints{name: spn, eps: t.wrap(&spn, bases)})
 	}
 	if len(out) == 0 {
 		return nil
 	}
+	slices.SortFunc(out, func(a, b portEndpoints) int { return comparePortNames(a.name, b.name) })
 	return out
 }
 
+// buildOneSlice is buildEndpoints for a service with one slice (nearly
+// every service): its endpoints are sorted by address already, so each port
+// needs no merge, and a one-port slice's endpoints are used as they are. It
+// reports false, for the general merge, when the slice lists one port name
+// and protocol twice (with two numbers).
+func (t *EndpointsChangeTracker) buildOneSlice(nn types.NamespacedName, info *sliceInfo) (serviceEndpoints, bool) {
+	for i := 1; i < len(info.ports); i++ {
+		if info.ports[i].name == info.ports[i-1].name && info.ports[i].protocol == info.ports[i-1].protocol {
+			return nil, false
+		}
+	}
+	if len(info.endpoints) == 0 || len(info.ports) == 0 {
+		return nil, true
+	}
+	dups := false
+	for i := 1; i < len(info.endpoints); i++ {
+		if info.endpoints[i].Addr == info.endpoints[i-1].Addr {
+			dups = true
+			break
+		}
+	}
+	out := make(serviceEndpoints, 0, len(info.ports))
+	for _, p := range info.ports {
+		spn := proxy.ServicePortName{NamespacedName: nn, Port: p.name, Protocol: p.protocol}
+		var bases []proxy.BaseEndpoint
+		switch {
+		case len(info.ports) == 1 && !dups:
+			bases = info.endpoints // PortNum is set already
+		case !dups:
+			bases = make([]proxy.BaseEndpoint, len(info.endpoints))
+			copy(bases, info.endpoints)
+			for i := range bases {
+				bases[i].PortNum = p.port
+			}
+		default:
+			bases = make([]proxy.BaseEndpoint, 0, len(info.endpoints))
+			for i := range info.endpoints {
+				e := &info.endpoints[i]
+				if n := len(bases); n > 0 && bases[n-1].Addr == e.Addr {
+					if better(e, &bases[n-1]) {
+						bases[n-1] = *e
+						bases[n-1].PortNum = p.port
+					}
+					continue
+				}
+				bases = append(bases, *e)
+				bases[len(bases)-1].PortNum = p.port
+			}
+		}
+		out = append(out, portEndpoints{name: spn, eps: t.wrap(&spn, bases)})
+	}
+	return out, true
+}
+
+// wrap hands out one port's base endpoints, through MakeEndpoint if set.
+func (t *EndpointsChangeTracker) wrap(spn *proxy.ServicePortName, bases []proxy.BaseEndpoint) []proxy.Endpoint {
+	eps := make([]proxy.Endpoint, len(bases))
+	for i := range bases {
+		if t.makeEndpoint != nil {
+			eps[i] = t.makeEndpoint(&bases[i], spn)
+		} else {
+			eps[i] = &bases[i]
+		}
+	}
+	return eps
+}
+
 // better reports whether duplicate a should replace b.
-func better(a, b *endpointInfo) bool {
-	if a.ready != b.ready {
-		return a.ready
+func better(a, b *proxy.BaseEndpoint) bool {
+	if a.Ready != b.Ready {
+		return a.Ready
 	}
-	if a.serving != b.serving {
-		return a.serving
+	if a.Serving != b.Serving {
+		return a.Serving
 	}
-	return a.local && !b.local
+	return a.Local && !b.Local
 }
 
 // detectStaleUDP finds UDP endpoints that were serving and no longer are
@@ -472,26 +577,27 @@ func better(a, b *endpointInfo) bool {
 // endpoint to some. A ready endpoint that starts terminating but still
 // serves keeps its conntrack entries, as in kube-proxy, so that existing
 // flows drain gracefully.
-func detectStaleUDP(previous, current EndpointsMap, res *UpdateEndpointsMapResult) {
-	for spn, eps := range previous {
-		if spn.Protocol != v1.ProtocolUDP {
+func detectStaleUDP(previous, current serviceEndpoints, res *UpdateEndpointsMapResult) {
+	for _, p := range previous {
+		if p.name.Protocol != v1.ProtocolUDP {
 			continue
 		}
-		for _, ep := range eps {
+		now := current.get(p.name)
+		for _, ep := range p.eps {
 			if !ep.IsServing() {
 				continue
 			}
-			if nep := findEndpoint(current[spn], ep); nep == nil || !nep.IsServing() {
-				res.DeletedUDPEndpoints = append(res.DeletedUDPEndpoints, proxy.ServiceEndpoint{Endpoint: ep.String(), ServicePortName: spn})
+			if nep := findEndpoint(now, ep); nep == nil || !nep.IsServing() {
+				res.DeletedUDPEndpoints = append(res.DeletedUDPEndpoints, proxy.ServiceEndpoint{Endpoint: ep.String(), ServicePortName: p.name})
 			}
 		}
 	}
-	for spn, eps := range current {
-		if spn.Protocol != v1.ProtocolUDP {
+	for _, p := range current {
+		if p.name.Protocol != v1.ProtocolUDP {
 			continue
 		}
-		if anyServing(eps) && !anyServing(previous[spn]) {
-			res.NewlyActiveUDPServices = append(res.NewlyActiveUDPServices, spn)
+		if anyServing(p.eps) && !anyServing(previous.get(p.name)) {
+			res.NewlyActiveUDPServices = append(res.NewlyActiveUDPServices, p.name)
 		}
 	}
 }
@@ -521,10 +627,22 @@ func anyServing(eps []proxy.Endpoint) bool {
 // one service (over all its ports): what its health-check node port
 // reports. Terminating endpoints do not count, so a node whose local pods
 // are all shutting down fails the load balancer's health check.
-func localReadyIPs(m EndpointsMap) int {
+func localReadyIPs(s serviceEndpoints) int {
+	if len(s) == 1 {
+		// One port: the list is sorted by address (then port), so
+		// copies of an address are adjacent.
+		n, last := 0, netip.Addr{}
+		for _, ep := range s[0].eps {
+			if ep.IsLocal() && ep.IsReady() && (n == 0 || ep.IP() != last) {
+				n++
+				last = ep.IP()
+			}
+		}
+		return n
+	}
 	var seen []netip.Addr
-	for _, eps := range m {
-		for _, ep := range eps {
+	for _, p := range s {
+		for _, ep := range p.eps {
 			if ep.IsLocal() && ep.IsReady() && !slices.Contains(seen, ep.IP()) {
 				seen = append(seen, ep.IP())
 			}
