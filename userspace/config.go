@@ -164,6 +164,14 @@ type Config struct {
 	// RetryBackoff is the pause before the first retry, doubled for each
 	// further one and capped at 1s; default 10ms; negative means none.
 	RetryBackoff time.Duration
+	// TCPHalfCloseTimeout: once one side of a proxied TCP connection has
+	// finished sending (its FIN is passed on as a half-close), the other
+	// side must keep sending: after this long with not a byte from it,
+	// both sides are reset. It is what ends a connection whose client
+	// left while its backend accepted and never answered (and the
+	// converse), instead of holding two sockets and two goroutines until
+	// the backend dies. Default 10s; negative means wait for ever.
+	TCPHalfCloseTimeout time.Duration
 	// EndpointCloseGracePeriod: established TCP connections to an endpoint
 	// that left the service are closed this long after it left, unless it
 	// came back. Default 30s; negative means never. (UDP flows to it end
@@ -211,6 +219,7 @@ const (
 	defaultRetryBackoff   = 10 * time.Millisecond
 	maxRetryBackoff       = time.Second
 	defaultGracePeriod    = 30 * time.Second
+	defaultHalfClose      = 10 * time.Second
 )
 
 // withDefaults validates c and ifs and fills their zero values.
@@ -264,6 +273,9 @@ func (c Config) withDefaults(ifs Interfaces) (Config, Interfaces, error) {
 		c.RetryBackoff = defaultRetryBackoff
 	} else if c.RetryBackoff < 0 {
 		c.RetryBackoff = 0
+	}
+	if c.TCPHalfCloseTimeout == 0 {
+		c.TCPHalfCloseTimeout = defaultHalfClose
 	}
 	if c.EndpointCloseGracePeriod == 0 {
 		c.EndpointCloseGracePeriod = defaultGracePeriod

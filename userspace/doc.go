@@ -82,7 +82,11 @@
 //     skipped and the next one tried, up to Config.MaxRetries more times with
 //     doubling backoff. Data is copied with io.Copy between *net.TCPConn, so
 //     Linux splices it; a clean EOF is passed on as a half-close, an error in
-//     either direction resets both sides. With no endpoint (and no capture
+//     either direction resets both sides, and so does silence: once one side
+//     has finished, the other must send at least every
+//     Config.TCPHalfCloseTimeout (10s), so a client that left a backend that
+//     never answers leaves no sockets or goroutines behind
+//     (CounterHalfCloseReset). With no endpoint (and no capture
 //     rule refusing it first) the client connection is reset.
 //   - UDP: one flow per client address, ended after Config.UDPIdleTimeout
 //     without traffic either way, at most Config.MaxUDPFlows per socket

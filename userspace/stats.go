@@ -21,6 +21,7 @@ const (
 	CounterUDPReadErrors   = "udp_read_errors"       // errors reading a UDP proxy socket
 	CounterGraceClosed     = "grace_closed"          // connections/flows closed after their endpoint left
 	CounterUDPFlowLimit    = "udp_flow_limit"        // datagrams dropped because a socket had MaxUDPFlows flows
+	CounterHalfCloseReset  = "tcp_half_close_reset"  // connections reset after TCPHalfCloseTimeout (one side done, the other silent)
 )
 
 type counter int
@@ -42,6 +43,7 @@ const (
 	counterUDPReadErrors
 	counterGraceClosed
 	counterUDPFlowLimit
+	counterHalfCloseReset
 	numCounters
 )
 
@@ -50,7 +52,7 @@ var counterNames = [numCounters]string{
 	CounterTCPAccepted, CounterTCPProxied, CounterNoEndpoints, CounterDialErrors,
 	CounterDialFailures, CounterAcceptErrors, CounterUDPFlows, CounterUDPFlowsExpired,
 	CounterUDPToBackend, CounterUDPToClient, CounterUDPDropped, CounterUDPReadErrors,
-	CounterGraceClosed, CounterUDPFlowLimit,
+	CounterGraceClosed, CounterUDPFlowLimit, CounterHalfCloseReset,
 }
 
 type counters [numCounters]atomic.Int64

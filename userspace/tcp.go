@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -97,7 +99,7 @@ func (t *tcpProxy) handle(client net.Conn) {
 		client.Close()
 		return
 	}
-	pair := &tcpPair{client: client, backend: conn}
+	pair := &tcpPair{client: client, backend: conn, halfCloseTimeout: p.cfg.TCPHalfCloseTimeout}
 	ac := &activeConn{key: t.key, backend: backend, close: pair.closeBoth}
 	if !p.conns.register(ac) {
 		pair.closeBoth()
@@ -105,7 +107,10 @@ func (t *tcpProxy) handle(client net.Conn) {
 	}
 	defer p.conns.unregister(ac)
 	p.count(counterTCPProxied)
-	pair.run()
+	if pair.run() {
+		p.count(counterHalfCloseReset)
+		p.log.V(2).Info("Reset a half-closed connection whose other side stayed silent", "service", t.key, "client", client.RemoteAddr(), "endpoint", backend, "timeout", p.cfg.TCPHalfCloseTimeout)
+	}
 }
 
 // dialBackend picks an endpoint and dials it; on failure it tries the next
@@ -147,6 +152,11 @@ func (p *Proxier) dialBackend(key BalancerKey, client netip.Addr) (netip.AddrPor
 type tcpPair struct {
 	client, backend net.Conn
 	once            sync.Once
+	// halfCloseTimeout (<0: none): after one direction ended cleanly, the
+	// other may be silent this long before both sides are reset.
+	halfCloseTimeout time.Duration
+	halfClosed       atomic.Bool // one direction ended cleanly
+	timedOut         atomic.Bool // the other then stayed silent
 }
 
 func (c *tcpPair) closeBoth() {
@@ -158,8 +168,10 @@ func (c *tcpPair) closeBoth() {
 
 // run copies both ways until both directions ended. A clean EOF in one
 // direction is passed on as a half-close (CloseWrite) and the other
-// direction keeps flowing; an error in either direction resets both sides.
-func (c *tcpPair) run() {
+// direction keeps flowing as long as it carries data at least every
+// halfCloseTimeout; an error in either direction, or that timeout, resets
+// both sides. It reports whether the timeout ended the connection.
+func (c *tcpPair) run() bool {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -169,6 +181,7 @@ func (c *tcpPair) run() {
 	c.copy(c.client, c.backend)
 	wg.Wait()
 	c.closeBoth()
+	return c.timedOut.Load()
 }
 
 type closeWriter interface{ CloseWrite() error }
@@ -188,15 +201,33 @@ func (c *tcpPair) abort() {
 }
 
 func (c *tcpPair) copy(dst, src net.Conn) {
-	// With dst and src both *net.TCPConn, io.Copy uses dst.ReadFrom, which
-	// splices on Linux.
-	_, err := io.Copy(dst, src)
-	if err != nil {
+	for {
+		// With dst and src both *net.TCPConn, io.Copy uses dst.ReadFrom,
+		// which splices on Linux.
+		n, err := io.Copy(dst, src)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.halfClosed.Load() {
+			if n > 0 {
+				// Data flowed in this window: give it another. (The
+				// first window may count bytes from before the other
+				// side finished: a silent peer gets at most two.)
+				src.SetReadDeadline(time.Now().Add(c.halfCloseTimeout))
+				continue
+			}
+			c.timedOut.Store(true)
+		}
 		c.abort()
 		return
 	}
 	if cw, ok := dst.(closeWriter); ok {
 		if cw.CloseWrite() == nil {
+			// dst is the other direction's source: from now on it must
+			// keep talking (see run).
+			if c.halfCloseTimeout > 0 && !c.halfClosed.Swap(true) {
+				dst.SetReadDeadline(time.Now().Add(c.halfCloseTimeout))
+			}
 			return
 		}
 	}
