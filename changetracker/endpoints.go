@@ -229,7 +229,7 @@ func triggerTime(slice *discovery.EndpointSlice) (time.Time, bool) {
 func (t *EndpointsChangeTracker) Skipped() uint64 { return t.skipped.Load() }
 
 func (t *EndpointsChangeTracker) skip(msg string, keysAndValues ...any) {
-	reporter{t.log, &t.skipped}.skip(msg, keysAndValues...)
+	reporter{log: t.log, count: &t.skipped}.skip(msg, keysAndValues...)
 }
 
 // Pending returns the number of slices with an unapplied change.
@@ -237,6 +237,13 @@ func (t *EndpointsChangeTracker) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.pendingCount
+}
+
+// pendingServices returns the number of services with a pending change.
+func (t *EndpointsChangeTracker) pendingServices() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dirty.Len()
 }
 
 func sliceInfoEqual(a, b *sliceInfo) bool {
@@ -359,7 +366,7 @@ func (m EndpointsMap) apply(t *EndpointsChangeTracker) (UpdateEndpointsMapResult
 		LastChangeTriggerTimes: triggers,
 	}
 	for nn, change := range changes {
-		if reflect.DeepEqual(change.previous, change.current) {
+		if len(change.previous) == len(change.current) && reflect.DeepEqual(change.previous, change.current) {
 			delete(changes, nn)
 			continue
 		}

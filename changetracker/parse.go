@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	netutils "k8s.io/utils/net"
 )
 
@@ -74,6 +75,11 @@ func familyOf(a netip.Addr) v1.IPFamily {
 type reporter struct {
 	log   logr.Logger
 	count *atomic.Uint64
+	// service, when set, is logged with every message (with the family),
+	// added only when there is something to log: building the logger's
+	// values for every service would cost allocations on every update.
+	service *types.NamespacedName
+	family  v1.IPFamily
 }
 
 func (r reporter) skip(msg string, keysAndValues ...any) {
@@ -81,5 +87,9 @@ func (r reporter) skip(msg string, keysAndValues ...any) {
 		return
 	}
 	r.count.Add(1)
-	r.log.Error(nil, msg, keysAndValues...)
+	log := r.log
+	if r.service != nil {
+		log = log.WithValues("service", *r.service, "ipFamily", r.family)
+	}
+	log.Error(nil, msg, keysAndValues...)
 }

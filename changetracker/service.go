@@ -3,6 +3,7 @@ package changetracker
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -35,7 +36,32 @@ type ServiceChangeTracker struct {
 }
 
 type serviceChange struct {
-	previous, current ServicePortMap
+	previous, current servicePorts
+}
+
+// namedPort is one port of a service, under its name.
+type namedPort struct {
+	name proxy.ServicePortName
+	port proxy.ServicePort
+}
+
+// servicePorts are one service's ports sorted by port name then protocol
+// (a map per service would cost far more memory: most services have one
+// port).
+type servicePorts []namedPort
+
+func (s servicePorts) has(name proxy.ServicePortName) bool {
+	return slices.ContainsFunc(s, func(p namedPort) bool { return p.name == name })
+}
+
+// get returns the named port, or nil.
+func (s servicePorts) get(name proxy.ServicePortName) proxy.ServicePort {
+	for i := range s {
+		if s[i].name == name {
+			return s[i].port
+		}
+	}
+	return nil
 }
 
 // NewServiceChangeTracker returns a tracker for cfg.IPFamily. An unknown
@@ -72,14 +98,14 @@ func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool {
 	}
 	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	// Build outside the lock: it is the expensive part.
-	curr := t.serviceToPortMap(current, true)
+	curr := t.servicePorts(current, true)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	change, ok := t.items[nn]
 	if !ok {
 		// previous was reported when it was current: build it quietly.
-		change = &serviceChange{previous: t.serviceToPortMap(previous, false)}
+		change = &serviceChange{previous: t.servicePorts(previous, false)}
 		t.items[nn] = change
 	}
 	change.current = curr
@@ -98,8 +124,11 @@ func (t *ServiceChangeTracker) pending() int {
 	return len(t.items)
 }
 
-func portMapsEqual(a, b ServicePortMap) bool {
-	if len(a) == 0 && len(b) == 0 {
+func portMapsEqual(a, b servicePorts) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 {
 		return true
 	}
 	return reflect.DeepEqual(a, b)
@@ -122,31 +151,31 @@ func (m ServicePortMap) apply(t *ServiceChangeTracker) (UpdateServiceMapResult, 
 	t.mu.Unlock()
 
 	res := UpdateServiceMapResult{
-		UpdatedServices:      sets.New[types.NamespacedName](),
+		UpdatedServices:      make(sets.Set[types.NamespacedName], len(changes)),
 		DeletedUDPClusterIPs: sets.New[netip.Addr](),
 	}
 	for nn, change := range changes {
 		res.UpdatedServices.Insert(nn)
-		for name, prev := range change.previous {
-			cur, still := change.current[name]
-			if name.Protocol == v1.ProtocolUDP && (!still || cur.ClusterIP() != prev.ClusterIP()) {
-				res.DeletedUDPClusterIPs.Insert(prev.ClusterIP())
+		for _, prev := range change.previous {
+			cur := change.current.get(prev.name)
+			if prev.name.Protocol == v1.ProtocolUDP && (cur == nil || cur.ClusterIP() != prev.port.ClusterIP()) {
+				res.DeletedUDPClusterIPs.Insert(prev.port.ClusterIP())
 			}
-			if !still {
-				delete(m, name)
+			if cur == nil {
+				delete(m, prev.name)
 			}
 		}
-		for name, cur := range change.current {
-			m[name] = cur
+		for _, cur := range change.current {
+			m[cur.name] = cur.port
 		}
 	}
 	// A cluster IP that moved from one UDP service port to another is
 	// still served: its conntrack entries may stay.
 	if res.DeletedUDPClusterIPs.Len() > 0 {
 		for _, change := range changes {
-			for name, sp := range change.current {
-				if name.Protocol == v1.ProtocolUDP {
-					res.DeletedUDPClusterIPs.Delete(sp.ClusterIP())
+			for _, cur := range change.current {
+				if cur.name.Protocol == v1.ProtocolUDP {
+					res.DeletedUDPClusterIPs.Delete(cur.port.ClusterIP())
 				}
 			}
 		}
@@ -171,16 +200,17 @@ func (m ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16 {
 // skipped since the tracker was created.
 func (t *ServiceChangeTracker) Skipped() uint64 { return t.skipped.Load() }
 
-// serviceToPortMap builds the ports of svc for the tracker's family; nil if
-// the service is skipped or has no cluster IP of this family. report says
-// whether invalid input is logged and counted.
-func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service, report bool) ServicePortMap {
+// servicePorts builds the ports of svc for the tracker's family, sorted by
+// name then protocol; nil if the service is skipped or has no cluster IP of
+// this family. report says whether invalid input is logged and counted.
+func (t *ServiceChangeTracker) servicePorts(svc *v1.Service, report bool) servicePorts {
 	if svc == nil || proxy.ShouldSkipService(svc, t.proxyName) {
 		return nil
 	}
+	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	var log reporter
 	if report {
-		log = reporter{t.log.WithValues("service", types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, "ipFamily", t.family), &t.skipped}
+		log = reporter{log: t.log, count: &t.skipped, service: &nn, family: t.family}
 	}
 	clusterIP, ok := t.clusterIP(svc, log)
 	if !ok {
@@ -228,8 +258,7 @@ func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service, report bool) Se
 		}
 	}
 
-	m := make(ServicePortMap, len(svc.Spec.Ports))
-	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	m := make(servicePorts, 0, len(svc.Spec.Ports))
 	for i := range svc.Spec.Ports {
 		port := &svc.Spec.Ports[i]
 		if port.Port <= 0 || port.Port > 65535 {
@@ -245,7 +274,7 @@ func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service, report bool) Se
 			continue
 		}
 		name := proxy.ServicePortName{NamespacedName: nn, Port: port.Name, Protocol: proto}
-		if _, dup := m[name]; dup {
+		if m.has(name) {
 			log.skip("Skipping duplicate service port", "servicePort", name)
 			continue
 		}
@@ -259,14 +288,17 @@ func (t *ServiceChangeTracker) serviceToPortMap(svc *v1.Service, report bool) Se
 				base.NodePortNum = int(np)
 			}
 		}
+		var sp proxy.ServicePort = &base
 		if t.makeServicePort != nil {
-			m[name] = t.makeServicePort(port, svc, &base)
-		} else {
-			m[name] = &base
+			sp = t.makeServicePort(port, svc, &base)
 		}
+		m = append(m, namedPort{name: name, port: sp})
 	}
 	if len(m) == 0 {
 		return nil
+	}
+	if len(m) > 1 {
+		slices.SortFunc(m, func(a, b namedPort) int { return comparePortNames(a.name, b.name) })
 	}
 	return m
 }

@@ -256,6 +256,7 @@ func (t *Tracker) NodeLabels() map[string]string {
 // it from the sync goroutine only. Its cost is proportional to the changes
 // applied, never to the number of services.
 func (t *Tracker) Update() Update {
+	t.presize()
 	svcRes, svcChanges := t.serviceMap.apply(t.services)
 	epRes, epChanges := t.endpointsMap.apply(t.slices)
 
@@ -281,6 +282,27 @@ func (t *Tracker) Update() Update {
 	return u
 }
 
+// presize replaces the tracker's maps, while they are still empty (the
+// first Update of a cold start), with maps sized for the pending changes,
+// so that filling them does not grow them step by step.
+func (t *Tracker) presize() {
+	const worth = 64
+	if len(t.serviceMap) == 0 {
+		if n := t.services.Pending(); n > worth {
+			t.serviceMap = make(ServicePortMap, n)
+			t.portsByName = make(map[types.NamespacedName][]proxy.ServicePortName, n)
+			if t.filterActive && len(t.scoped) == 0 {
+				t.scoped = make(ServicePortMap, n)
+			}
+		}
+	}
+	if len(t.endpointsMap) == 0 {
+		if n := t.slices.pendingServices(); n > worth {
+			t.endpointsMap = make(EndpointsMap, n)
+		}
+	}
+}
+
 // indexPorts records the current port names of the services that changed.
 func (t *Tracker) indexPorts(svcChanges map[types.NamespacedName]*serviceChange) {
 	for nn, c := range svcChanges {
@@ -288,9 +310,9 @@ func (t *Tracker) indexPorts(svcChanges map[types.NamespacedName]*serviceChange)
 			delete(t.portsByName, nn)
 			continue
 		}
-		names := make([]proxy.ServicePortName, 0, len(c.current))
-		for name := range c.current {
-			names = append(names, name)
+		names := make([]proxy.ServicePortName, len(c.current))
+		for i := range c.current {
+			names[i] = c.current[i].name
 		}
 		t.portsByName[nn] = names
 	}
@@ -300,8 +322,8 @@ func (t *Tracker) indexPorts(svcChanges map[types.NamespacedName]*serviceChange)
 func (t *Tracker) updateScope(svcChanges map[types.NamespacedName]*serviceChange, epChanges map[types.NamespacedName]*endpointsChange, changed sets.Set[types.NamespacedName]) {
 	for _, c := range svcChanges {
 		// Drop the old ports from the view (indexPorts has the new ones).
-		for name := range c.previous {
-			delete(t.scoped, name)
+		for _, p := range c.previous {
+			delete(t.scoped, p.name)
 		}
 	}
 	for nn, c := range epChanges {
