@@ -4,43 +4,52 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/changetracker"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 func isExists(err error) bool   { return errors.Is(err, ErrExists) }
 
-// apply runs every op, keeps going past failures, and returns the first
-// error (with the number of failed ops).
-func (p *Proxier) apply(ops opList) error {
+// execute runs every op, keeps going past failures, and returns the first
+// error (with the number of failed ops). The Result counts the kernel
+// writes made and carries the conntrack filters of the UDP virtual and
+// real servers deleted.
+func (p *Proxier) execute(ops opList) (engine.Result, error) {
+	var res engine.Result
 	var first error
 	failed := 0
+	r := &reaper{q: p.graceful, ipvs: p.ifs.IPVS, now: p.cfg.Clock.Now()}
 	for i := range ops {
-		if err := p.applyOp(&ops[i]); err != nil {
+		wrote, err := p.applyOp(&ops[i], r, &res)
+		if err != nil {
 			failed++
 			if first == nil {
 				first = err
 			}
 		}
+		if wrote {
+			res.Writes++
+		}
 	}
 	if first != nil {
-		return fmt.Errorf("ipvs: %d of %d changes failed, first: %w", failed, len(ops), first)
+		return res, fmt.Errorf("ipvs: %d of %d changes failed, first: %w", failed, len(ops), first)
 	}
-	return nil
+	return res, nil
 }
 
-func (p *Proxier) applyOp(o *op) error {
+// applyOp runs one op, and records what it means for the graceful queue and
+// the virtual servers we own. wrote: it issued a kernel write.
+func (p *Proxier) applyOp(o *op, r *reaper, res *engine.Result) (wrote bool, err error) {
 	ipvs := p.ifs.IPVS
 	switch o.kind {
 	case opCreateSet:
 		if err := p.ifs.IPSet.CreateSet(o.set); err != nil && !isExists(err) {
-			return err
+			return true, err
 		}
 	case opAddVS:
 		p.owned[o.vs.Key()] = struct{}{}
@@ -48,18 +57,18 @@ func (p *Proxier) applyOp(o *op) error {
 		if isExists(err) {
 			err = ipvs.UpdateVirtualServer(&o.vs)
 		}
-		return err
+		return true, err
 	case opUpdateVS:
-		return ipvs.UpdateVirtualServer(&o.vs)
+		return true, ipvs.UpdateVirtualServer(&o.vs)
 	case opDelVS:
 		p.graceful.removeVS(o.vs.Key())
 		if err := ipvs.DeleteVirtualServer(&o.vs); err != nil && !isNotFound(err) {
 			p.owned[o.vs.Key()] = struct{}{}
-			return err
+			return true, err
 		}
 		delete(p.owned, o.vs.Key())
 		if o.vs.Protocol == v1.ProtocolUDP {
-			p.conntrackFilters = append(p.conntrackFilters, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port)})
+			res.Conntrack = append(res.Conntrack, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port)})
 		}
 	case opAddRS:
 		err := ipvs.AddRealServer(&o.vs, &o.rs)
@@ -69,94 +78,85 @@ func (p *Proxier) applyOp(o *op) error {
 		if err == nil {
 			p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
 		}
-		return err
+		return true, err
 	case opUpdateRS:
 		if err := ipvs.UpdateRealServer(&o.vs, &o.rs); err != nil {
-			return err
+			return true, err
 		}
 		if o.rs.Weight == 0 {
-			p.graceful.add(o.vs, o.rs, p.clock.Now().Add(p.cfg.GracefulTerminationPeriod))
+			p.graceful.add(o.vs, o.rs, r.now.Add(p.cfg.GracefulTerminationPeriod))
 		} else {
 			p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
 		}
 	case opDelRS:
 		p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
 		if err := ipvs.DeleteRealServer(&o.vs, &o.rs); err != nil && !isNotFound(err) {
-			return err
+			return true, err
 		}
 		if o.vs.Protocol == v1.ProtocolUDP {
-			p.conntrackFilters = append(p.conntrackFilters, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port), ReplySrc: o.rs.Address})
+			res.Conntrack = append(res.Conntrack, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port), ReplySrc: o.rs.Address})
 		}
 	case opBind:
 		_, err := p.ifs.Netlink.EnsureAddressBind(o.addr, DummyDevice)
-		return err
+		return true, err
 	case opUnbind:
 		if err := p.ifs.Netlink.UnbindAddress(o.addr, DummyDevice); err != nil && !isNotFound(err) {
-			return err
+			return true, err
 		}
 	case opAddEntry:
 		if err := p.ifs.IPSet.AddEntry(o.set.Name, o.entry); err != nil && !isExists(err) {
-			return err
+			return true, err
 		}
 	case opDelEntry:
 		if err := p.ifs.IPSet.DelEntry(o.set.Name, o.entry); err != nil && !isNotFound(err) {
-			return err
+			return true, err
 		}
+	case opAdoptDrain:
+		p.graceful.add(o.vs, o.rs, r.now.Add(p.cfg.GracefulTerminationPeriod))
+		return false, nil
+	case opReapRS:
+		return r.reap(o)
 	}
-	return nil
+	return true, nil
 }
 
-// syncIPTables restores the fixed ruleset and hooks it into the built-in
-// chains.
+// syncIPTables restores the fixed ruleset, hooks it into the built-in
+// chains and records what the drift check compares with. One listing per
+// table serves both: the jump rules it shows need no command, and its rule
+// counts are the canary (listed again only if a jump rule had to be added).
 func (p *Proxier) syncIPTables(ctx context.Context) error {
+	ipt := p.ifs.IPTables
 	p.rulesBuf.Reset()
-	writeRules(&p.rulesBuf, &p.cfg, p.ifs.IPTables.HasRandomFully())
-	if err := p.ifs.IPTables.Restore(ctx, p.rulesBuf.Bytes()); err != nil {
+	writeRules(&p.rulesBuf, &p.cfg, ipt.HasRandomFully())
+	if err := ipt.Restore(ctx, p.rulesBuf.Bytes()); err != nil {
 		p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
 		return fmt.Errorf("ipvs: iptables-restore: %w", err)
 	}
-	for _, j := range jumpRules {
-		if _, err := p.ifs.IPTables.EnsureRule(ctx, iptables.Prepend, j.table, j.from, j.args()...); err != nil {
-			return fmt.Errorf("ipvs: hook %s into %s/%s: %w", j.to, j.table, j.from, err)
+	p.canary = nil
+	listed := make(map[xtables.Table]*xtables.Listing, 2)
+	counts := make(ruleCounts)
+	for _, t := range []xtables.Table{xtables.TableNAT, xtables.TableFilter} {
+		p.rulesBuf.Reset()
+		if err := ipt.SaveInto(ctx, t, &p.rulesBuf); err != nil {
+			// not fatal: hook in rule by rule, check drift next time
+			p.log.Error(err, "Listing iptables; checking the jump rules one by one", "table", t)
+			listed, counts = nil, nil
+			break
 		}
+		listed[t] = xtables.ParseListing(p.rulesBuf.Bytes(), t, xtables.JumpSources(jumpRules, t)...)
+		countRules(p.rulesBuf.Bytes(), string(t), ourChains[t], counts)
+	}
+	missing := listed == nil
+	for _, j := range jumpRules {
+		missing = missing || !listed[j.Table].HasJump(j)
+	}
+	if err := xtables.EnsureJumpRules(ctx, ipt, xtables.Prepend, jumpRules, listed); err != nil {
+		return fmt.Errorf("ipvs: %w", err)
+	}
+	if missing {
+		p.recordCanary(ctx)
+	} else {
+		p.canary = counts
 	}
 	return nil
-}
-
-// clearConntrack removes stale UDP flows: to real servers deleted by this
-// sync, to cluster IPs that went away, and to the addresses and node port
-// of UDP services that went from no endpoints to some (their clients'
-// earlier datagrams were answered or routed elsewhere, and the flow would
-// stick to that). Failures are logged, never fatal: stale UDP flows also
-// time out on their own.
-func (p *Proxier) clearConntrack(u *changetracker.Update) {
-	filters := p.conntrackFilters
-	p.conntrackFilters = p.conntrackFilters[:0]
-	for ip := range u.ServiceResult.DeletedUDPClusterIPs {
-		filters = append(filters, conntrack.Filter{OrigDst: ip})
-	}
-	for _, name := range u.EndpointsResult.NewlyActiveUDPServices {
-		svc, ok := u.Services[name]
-		if !ok || svc.Protocol() != v1.ProtocolUDP {
-			continue
-		}
-		addrs := append([]netip.Addr{svc.ClusterIP()}, svc.ExternalIPs()...)
-		for _, ip := range append(addrs, svc.LoadBalancerVIPs()...) {
-			if ip.IsValid() {
-				filters = append(filters, conntrack.Filter{OrigDst: ip, OrigDstPort: svc.Port()})
-			}
-		}
-		if np := svc.NodePort(); np != 0 {
-			filters = append(filters, conntrack.Filter{OrigDstPort: np})
-		}
-	}
-	if p.ifs.Conntrack == nil || len(filters) == 0 {
-		return
-	}
-	n, err := p.ifs.Conntrack.DeleteUDP(p.cfg.IPFamily == v1.IPv6Protocol, filters)
-	if err != nil {
-		p.log.Error(err, "Clearing UDP conntrack entries failed", "filters", len(filters))
-		return
-	}
-	p.log.V(4).Info("Cleared UDP conntrack entries", "deleted", n)
 }

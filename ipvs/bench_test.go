@@ -94,11 +94,11 @@ func BenchmarkSyncFull(b *testing.B) {
 				if err := e.p.Sync(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				st := e.p.LastSync()
+				st := e.last()
 				if !st.Full {
 					b.Fatal("not a full sync")
 				}
-				ops += st.Ops
+				ops += st.Result.Writes
 			}
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/sync")
 			b.ReportMetric(float64(ops)/float64(b.N), "ops/sync")
@@ -121,7 +121,7 @@ func BenchmarkSyncFullCold(b *testing.B) {
 				if err := e.p.Sync(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				ops += e.p.LastSync().Ops
+				ops += e.last().Result.Writes
 			}
 			b.ReportMetric(float64(ops)/float64(b.N), "ops/sync")
 		})
@@ -148,11 +148,11 @@ func BenchmarkSyncPartial(b *testing.B) {
 					b.Fatal(err)
 				}
 				cpu += processCPU() - cpu0
-				st := e.p.LastSync()
+				st := e.last()
 				if st.Full {
 					b.Fatal("a full sync")
 				}
-				ops += st.Ops
+				ops += st.Result.Writes
 				kernelCalls += e.mutations()
 			}
 			b.ReportMetric(float64(ops)/float64(b.N), "ops/sync")

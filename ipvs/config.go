@@ -5,21 +5,15 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
-	"github.com/svcproxy/svcproxy/proxy/conntrack"
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
-	"github.com/svcproxy/svcproxy/proxy/metrics"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // Defaults for the zero values of Config.
 const (
-	DefaultSyncPeriod                = 30 * time.Second
-	DefaultMinSyncPeriod             = time.Second
 	DefaultMasqueradeBit             = 14
 	DefaultGracefulTerminationPeriod = 15 * time.Minute
 	// DummyDevice is the dummy link that holds every service address, so the
@@ -47,20 +41,21 @@ const (
 	LocalModeInterfaceNamePrefix = proxy.LocalModeInterfaceNamePrefix
 )
 
-// Config configures a Proxier. Zero values are documented per field.
+// Config configures a Proxier: the fields every engine shares
+// (engine.Common: family, node, periods, logger, clock, metrics, health
+// servers, conntrack cleaner, OnSync), then the IPVS mode's own. Zero
+// values are documented per field:
+//
+//	ipvs.Config{Common: engine.Common{NodeName: "node-1"}, Scheduler: "wlc"}
+//
+// Common.SyncPeriod syncs are partial (only what changed is written); a
+// full sync, which reads the kernel back and repairs what differs, runs at
+// start, after failures, every Common.FullSyncPeriod, and at once when the
+// drift check finds our iptables rules or kube-ipvs0 addresses gone (every
+// Common.DriftCheckInterval).
 type Config struct {
-	// IPFamily is the family this proxier serves (IPv4 when empty).
-	IPFamily v1.IPFamily
-	// NodeName decides which endpoints are local.
-	NodeName string
-	// NodeIPs are this node's primary IPs (informational; node ports are
-	// served on NodePortAddresses).
-	NodeIPs []netip.Addr
-	// SyncPeriod: a full sync (reading the kernel back) at least this often
-	// (0: DefaultSyncPeriod). MinSyncPeriod: syncs at least this far apart
-	// (0: DefaultMinSyncPeriod; negative: no limit).
-	SyncPeriod    time.Duration
-	MinSyncPeriod time.Duration
+	engine.Common
+
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit (0..31) of KUBE-MARK-MASQ (0: 14, as
@@ -93,69 +88,28 @@ type Config struct {
 	// server stays at weight 0 waiting for its connections to end
 	// (0: DefaultGracefulTerminationPeriod).
 	GracefulTerminationPeriod time.Duration
-	// ServiceProxyName: only services labelled with it are handled (see proxy.LabelServiceProxyName).
-	ServiceProxyName string
-	// EndpointFilter keeps only endpoints of this proxier's pod networks.
-	EndpointFilter proxy.EndpointFilter
-	// Logger; the zero value discards.
-	Logger logr.Logger
-	// Metrics, nil for none.
-	Metrics *metrics.Metrics
-	// Clock, nil for the real clock (tests pass a fake one).
-	Clock clock.WithTicker
-	// HealthServer (the proxier's healthz, e.g. a proxy/healthcheck
-	// ProxyHealthServer) is told when a change is queued and when a sync
-	// succeeded; nil for none.
-	HealthServer HealthServer
-	// ServiceHealthServer (e.g. a proxy/healthcheck ServiceHealthServer)
-	// gets the health-check node ports and local endpoint counts after
-	// every sync; nil for none.
-	ServiceHealthServer ServiceHealthServer
-}
-
-// HealthServer is the proxier health (healthz) server.
-type HealthServer interface {
-	QueuedUpdate(family v1.IPFamily)
-	Updated(family v1.IPFamily)
-}
-
-// ServiceHealthServer serves the health-check node ports of
-// externalTrafficPolicy Local services.
-type ServiceHealthServer interface {
-	// SyncServices gets every service's health-check node port.
-	SyncServices(nodePorts map[types.NamespacedName]uint16) error
-	// SyncEndpoints gets the number of ready local endpoints per service.
-	SyncEndpoints(localEndpoints map[types.NamespacedName]int) error
 }
 
 // Interfaces are what the Proxier drives. Build them with New, NewIPSet,
-// NewNetlink, NewSysctl, iptables' runner and conntrack's cleaner, or with
-// the fakes of ipvstest.
+// NewNetlink, NewSysctl and an iptables runner, or take
+// ipvstest.NewFakes(family).Interfaces(). The UDP conntrack cleaner is
+// Config.Conntrack (engine.Common).
 type Interfaces struct {
 	IPVS     Interface
 	IPSet    IPSet
 	Netlink  Netlink
-	IPTables iptables.Runner
+	IPTables xtables.Runner
 	Sysctl   Sysctl
-	// Conntrack clears UDP flows to removed real servers; nil skips it.
-	Conntrack conntrack.Cleaner
 }
 
-func (c *Config) setDefaults() error {
-	if c.IPFamily == "" {
-		c.IPFamily = v1.IPv4Protocol
+// withDefaults fills the zero values and validates; family is the iptables
+// runner's.
+func (c Config) withDefaults(family v1.IPFamily) (Config, error) {
+	common, err := c.Common.WithDefaults(family)
+	if err != nil {
+		return c, fmt.Errorf("ipvs: %w", err)
 	}
-	if c.IPFamily != v1.IPv4Protocol && c.IPFamily != v1.IPv6Protocol {
-		return fmt.Errorf("ipvs: IPFamily %q is neither IPv4 nor IPv6", c.IPFamily)
-	}
-	if c.SyncPeriod <= 0 {
-		c.SyncPeriod = DefaultSyncPeriod
-	}
-	if c.MinSyncPeriod == 0 {
-		c.MinSyncPeriod = DefaultMinSyncPeriod
-	} else if c.MinSyncPeriod < 0 {
-		c.MinSyncPeriod = 0
-	}
+	c.Common = common
 	switch c.MasqueradeBit {
 	case 0:
 		c.MasqueradeBit = DefaultMasqueradeBit
@@ -163,26 +117,26 @@ func (c *Config) setDefaults() error {
 		c.MasqueradeBit = 0
 	}
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
-		return fmt.Errorf("ipvs: MasqueradeBit %d is not in 0..31", c.MasqueradeBit)
+		return c, fmt.Errorf("ipvs: MasqueradeBit %d is not in 0..31", c.MasqueradeBit)
 	}
 	if c.Scheduler == "" {
 		c.Scheduler = DefaultScheduler
 	}
 	if !validScheduler(c.Scheduler) {
-		return fmt.Errorf("ipvs: unknown scheduler %q (want one of %v)", c.Scheduler, AllSchedulers)
+		return c, fmt.Errorf("ipvs: unknown scheduler %q (want one of %v)", c.Scheduler, AllSchedulers)
 	}
 	if c.GracefulTerminationPeriod <= 0 {
 		c.GracefulTerminationPeriod = DefaultGracefulTerminationPeriod
 	}
 	if err := c.LocalDetector.Validate(c.IPFamily); err != nil {
-		return fmt.Errorf("ipvs: %w", err)
+		return c, fmt.Errorf("ipvs: %w", err)
 	}
 	for _, p := range c.NodePortAddresses {
 		if !p.IsValid() {
-			return fmt.Errorf("ipvs: invalid node port address prefix")
+			return c, fmt.Errorf("ipvs: invalid node port address prefix")
 		}
 	}
-	return nil
+	return c, nil
 }
 
 func validScheduler(s string) bool {

@@ -7,12 +7,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/internal/netnstest"
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -32,18 +33,16 @@ func kernelConformanceHarness(topo proxytest.Topology) netnstest.KernelHarness {
 				if ifs.Netlink, err = ipvs.NewNetlink(ipvs.Options{}); err != nil {
 					return err
 				}
-				ifs.IPTables, err = iptables.New(iptables.RunnerConfig{Family: env.Topo.Family, Backend: iptables.BackendAuto})
+				ifs.IPTables, err = xtables.New(xtables.RunnerConfig{Family: env.Topo.Family, Backend: xtables.BackendAuto})
 				return err
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ifs.Sysctl = ipvs.NewSysctl() // Sync runs inside the node namespace
-			ifs.Conntrack = conntrack.New()
 			t.Cleanup(func() { _ = ifs.IPVS.Close() })
 			p, err := ipvs.NewProxier(ipvs.Config{
-				IPFamily:      env.Topo.Family,
-				NodeName:      env.Topo.NodeName,
+				Common:        engine.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},
 				MasqueradeAll: opts.MasqueradeAll,
 				LocalDetector: ipvs.LocalDetector{Mode: ipvs.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
 			}, ifs)

@@ -9,6 +9,7 @@ import (
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
 )
@@ -20,29 +21,18 @@ func conformanceHarness(topo proxytest.Topology) conformance.Harness {
 		Quirks: ipvstest.ConformanceQuirks(topo),
 		New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
 			e := newEnvFor(t, topo, ipvs.Config{
-				IPFamily:      topo.Family,
-				NodeName:      topo.NodeName,
+				Common:        engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName, Logger: testr.New(t)},
 				MasqueradeAll: opts.MasqueradeAll,
 				LocalDetector: ipvs.LocalDetector{Mode: ipvs.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
-				Logger:        testr.New(t),
 			})
-			tr := ipvstest.NewTracer(ipvstest.TracerConfig{
-				Family:            topo.Family,
+			tr := ipvstest.NewTracer(e.f, ipvstest.TracerConfig{
 				PodInterface:      topo.ClientPod.HostInterface,
 				ExternalInterface: topo.UplinkInterface,
-			}, e.ipvs, e.ipset, e.nl, e.ipt)
-			return e.p, dumpingTracer{tr, e}
+			})
+			return e.p, tr
 		},
 	}
 }
-
-// dumpingTracer adds Dump, which the conformance runner logs on failures.
-type dumpingTracer struct {
-	*ipvstest.Tracer
-	e *env
-}
-
-func (d dumpingTracer) Dump() string { return d.e.dump() }
 
 func TestConformance(t *testing.T) {
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {

@@ -7,23 +7,20 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 // A Proxier over the fakes of ipvstest: feed it a Service and its
 // EndpointSlice, sync, and look at the IPVS table and where a packet goes.
 // On a node, use ipvs.New, ipvs.NewIPSet, ipvs.NewNetlink, ipvs.NewSysctl
-// and iptables.New instead.
+// and xtables.New instead.
 func Example() {
-	fakeIPVS, fakeIPSet, fakeNetlink := ipvstest.NewIPVS(), ipvstest.NewIPSet(), ipvstest.NewNetlink()
-	fakeNetlink.AddLink("eth0", netip.MustParseAddr("192.168.0.10"))
-	fakeIPT := iptablestest.NewFake(v1.IPv4Protocol)
-	p, err := ipvs.NewProxier(ipvs.Config{NodeName: "node-a"}, ipvs.Interfaces{
-		IPVS: fakeIPVS, IPSet: fakeIPSet, Netlink: fakeNetlink, IPTables: fakeIPT, Sysctl: ipvstest.NewSysctl(nil),
-	})
+	fakes := ipvstest.NewFakes(v1.IPv4Protocol)
+	fakes.Netlink.AddLink("eth0", netip.MustParseAddr("192.168.0.10"))
+	p, err := ipvs.NewProxier(ipvs.Config{Common: engine.Common{NodeName: "node-a"}}, fakes.Interfaces())
 	if err != nil {
 		panic(err)
 	}
@@ -34,9 +31,9 @@ func Example() {
 	if err := p.Sync(context.Background()); err != nil {
 		panic(err)
 	}
-	fmt.Print(fakeIPVS.Dump())
+	fmt.Print(fakes.IPVS.Dump())
 
-	tr := ipvstest.NewTracer(ipvstest.TracerConfig{}, fakeIPVS, fakeIPSet, fakeNetlink, fakeIPT)
+	tr := ipvstest.NewTracer(fakes, ipvstest.TracerConfig{})
 	res, err := tr.Trace(proxytest.Packet{Origin: proxytest.FromExternal, Src: netip.MustParseAddr("203.0.113.1"),
 		Dst: netip.MustParseAddr("192.168.0.10"), Port: 30080, Protocol: v1.ProtocolTCP})
 	fmt.Println(res, err)

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -84,7 +85,7 @@ func TestGoldenExternal(t *testing.T) {
 }
 
 func TestGoldenIPv6(t *testing.T) {
-	e := newEnv(t, ipvs.Config{IPFamily: v1.IPv6Protocol, Scheduler: "wrr"})
+	e := newEnv(t, ipvs.Config{Common: engine.Common{IPFamily: v1.IPv6Protocol}, Scheduler: "wrr"})
 	e.p.OnServiceAdd(service("default", "web6", "fd00:96::10", 80, withNodePort(30081)))
 	e.p.OnEndpointSliceAdd(slice("default", "web6", 8080, v1.ProtocolTCP, ready("fd00:244::5", testNode)))
 	e.synced()

@@ -78,54 +78,100 @@ func (q *gracefulQueue) removeVS(vs VirtualServerKey) {
 // Len is the number of real servers waiting to be deleted.
 func (q *gracefulQueue) Len() int { return len(q.items) }
 
-// process deletes the real servers whose connections are gone or whose
-// deadline passed. It returns the first error; failed items stay queued.
-func (q *gracefulQueue) process(ipvs Interface, now time.Time) (deleted int, err error) {
-	for vsKey, rss := range q.byVS {
-		var vs VirtualServer
-		for rs := range rss {
-			vs = q.items[gracefulKey{vsKey, rs}].vs
-			break
-		}
-		current, lerr := ipvs.GetRealServers(&vs)
-		if lerr != nil {
-			if isNotFound(lerr) {
-				q.removeVS(vsKey)
-				continue
-			}
-			if err == nil {
-				err = lerr
-			}
-			continue
-		}
-		byAddr := make(map[netip.AddrPort]*RealServer, len(current))
-		for _, rs := range current {
-			byAddr[rs.AddrPort()] = rs
-		}
-		for ap := range rss {
-			it := q.items[gracefulKey{vsKey, ap}]
-			cur, ok := byAddr[ap]
-			if !ok {
-				q.remove(vsKey, ap)
-				continue
-			}
-			if cur.Weight > 0 {
-				// someone (a newer plan) took it back into service
-				q.remove(vsKey, ap)
-				continue
-			}
-			if cur.ActiveConn+cur.InactiveConn > 0 && now.Before(it.deadline) {
-				continue
-			}
-			if derr := ipvs.DeleteRealServer(&vs, cur); derr != nil && !isNotFound(derr) {
-				if err == nil {
-					err = derr
+func (q *gracefulQueue) get(vs VirtualServerKey, rs netip.AddrPort) *gracefulItem {
+	return q.items[gracefulKey{vs, rs}]
+}
+
+// appendReaps appends to ops (a sorted batch) one reap op for every real
+// server that will be draining once ops are applied: those queued now and
+// those ops drain, less those ops take back or delete. It reads the queue
+// and changes nothing: queueing happens when apply runs the drain ops.
+func (p *Proxier) appendReaps(ops opList) opList {
+	reap := make(map[gracefulKey]op, p.graceful.Len())
+	for k, it := range p.graceful.items {
+		reap[k] = op{kind: opReapRS, vs: it.vs, rs: it.rs}
+	}
+	for i := range ops {
+		o := &ops[i]
+		k := gracefulKey{o.vs.Key(), o.rs.AddrPort()}
+		switch {
+		case o.kind == opAdoptDrain, o.kind == opUpdateRS && o.rs.Weight == 0:
+			reap[k] = op{kind: opReapRS, vs: o.vs, rs: o.rs}
+		case o.kind == opUpdateRS, o.kind == opAddRS, o.kind == opDelRS:
+			delete(reap, k)
+		case o.kind == opDelVS:
+			for rk := range reap {
+				if rk.vs == k.vs {
+					delete(reap, rk)
 				}
-				continue
 			}
-			deleted++
-			q.remove(vsKey, ap)
 		}
 	}
-	return deleted, err
+	if len(reap) == 0 {
+		return ops
+	}
+	n := len(ops)
+	for _, o := range reap {
+		ops = append(ops, o)
+	}
+	sortOps(ops[n:])
+	return ops
+}
+
+// reaper runs the reap ops of one apply: it lists each draining virtual
+// server's real servers once (reap ops come sorted by virtual server) and
+// deletes those whose connections ended or whose deadline passed, as
+// kube-proxy's graceful termination does.
+type reaper struct {
+	q       *gracefulQueue
+	ipvs    Interface
+	now     time.Time
+	listed  VirtualServerKey
+	listing map[netip.AddrPort]*RealServer
+	listErr error
+}
+
+// reap runs one reap op; deleted reports whether it deleted the real
+// server. Failed items stay queued for the next sync.
+func (r *reaper) reap(o *op) (deleted bool, err error) {
+	vsKey, ap := o.vs.Key(), o.rs.AddrPort()
+	it := r.q.get(vsKey, ap)
+	if it == nil {
+		return false, nil // taken back or deleted by an earlier op
+	}
+	if r.listing == nil || r.listed != vsKey {
+		r.listed, r.listing = vsKey, nil
+		current, err := r.ipvs.GetRealServers(&it.vs)
+		r.listErr = err
+		if err == nil {
+			r.listing = make(map[netip.AddrPort]*RealServer, len(current))
+			for _, rs := range current {
+				r.listing[rs.AddrPort()] = rs
+			}
+		}
+	}
+	if r.listErr != nil {
+		if isNotFound(r.listErr) {
+			r.q.removeVS(vsKey) // the virtual server is gone, and its real servers with it
+			return false, nil
+		}
+		return false, r.listErr
+	}
+	cur, ok := r.listing[ap]
+	switch {
+	case !ok:
+		r.q.remove(vsKey, ap)
+		return false, nil
+	case cur.Weight > 0:
+		// someone (a newer plan) took it back into service
+		r.q.remove(vsKey, ap)
+		return false, nil
+	case cur.ActiveConn+cur.InactiveConn > 0 && r.now.Before(it.deadline):
+		return false, nil
+	}
+	if err := r.ipvs.DeleteRealServer(&it.vs, cur); err != nil && !isNotFound(err) {
+		return false, err
+	}
+	r.q.remove(vsKey, ap)
+	return true, nil
 }

@@ -6,13 +6,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 )
 
 var (
-	_ ipvs.HealthServer        = (*healthcheck.ProxyHealthServer)(nil)
-	_ ipvs.ServiceHealthServer = (*healthcheck.ServiceHealthServer)(nil)
+	_ engine.HealthServer        = (*healthcheck.ProxyHealthServer)(nil)
+	_ engine.ServiceHealthServer = (*healthcheck.ServiceHealthServer)(nil)
 )
 
 type recordingHealth struct {
@@ -34,7 +34,7 @@ func (r *recordingHealth) SyncEndpoints(l map[types.NamespacedName]int) error {
 
 func TestHealthServers(t *testing.T) {
 	h := &recordingHealth{}
-	e := newEnv(t, ipvs.Config{HealthServer: h, ServiceHealthServer: h})
+	e := newEnv(t, config(engine.Common{HealthServer: h, ServiceHealthServer: h}))
 	e.p.OnServiceAdd(service("default", "lb", "10.96.0.2", 443, withLB(30443, "203.0.113.7"), withETPLocal(31000)))
 	e.p.OnEndpointSliceAdd(slice("default", "lb", 8443, v1.ProtocolTCP, ready("10.244.1.8", testNode), ready("10.244.2.9", "node-b")))
 	e.synced()

@@ -20,6 +20,7 @@ import (
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -35,6 +36,7 @@ var (
 // env is a Proxier over the fakes, with a fake clock.
 type env struct {
 	p      *ipvs.Proxier
+	f      *ipvstest.Fakes
 	ipvs   *ipvstest.IPVS
 	ipset  *ipvstest.IPSet
 	nl     *ipvstest.Netlink
@@ -52,6 +54,9 @@ func (f *fakeConntrack) DeleteUDP(ipv6 bool, filters []ipvs.ConntrackFilter) (ui
 	return uint(len(filters)), nil
 }
 
+// config is an ipvs.Config with the common fields set.
+func config(c engine.Common) ipvs.Config { return ipvs.Config{Common: c} }
+
 func newEnv(t testing.TB, cfg ipvs.Config) *env {
 	t.Helper()
 	return newEnvFor(t, proxytest.Topology{NodeIP: nodeIP, UplinkInterface: "eth0"}, cfg)
@@ -64,12 +69,14 @@ func newEnvFor(t testing.TB, topo proxytest.Topology, cfg ipvs.Config) *env {
 	if cfg.IPFamily == "" {
 		cfg.IPFamily = v1.IPv4Protocol
 	}
+	f := ipvstest.NewFakes(cfg.IPFamily)
 	e := &env{
-		ipvs:   ipvstest.NewIPVS(),
-		ipset:  ipvstest.NewIPSet(),
-		nl:     ipvstest.NewNetlink(),
-		ipt:    iptablestest.NewFake(cfg.IPFamily),
-		sysctl: ipvstest.NewSysctl(nil),
+		f:      f,
+		ipvs:   f.IPVS,
+		ipset:  f.IPSet,
+		nl:     f.Netlink,
+		ipt:    f.IPTables,
+		sysctl: f.Sysctl,
 		ct:     &fakeConntrack{},
 		clock:  clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 	}
@@ -93,10 +100,11 @@ func (e *env) withProxier(t testing.TB, cfg ipvs.Config) *env {
 	if cfg.Clock == nil {
 		cfg.Clock = e.clock
 	}
+	if cfg.Conntrack == nil {
+		cfg.Conntrack = e.ct
+	}
 	e.cfg = cfg
-	p, err := ipvs.NewProxier(cfg, ipvs.Interfaces{
-		IPVS: e.ipvs, IPSet: e.ipset, Netlink: e.nl, IPTables: e.ipt, Sysctl: e.sysctl, Conntrack: e.ct,
-	})
+	p, err := ipvs.NewProxier(cfg, e.f.Interfaces())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,30 +119,33 @@ func (e *env) sync(t testing.TB) {
 	}
 }
 
-// dump is the whole node state the proxier owns.
-func (e *env) dump() string {
-	var b strings.Builder
-	b.WriteString("# ipvsadm -Ln\n")
-	b.WriteString(e.ipvs.Dump())
-	b.WriteString("\n# ip addr show kube-ipvs0\n")
-	b.WriteString(e.nl.Dump(ipvs.DummyDevice))
-	b.WriteString("\n# ipset list\n")
-	b.WriteString(e.ipset.Dump())
-	b.WriteString("\n# iptables-save\n")
-	b.WriteString(e.ipt.Dump())
-	return b.String()
+// last is what the last sync did.
+func (e *env) last() engine.SyncOutcome { return e.p.Stats().Last }
+
+// draining counts the real servers at weight 0 (waiting for deletion).
+func (e *env) draining() int {
+	n := 0
+	vss, _ := e.ipvs.GetVirtualServers()
+	for _, vs := range vss {
+		rss, _ := e.ipvs.GetRealServers(vs)
+		for _, rs := range rss {
+			if rs.Weight == 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
-func (e *env) mutations() int { return e.ipvs.Mutations() + e.ipset.Mutations() + e.nl.Mutations() }
-func (e *env) deletions() int { return e.ipvs.Deletions() + e.ipset.Deletions() + e.nl.Deletions() }
-func (e *env) resetCalls() {
-	e.ipvs.ResetCalls()
-	e.ipset.ResetCalls()
-	e.nl.ResetCalls()
-}
+// dump is the whole node state the proxier owns.
+func (e *env) dump() string { return e.f.Dump() }
+
+func (e *env) mutations() int { return e.f.Mutations() }
+func (e *env) deletions() int { return e.f.Deletions() }
+func (e *env) resetCalls()    { e.f.ResetCalls() }
 
 func (e *env) tracer() *ipvstest.Tracer {
-	return ipvstest.NewTracer(ipvstest.TracerConfig{Family: e.cfg.IPFamily, MasqueradeBit: e.cfg.MasqueradeBit}, e.ipvs, e.ipset, e.nl, e.ipt)
+	return ipvstest.NewTracer(e.f, ipvstest.TracerConfig{MasqueradeBit: e.cfg.MasqueradeBit})
 }
 
 func golden(t *testing.T, name, got string) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -22,7 +23,7 @@ func BenchmarkKernelSync(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			k := newKernelEnv(b)
 			clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			kp := k.proxier(b, ipvs.Config{Clock: clock})
+			kp := k.proxier(b, ipvs.Config{Common: engine.Common{Clock: clock}})
 			c := newBenchCluster(n)
 			e := &env{p: kp.p}
 			c.feed(e)
@@ -43,7 +44,7 @@ func BenchmarkKernelSync(b *testing.B) {
 					b.Fatal(err)
 				}
 				full += time.Since(start)
-				if st := kp.p.LastSync(); !st.Full || st.Ops != 0 {
+				if st := kp.p.Stats().Last; !st.Full || st.Result.Writes != 0 {
 					b.Fatalf("periodic full sync: %+v", st)
 				}
 				c.churn(e)
@@ -52,7 +53,7 @@ func BenchmarkKernelSync(b *testing.B) {
 					b.Fatal(err)
 				}
 				partial += time.Since(start)
-				partialOps += kp.p.LastSync().Ops
+				partialOps += kp.p.Stats().Last.Result.Writes
 			}
 			b.ReportMetric(float64(cold.Milliseconds()), "cold-full-ms")
 			b.ReportMetric(float64(full.Milliseconds())/float64(b.N), "full-ms")

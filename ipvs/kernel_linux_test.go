@@ -15,7 +15,7 @@ import (
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
 )
 
@@ -70,7 +70,7 @@ type kernelEnv struct {
 	ipvs  ipvs.Interface
 	ipset ipvs.IPSet
 	nl    ipvs.Netlink
-	ipt   iptables.Runner
+	ipt   xtables.Runner
 }
 
 func newKernelEnv(t testing.TB) *kernelEnv {
@@ -98,7 +98,7 @@ func newKernelEnv(t testing.TB) *kernelEnv {
 	if k.nl, err = ipvs.NewNetlink(ipvs.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if k.ipt, err = iptables.New(iptables.RunnerConfig{Backend: iptables.BackendAuto}); err != nil {
+	if k.ipt, err = xtables.New(xtables.RunnerConfig{Backend: xtables.BackendAuto}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -207,7 +207,7 @@ func TestKernelProxierRestartAndGraceful(t *testing.T) {
 	if n := kp2.cipvs.mutations.Load() + kp2.cset.mutations.Load(); n != 0 {
 		t.Errorf("restart sync made %d IPVS/ipset changes, want 0", n)
 	}
-	if st := kp2.p.LastSync(); !st.Full || st.Ops != 0 {
+	if st := kp2.p.Stats().Last; !st.Full || st.Result.Writes != 0 {
 		t.Errorf("restart sync: %+v, want a full sync with no ops", st)
 	}
 

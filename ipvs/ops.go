@@ -24,11 +24,21 @@ const (
 	opDelRS
 	opDelVS
 	opUnbind
+	// opAdoptDrain queues a real server found at weight 0 (draining since
+	// before a restart, say) for deletion; it changes nothing in the kernel.
+	opAdoptDrain
+	// opReapRS deletes a draining real server once it has no connections
+	// left or its GracefulTerminationPeriod passed (apply lists the virtual
+	// server's real servers to decide); otherwise it leaves it queued.
+	opReapRS
 )
 
 // op is one kernel change. Ops are applied in the order they are planned:
 // additions first, then removals, so a service never disappears while its
-// replacement is being set up.
+// replacement is being set up; graceful-termination bookkeeping and
+// deletions last. The diff that makes ops is pure: what an op does to the
+// proxier's own records (the graceful queue, the virtual servers it owns)
+// happens when apply runs it, so a dry run is plan + diff, printed.
 type op struct {
 	kind  opKind
 	vs    VirtualServer
@@ -95,6 +105,10 @@ func (o *op) String() string {
 		return "ipset add " + o.set.Name + " " + o.entry.Render(o.set.Type)
 	case opDelEntry:
 		return "ipset del " + o.set.Name + " " + o.entry.Render(o.set.Type)
+	case opAdoptDrain:
+		return "# draining (weight 0): " + vsArgs(&o.vs) + " -r " + o.rs.String()
+	case opReapRS:
+		return "ipvsadm -d " + vsArgs(&o.vs) + " -r " + o.rs.String() + " # once its connections end"
 	}
 	return fmt.Sprintf("op(%d)", o.kind)
 }

@@ -6,34 +6,39 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
 	"github.com/svcproxy/svcproxy/changetracker"
-	"github.com/svcproxy/svcproxy/proxy/conntrack"
-	"github.com/svcproxy/svcproxy/proxy/runner"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
+// gracefulRecheck is how soon a sync comes back while real servers drain,
+// to delete those whose connections ended (kube-proxy checks every minute;
+// we check more often, and the check is one listing per draining virtual
+// server).
+const gracefulRecheck = 5 * time.Second
+
 // Proxier is the IPVS engine: a proxy.Provider that programs virtual
-// servers, kube-ipvs0 addresses, ipsets and a fixed iptables ruleset.
+// servers, kube-ipvs0 addresses, ipsets and a fixed iptables ruleset. Its
+// public surface is the engine base's (engine.Base): the handlers, Sync,
+// Run, DryRun, Cleanup, Close, Stats, RequestFullSync, Config, IPFamily.
 type Proxier struct {
-	*changetracker.Tracker
+	*engine.Base
 
 	cfg      Config
 	ifs      Interfaces
 	log      logr.Logger
-	clock    clock.WithTicker
-	runner   *runner.Runner
 	sets     setNames
 	setSpecs map[string]Set
 
-	mu sync.Mutex // serializes syncs; guards everything below
+	// Everything below is touched only from the base's hooks, which never
+	// run concurrently.
+
 	// plans are the last computed plans of every service port, byName
 	// indexes them by service.
 	plans  map[proxy.ServicePortName]*servicePlan
@@ -46,192 +51,98 @@ type Proxier struct {
 	owned         map[VirtualServerKey]struct{}
 	graceful      *gracefulQueue
 	nodePortAddrs []netip.Addr
-	needFull      bool
-	// planned: plans and dp hold every service (a full replan happened).
+	// planned: plans and dp hold every service and are up to date with
+	// the tracker, so a full sync may replan only what changed.
 	planned   bool
-	lastFull  time.Time
 	setupDone bool
 	rulesBuf  bytes.Buffer
-	// conntrackFilters collects UDP flows to clear after an apply.
-	conntrackFilters []conntrack.Filter
-	stats            SyncStats
-}
-
-// SyncStats describes the last sync (for tests, benchmarks and logs).
-type SyncStats struct {
-	Full bool
-	// Ops is the number of IPVS, address and ipset changes applied.
-	Ops int
-	// Services is the number of service ports planned.
-	Services int
-	// GracefulPending is the number of real servers waiting for deletion.
-	GracefulPending int
-	Duration        time.Duration
+	// canary is what the drift check expects of our iptables rules, read
+	// back after the last full sync's restore (nil: none yet).
+	canary ruleCounts
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
 
 // NewProxier builds a Proxier. It touches nothing on the node: the first
 // Sync (after the initial lists are synced) does. Interfaces IPVS, IPSet,
-// Netlink, IPTables and Sysctl are required.
+// Netlink, IPTables and Sysctl are required; cfg.IPFamily, when set, must
+// be the iptables runner's family.
 func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
-	if err := cfg.setDefaults(); err != nil {
-		return nil, err
-	}
 	if ifs.IPVS == nil || ifs.IPSet == nil || ifs.Netlink == nil || ifs.IPTables == nil || ifs.Sysctl == nil {
 		return nil, errors.New("ipvs: Interfaces.IPVS, IPSet, Netlink, IPTables and Sysctl are required")
 	}
-	if ifs.IPTables.Family() != cfg.IPFamily {
-		return nil, fmt.Errorf("ipvs: iptables runner is %s but the proxier is %s", ifs.IPTables.Family(), cfg.IPFamily)
-	}
-	clk := cfg.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
+	cfg, err := cfg.withDefaults(ifs.IPTables.Family())
+	if err != nil {
+		return nil, err
 	}
 	p := &Proxier{
 		cfg:      cfg,
 		ifs:      ifs,
 		log:      cfg.Logger.WithName("ipvs").WithValues("ipFamily", cfg.IPFamily),
-		clock:    clk,
 		sets:     newSetNames(cfg.IPFamily),
 		plans:    make(map[proxy.ServicePortName]*servicePlan),
 		byName:   make(map[types.NamespacedName][]proxy.ServicePortName),
 		dp:       newDataplane(),
 		owned:    make(map[VirtualServerKey]struct{}),
 		graceful: newGracefulQueue(),
-		needFull: true,
 		setSpecs: make(map[string]Set),
 	}
 	for _, s := range Sets(cfg.IPFamily) {
 		p.setSpecs[s.Name] = s
 	}
-	p.runner = runner.New("ipvs-"+string(cfg.IPFamily), p.Sync, runner.Config{
-		MinInterval: cfg.MinSyncPeriod,
-		MaxInterval: cfg.SyncPeriod,
-		Clock:       clk,
-		Logger:      p.log,
+	p.Base, err = engine.New(cfg.Common, engine.Hooks{
+		Name:    "ipvs",
+		Apply:   p.apply,
+		DryRun:  p.dryRun,
+		Drifted: p.drifted,
+		Cleanup: p.cleanup,
 	})
-	p.Tracker = changetracker.New(changetracker.Config{
-		IPFamily:         cfg.IPFamily,
-		NodeName:         cfg.NodeName,
-		ServiceProxyName: cfg.ServiceProxyName,
-		Filter:           cfg.EndpointFilter,
-		Logger:           cfg.Logger,
-		OnChange:         p.onChange,
-	})
+	if err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
-func (p *Proxier) onChange(changetracker.Change) {
-	if hs := p.cfg.HealthServer; hs != nil {
-		hs.QueuedUpdate(p.cfg.IPFamily)
-	}
-	p.runner.Trigger()
-}
-
-// Run syncs on every change (no more often than MinSyncPeriod), at least
-// every SyncPeriod, and while real servers are draining, every few seconds,
-// until ctx ends.
-func (p *Proxier) Run(ctx context.Context) error {
-	go func() {
-		t := p.clock.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C():
-				p.mu.Lock()
-				pending := p.graceful.Len()
-				p.mu.Unlock()
-				if pending > 0 {
-					p.runner.Trigger()
-				}
-			}
-		}
-	}()
-	return p.runner.Run(ctx)
-}
-
-// LastSync returns what the last sync did.
-func (p *Proxier) LastSync() SyncStats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stats
-}
-
-// Sync programs the node: when it returns nil, the kernel reflects every
-// object handed to the handlers before the call. The first sync, the first
-// after a failure, after a node label change and once per SyncPeriod are
-// full: every plan is recomputed and compared with what the kernel reports,
+// apply is plan + diff + apply for one update (engine.Hooks.Apply). A full
+// sync recomputes every plan and compares it with what the kernel reports,
 // so state changed behind our back is repaired and state that is already
-// right (after a restart, say) is left untouched. Other syncs change only
-// the services that changed. A failure never loses tracker state: the next
-// sync is full.
-func (p *Proxier) Sync(ctx context.Context) error {
-	if !p.Synced() {
-		return proxy.ErrNotSynced
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	start := p.clock.Now()
-	u := p.Update()
-	full := p.needFull || u.NodeChanged || start.Sub(p.lastFull) >= p.cfg.SyncPeriod
-	p.needFull = true // until this sync succeeds
-
+// right (after a restart, say) is left untouched; a partial one replans
+// only the services that changed. Draining real servers whose connections
+// ended are deleted by either.
+func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result, error) {
 	var ops opList
-	var err error
-	if full {
-		ops, err = p.syncFull(ctx, u)
+	if req.Full {
+		var err error
+		if ops, err = p.planFull(req.Update); err != nil {
+			p.planned = false
+			return engine.Result{}, err
+		}
 	} else {
-		ops = p.syncPartial(u)
+		ops = p.planPartial(req.Update)
 	}
-	if err == nil {
-		err = p.apply(ops)
-	}
-	if err == nil && full {
+	ops = p.appendReaps(ops)
+	res, err := p.execute(ops)
+	if err == nil && req.Full {
 		err = p.syncIPTables(ctx)
 	}
-	if _, gerr := p.graceful.process(p.ifs.IPVS, p.clock.Now()); gerr != nil && err == nil {
-		err = gerr
-	}
-	p.clearConntrack(&u)
-	p.updateHealth(u)
-
-	d := p.clock.Since(start)
-	p.stats = SyncStats{Full: full, Ops: len(ops), Services: len(u.Services), GracefulPending: p.graceful.Len(), Duration: d}
-	m := p.cfg.Metrics
-	m.ObserveSync(p.cfg.IPFamily, d)
-	if full {
-		m.ObserveFullSync(p.cfg.IPFamily, d)
-	} else {
-		m.ObservePartialSync(p.cfg.IPFamily, d)
+	if p.graceful.Len() > 0 {
+		res.RequeueAfter = gracefulRecheck
 	}
 	if err != nil {
-		// the next sync replans everything: this one may have consumed
-		// tracker changes it did not get to plan
+		// the next sync (full) replans everything: this one consumed
+		// tracker changes that may not have reached the kernel
 		p.planned = false
-		p.log.Error(err, "Sync failed; the next sync will be full", "ops", len(ops))
-		return err
+		return res, err
 	}
-	p.needFull = false
-	if full {
-		p.lastFull = start
-	}
-	m.SetLastSync(p.cfg.IPFamily, p.clock.Now())
-	if hs := p.cfg.HealthServer; hs != nil {
-		hs.Updated(p.cfg.IPFamily)
-	}
-	p.log.V(2).Info("Synced", "full", full, "ops", len(ops), "services", len(u.Services), "took", d)
-	return nil
+	return res, nil
 }
 
-func (p *Proxier) planInput(labels map[string]string) *planInput {
+func (p *Proxier) planInput(labels map[string]string, nodePortAddrs []netip.Addr) *planInput {
 	return &planInput{
 		family:        p.cfg.IPFamily,
 		nodeName:      p.cfg.NodeName,
 		nodeLabels:    labels,
-		nodePortAddrs: p.nodePortAddrs,
+		nodePortAddrs: nodePortAddrs,
 		scheduler:     p.cfg.Scheduler,
 		sets:          p.sets,
 		badScheduler: func(spn proxy.ServicePortName, v string) {
@@ -240,9 +151,9 @@ func (p *Proxier) planInput(labels map[string]string) *planInput {
 	}
 }
 
-// syncPartial replans only the changed services and returns the ops that
+// planPartial replans only the changed services and returns the ops that
 // turn the last applied state into the new one.
-func (p *Proxier) syncPartial(u changetracker.Update) opList {
+func (p *Proxier) planPartial(u *changetracker.Update) opList {
 	if len(u.ChangedServices) == 0 {
 		return nil
 	}
@@ -254,8 +165,8 @@ func (p *Proxier) syncPartial(u changetracker.Update) opList {
 
 // replanChanged replans the changed services into p.plans and p.dp,
 // reporting what changes to sink (nil: none).
-func (p *Proxier) replanChanged(u changetracker.Update, sink diffSink) {
-	in := p.planInput(u.NodeLabels)
+func (p *Proxier) replanChanged(u *changetracker.Update, sink diffSink) {
+	in := p.planInput(u.NodeLabels, p.nodePortAddrs)
 	// the ports each changed service has now (from the tracker's index:
 	// no walk over the service map)
 	current := make(map[types.NamespacedName][]proxy.ServicePortName, len(u.ChangedServices))
@@ -358,6 +269,9 @@ func (p *Proxier) addRealServer(ops opList, vs VirtualServer, ap netip.AddrPort)
 	return append(ops, op{kind: opAddRS, vs: vs, rs: rs})
 }
 
+// removeRealServer: UDP real servers go at once; TCP and SCTP ones are
+// drained (weight 0, then deleted by a reap op once their connections
+// end), unless they are draining already.
 func (p *Proxier) removeRealServer(ops opList, vs VirtualServer, rs RealServer) opList {
 	if vs.Protocol == v1.ProtocolUDP {
 		return append(ops, op{kind: opDelRS, vs: vs, rs: rs})
@@ -376,16 +290,33 @@ func (p *Proxier) setSpec(name string) Set {
 	return Set{Name: name}
 }
 
-// updateHealth hands the health-check server the current state.
-func (p *Proxier) updateHealth(u changetracker.Update) {
-	hc := p.cfg.ServiceHealthServer
-	if hc == nil {
-		return
+// dryRun renders what a full sync would do now (engine.Hooks.DryRun): plan
+// every service, read the kernel, diff, and print the ops as ipvsadm / ip
+// / ipset commands, then the iptables-restore input. It changes nothing on
+// the node and nothing of what the proxier believes the node holds; it only
+// marks the incremental plans stale, since the tracker changes this update
+// consumed are not in them (the base makes the next sync full).
+func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error) {
+	p.planned = false
+	u := req.Update
+	npa, err := p.computeNodePortAddrs()
+	if err != nil {
+		return "", err
 	}
-	if err := hc.SyncServices(u.Services.HealthCheckNodePorts()); err != nil {
-		p.log.Error(err, "Updating health-check services failed")
+	in := p.planInput(u.NodeLabels, npa)
+	want := newDataplane()
+	for spn, svc := range u.Services {
+		want.replace(spn, nil, planService(in, spn, svc, u.Endpoints[spn]), nil)
 	}
-	if err := hc.SyncEndpoints(u.Endpoints.LocalReadyEndpoints()); err != nil {
-		p.log.Error(err, "Updating health-check endpoints failed")
+	k, err := p.readKernel()
+	if err != nil {
+		return "", fmt.Errorf("ipvs: read kernel state: %w", err)
 	}
+	ops := p.appendReaps(p.diffKernel(want, k))
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# ipvs %s: %d change(s)\n", p.cfg.IPFamily, len(ops))
+	b.WriteString(ops.String())
+	b.WriteString("# iptables-restore --noflush\n")
+	writeRules(&b, &p.cfg, p.ifs.IPTables.HasRandomFully())
+	return b.String(), nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 var errBoom = errors.New("netlink: boom")
@@ -83,7 +84,7 @@ func TestRestartIssuesNoChanges(t *testing.T) {
 	e.sync(t)
 	// the virtual server, the address, and three set entries (cluster IP,
 	// KUBE-IPVS-IPS, the local endpoint in KUBE-LOOP-BACK)
-	if st := e.p.LastSync(); st.Full || st.Ops != 5 {
+	if st := e.last(); st.Full || st.Result.Writes != 5 {
 		t.Errorf("delete after restart: %+v, want a partial sync of 5 ops", st)
 	}
 	if e.ipvs.Deletions() != 1 {
@@ -100,7 +101,7 @@ func TestPartialSyncIsProportionalToChange(t *testing.T) {
 	// one endpoint replaced in one ClusterIP service
 	e.p.OnEndpointSliceUpdate(nil, slice("default", "svc-7", 8080, v1.ProtocolTCP, ready("10.244.0.8", testNode), ready("10.245.9.9", "node-b")))
 	e.sync(t)
-	st := e.p.LastSync()
+	st := e.last()
 	if st.Full {
 		t.Fatal("sync after one change was full")
 	}
@@ -162,8 +163,8 @@ func TestGracefulTermination(t *testing.T) {
 	if w := weight(); w != 0 {
 		t.Fatalf("removed real server with connections: weight %d, want 0 (draining)", w)
 	}
-	if e.p.LastSync().GracefulPending != 1 {
-		t.Errorf("pending = %d", e.p.LastSync().GracefulPending)
+	if n := e.draining(); n != 1 {
+		t.Errorf("draining = %d", n)
 	}
 	// it comes back before draining ends: weight 1 again
 	e.p.OnEndpointSliceUpdate(nil, slice("default", "web", 8080, v1.ProtocolTCP, ready("10.244.1.5", testNode), ready("10.244.2.6", "node-b")))
@@ -285,7 +286,7 @@ func TestFaultsKeepStateAndNextSyncConverges(t *testing.T) {
 			}
 			heal(e)
 			e.sync(t)
-			if !e.p.LastSync().Full {
+			if !e.last().Full {
 				t.Error("the sync after a failure was not full")
 			}
 			fresh := newEnv(t, ipvs.Config{})
@@ -316,11 +317,7 @@ func inject(e *env, method string) {
 	}
 }
 
-func heal(e *env) {
-	e.ipvs.Heal()
-	e.ipset.Heal()
-	e.nl.Heal()
-}
+func heal(e *env) { e.f.Heal() }
 
 // walkState is one desired state of the random walk.
 type walkState struct {
@@ -394,7 +391,7 @@ func TestStateWalk(t *testing.T) {
 			next := states[i]
 			apply(e, cur, next)
 			e.sync(t)
-			if e.p.LastSync().Full {
+			if e.last().Full {
 				t.Fatalf("round %d: %s -> %s was a full sync", round, cur.name, next.name)
 			}
 			if got := e.dump(); got != want[next.name] {
@@ -430,8 +427,8 @@ func TestDryRunChangesNothing(t *testing.T) {
 		t.Errorf("dry run changed things: %v %v %v", e.ipvs.Calls(), e.ipset.Calls(), e.nl.Calls())
 	}
 	e.sync(t)
-	if !e.p.LastSync().Full || e.p.LastSync().Ops == 0 {
-		t.Errorf("sync after dry run: %+v", e.p.LastSync())
+	if !e.last().Full || e.last().Result.Writes == 0 {
+		t.Errorf("sync after dry run: %+v", e.last())
 	}
 }
 
@@ -460,13 +457,13 @@ func TestCleanup(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	e := newEnv(t, ipvs.Config{})
-	ifs := ipvs.Interfaces{IPVS: e.ipvs, IPSet: e.ipset, Netlink: e.nl, IPTables: e.ipt, Sysctl: e.sysctl}
+	ifs := e.f.Interfaces()
 	for name, cfg := range map[string]ipvs.Config{
 		"scheduler":     {Scheduler: "fastest"},
-		"family":        {IPFamily: "IPv5"},
+		"family":        config(engine.Common{IPFamily: "IPv5"}),
 		"masq bit":      {MasqueradeBit: 40},
 		"detector cidr": {LocalDetector: ipvs.LocalDetector{Mode: ipvs.LocalModeClusterCIDR}},
-		"runner family": {IPFamily: v1.IPv6Protocol},
+		"runner family": config(engine.Common{IPFamily: v1.IPv6Protocol}),
 	} {
 		if _, err := ipvs.NewProxier(cfg, ifs); err == nil {
 			t.Errorf("%s: NewProxier accepted %+v", name, cfg)
@@ -493,8 +490,7 @@ func TestMasqueradeBitZero(t *testing.T) {
 		}
 	}
 	e := newEnv(t, ipvs.Config{})
-	ifs := ipvs.Interfaces{IPVS: e.ipvs, IPSet: e.ipset, Netlink: e.nl, IPTables: e.ipt, Sysctl: e.sysctl}
-	if _, err := ipvs.NewProxier(ipvs.Config{MasqueradeBit: -2}, ifs); err == nil {
+	if _, err := ipvs.NewProxier(ipvs.Config{MasqueradeBit: -2}, e.f.Interfaces()); err == nil {
 		t.Error("NewProxier accepted MasqueradeBit -2")
 	}
 }

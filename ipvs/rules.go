@@ -5,49 +5,39 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // The chains of the IPVS proxier's fixed iptables ruleset (kube-proxy's names).
 const (
-	ChainServices           iptables.Chain = "KUBE-SERVICES"
-	ChainPostrouting        iptables.Chain = "KUBE-POSTROUTING"
-	ChainMarkMasq           iptables.Chain = "KUBE-MARK-MASQ"
-	ChainNodePort           iptables.Chain = "KUBE-NODE-PORT"
-	ChainLoadBalancer       iptables.Chain = "KUBE-LOAD-BALANCER"
-	ChainForward            iptables.Chain = "KUBE-FORWARD"
-	ChainProxyFirewall      iptables.Chain = "KUBE-PROXY-FIREWALL"
-	ChainSourceRangesFirewl iptables.Chain = "KUBE-SOURCE-RANGES-FIREWALL"
-	ChainIPVSFilter         iptables.Chain = "KUBE-IPVS-FILTER"
+	ChainServices           xtables.Chain = xtables.ChainKubeServices
+	ChainPostrouting        xtables.Chain = xtables.ChainKubePostrouting
+	ChainMarkMasq           xtables.Chain = xtables.ChainKubeMarkMasq
+	ChainNodePort           xtables.Chain = "KUBE-NODE-PORT"
+	ChainLoadBalancer       xtables.Chain = "KUBE-LOAD-BALANCER"
+	ChainForward            xtables.Chain = xtables.ChainKubeForward
+	ChainProxyFirewall      xtables.Chain = xtables.ChainKubeProxyFirewall
+	ChainSourceRangesFirewl xtables.Chain = "KUBE-SOURCE-RANGES-FIREWALL"
+	ChainIPVSFilter         xtables.Chain = "KUBE-IPVS-FILTER"
 )
 
 // natChains and filterChains are created (and flushed by every restore).
 var (
-	natChains    = []iptables.Chain{ChainServices, ChainPostrouting, ChainNodePort, ChainLoadBalancer, ChainMarkMasq}
-	filterChains = []iptables.Chain{ChainForward, ChainNodePort, ChainProxyFirewall, ChainSourceRangesFirewl, ChainIPVSFilter}
+	natChains    = []xtables.Chain{ChainServices, ChainPostrouting, ChainNodePort, ChainLoadBalancer, ChainMarkMasq}
+	filterChains = []xtables.Chain{ChainForward, ChainNodePort, ChainProxyFirewall, ChainSourceRangesFirewl, ChainIPVSFilter}
 )
 
-// jumpRule hooks one of our chains into a built-in chain.
-type jumpRule struct {
-	table   iptables.Table
-	from    iptables.Chain
-	to      iptables.Chain
-	comment string
-}
-
-var jumpRules = []jumpRule{
-	{iptables.TableNAT, iptables.ChainOutput, ChainServices, "kubernetes service portals"},
-	{iptables.TableNAT, iptables.ChainPrerouting, ChainServices, "kubernetes service portals"},
-	{iptables.TableNAT, iptables.ChainPostrouting, ChainPostrouting, "kubernetes postrouting rules"},
-	{iptables.TableFilter, iptables.ChainForward, ChainForward, "kubernetes forwarding rules"},
-	{iptables.TableFilter, iptables.ChainInput, ChainNodePort, "kubernetes health check rules"},
-	{iptables.TableFilter, iptables.ChainInput, ChainProxyFirewall, "kube-proxy firewall rules"},
-	{iptables.TableFilter, iptables.ChainForward, ChainProxyFirewall, "kube-proxy firewall rules"},
-	{iptables.TableFilter, iptables.ChainInput, ChainIPVSFilter, "kubernetes ipvs access filter"},
-}
-
-func (j jumpRule) args() []string {
-	return []string{"-m", "comment", "--comment", j.comment, "-j", string(j.to)}
+// jumpRules hook our chains into the built-in ones (kube-proxy's comments,
+// so either can clean up after the other).
+var jumpRules = []xtables.JumpRule{
+	{Table: xtables.TableNAT, From: xtables.ChainOutput, To: ChainServices, Comment: "kubernetes service portals"},
+	{Table: xtables.TableNAT, From: xtables.ChainPrerouting, To: ChainServices, Comment: "kubernetes service portals"},
+	{Table: xtables.TableNAT, From: xtables.ChainPostrouting, To: ChainPostrouting, Comment: "kubernetes postrouting rules"},
+	{Table: xtables.TableFilter, From: xtables.ChainForward, To: ChainForward, Comment: "kubernetes forwarding rules"},
+	{Table: xtables.TableFilter, From: xtables.ChainInput, To: ChainNodePort, Comment: "kubernetes health check rules"},
+	{Table: xtables.TableFilter, From: xtables.ChainInput, To: ChainProxyFirewall, Comment: "kube-proxy firewall rules"},
+	{Table: xtables.TableFilter, From: xtables.ChainForward, To: ChainProxyFirewall, Comment: "kube-proxy firewall rules"},
+	{Table: xtables.TableFilter, From: xtables.ChainInput, To: ChainIPVSFilter, Comment: "kubernetes ipvs access filter"},
 }
 
 // masqMark is the KUBE-MARK-MASQ mark as "0x4000/0x4000" and its value.
@@ -82,14 +72,14 @@ func writeRules(b *bytes.Buffer, cfg *Config, randomFully bool) {
 	mark, value := masqMark(cfg.MasqueradeBit)
 	set := func(name, flags string) []string { return []string{"-m", "set", "--match-set", name, flags} }
 	cmt := func(c string) []string { return []string{"-m", "comment", "--comment", c} }
-	rule := func(chain iptables.Chain, parts ...[]string) {
+	rule := func(chain xtables.Chain, parts ...[]string) {
 		words := []string{"-A", string(chain)}
 		for _, p := range parts {
 			words = append(words, p...)
 		}
 		w.line(words...)
 	}
-	jump := func(t iptables.Chain) []string { return []string{"-j", string(t)} }
+	jump := func(t xtables.Chain) []string { return []string{"-j", string(t)} }
 
 	w.line("*nat")
 	for _, c := range natChains {
@@ -100,7 +90,7 @@ func writeRules(b *bytes.Buffer, cfg *Config, randomFully bool) {
 	case cfg.MasqueradeAll:
 		rule(ChainServices, cmt("Kubernetes service cluster ip + port for masquerade purpose"), set(s.clusterIP, "dst,dst"), jump(ChainMarkMasq))
 	case cfg.LocalDetector.Mode != LocalModeNone:
-		rule(ChainServices, cmt("Kubernetes service cluster ip + port for masquerade purpose"), cfg.LocalDetector.IPTablesMatch(true), set(s.clusterIP, "dst,dst"), jump(ChainMarkMasq))
+		rule(ChainServices, cmt("Kubernetes service cluster ip + port for masquerade purpose"), xtables.LocalMatch(cfg.LocalDetector, true), set(s.clusterIP, "dst,dst"), jump(ChainMarkMasq))
 	}
 	rule(ChainServices, cmt("Kubernetes service external ip + port for masquerade and filter purpose"), set(s.externalIP, "dst,dst"), jump(ChainMarkMasq))
 	rule(ChainServices, cmt("Kubernetes service external ip + port for masquerade and filter purpose"), set(s.externalIP, "dst,dst"), jump("ACCEPT"))

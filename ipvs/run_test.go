@@ -10,12 +10,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // TestRunSyncsOnChange: Run syncs after a change and returns when its
 // context ends.
 func TestRunSyncsOnChange(t *testing.T) {
-	e := newEnv(t, ipvs.Config{MinSyncPeriod: -1, Clock: clock.RealClock{}})
+	e := newEnv(t, config(engine.Common{MinSyncPeriod: -1, Clock: clock.RealClock{}}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.p.Run(ctx) }()

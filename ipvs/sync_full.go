@@ -1,7 +1,6 @@
 package ipvs
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -158,8 +157,11 @@ func (p *Proxier) excluded(a netip.Addr) bool {
 
 func (p *Proxier) ourFamily(a netip.Addr) bool { return a.Is4() == (p.cfg.IPFamily == v1.IPv4Protocol) }
 
-// syncFull replans everything and diffs it against the kernel.
-func (p *Proxier) syncFull(ctx context.Context, u changetracker.Update) (opList, error) {
+// planFull replans everything (or, when the plans are up to date, only
+// what changed), reads the kernel back and returns the ops that turn it
+// into the plan. It first sets up what every full sync checks (the dummy
+// link, the sysctls).
+func (p *Proxier) planFull(u *changetracker.Update) (opList, error) {
 	if err := p.setupNode(); err != nil {
 		return nil, err
 	}
@@ -174,7 +176,7 @@ func (p *Proxier) syncFull(ctx context.Context, u changetracker.Update) (opList,
 		p.replanChanged(u, nil)
 	} else {
 		p.nodePortAddrs = npa
-		in := p.planInput(u.NodeLabels)
+		in := p.planInput(u.NodeLabels, npa)
 		plans := make(map[proxy.ServicePortName]*servicePlan, len(u.Services))
 		byName := make(map[types.NamespacedName][]proxy.ServicePortName, len(u.Services))
 		want := newDataplane()
@@ -288,8 +290,11 @@ func (p *Proxier) diffKernelRealServers(ops opList, pvs *plannedVS, have []*Real
 		case c > 0: // in the kernel, not wanted
 			rs := have[j]
 			if rs.Weight == 0 && pvs.vs.Protocol != v1.ProtocolUDP {
-				// draining already (perhaps since before a restart)
-				p.graceful.add(pvs.vs, *rs, p.clock.Now().Add(p.cfg.GracefulTerminationPeriod))
+				// draining already (perhaps since before a restart): apply
+				// queues it unless it is queued
+				if !p.graceful.has(pvs.vs.Key(), rs.AddrPort()) {
+					ops = append(ops, op{kind: opAdoptDrain, vs: pvs.vs, rs: *rs})
+				}
 			} else {
 				ops = p.removeRealServer(ops, pvs.vs, *rs)
 			}

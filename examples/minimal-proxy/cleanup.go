@@ -103,7 +103,7 @@ func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error
 	if err != nil {
 		return err
 	}
-	p, err := ipvs.NewProxier(ipvs.Config{IPFamily: family, Logger: log}, ipvs.Interfaces{
+	p, err := ipvs.NewProxier(ipvs.Config{Common: enginebase.Common{IPFamily: family, Logger: log}}, ipvs.Interfaces{
 		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
 	})
 	if err != nil {

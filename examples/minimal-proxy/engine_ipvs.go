@@ -8,12 +8,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/proxy/conntrack"
-	"github.com/svcproxy/svcproxy/iptables"
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 )
 
@@ -40,11 +40,17 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		exclude = append(exclude, pfx.Masked())
 	}
 	vcfg := ipvs.Config{
-		IPFamily:          family,
-		NodeName:          p.nodeName,
-		NodeIPs:           p.nodeIPs,
-		SyncPeriod:        cfg.IPVS.SyncPeriod.Duration,
-		MinSyncPeriod:     minSync(cfg.IPVS.MinSyncPeriod.Duration),
+		Common: enginebase.Common{
+			IPFamily:         family,
+			NodeName:         p.nodeName,
+			NodeIPs:          p.nodeIPs,
+			SyncPeriod:       cfg.IPVS.SyncPeriod.Duration,
+			MinSyncPeriod:    minSync(cfg.IPVS.MinSyncPeriod.Duration),
+			ServiceProxyName: p.opts.serviceProxyName,
+			EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
+			Logger:           p.log.WithName("ipvs"),
+			Metrics:          p.metrics,
+		},
 		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
 		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
 		LocalDetector:     ipvs.LocalDetector{Mode: ipvs.LocalMode(itDetector.Mode), CIDR: itDetector.CIDR, Interface: itDetector.Interface},
@@ -55,20 +61,13 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		TCPTimeout:        cfg.IPVS.TCPTimeout.Duration,
 		TCPFinTimeout:     cfg.IPVS.TCPFinTimeout.Duration,
 		UDPTimeout:        cfg.IPVS.UDPTimeout.Duration,
-		ServiceProxyName:  p.opts.serviceProxyName,
-		EndpointFilter:    proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
-		Logger:            p.log.WithName("ipvs"),
-		Metrics:           p.metrics,
 	}
 
 	if p.dryRun {
-		fakeIPVS, fakeSet, fakeLink := ipvstest.NewIPVS(), ipvstest.NewIPSet(), ipvstest.NewNetlink()
+		fakes := ipvstest.NewFakes(family)
+		fakeIPVS, fakeSet, fakeLink, fakeSysctl, fakeIPT := fakes.IPVS, fakes.IPSet, fakes.Netlink, fakes.Sysctl, fakes.IPTables
 		fakeLink.AddLink("eth0", p.nodeIPs...)
-		fakeSysctl := ipvstest.NewSysctl(nil)
-		fakeIPT := iptablestest.NewFake(family)
-		proxier, err := ipvs.NewProxier(vcfg, ipvs.Interfaces{
-			IPVS: fakeIPVS, IPSet: fakeSet, Netlink: fakeLink, IPTables: fakeIPT, Sysctl: fakeSysctl,
-		})
+		proxier, err := ipvs.NewProxier(vcfg, fakes.Interfaces())
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +102,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: netlink: %w", err)
 	}
-	ipt, err := iptables.New(iptables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+	ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
 	if err != nil {
 		return nil, err
 	}
@@ -112,9 +111,9 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	if svcHealth != nil {
 		vcfg.ServiceHealthServer = svcHealth
 	}
+	vcfg.Conntrack = conntrack.New()
 	proxier, err := ipvs.NewProxier(vcfg, ipvs.Interfaces{
 		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
-		Conntrack: conntrack.New(),
 	})
 	if err != nil {
 		return nil, err

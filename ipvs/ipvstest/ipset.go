@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 // ErrInvalid is returned by the fakes for arguments the kernel would
@@ -21,7 +22,7 @@ var ErrInvalid = errors.New("ipvstest: invalid argument")
 // against their set's type and family as the kernel does. Safe for
 // concurrent use.
 type IPSet struct {
-	faults
+	proxytest.Faults
 	mu   sync.Mutex
 	sets map[string]*fakeSet
 }
@@ -38,7 +39,7 @@ func NewIPSet() *IPSet { return &IPSet{sets: make(map[string]*fakeSet)} }
 
 // CreateSet implements ipvs.IPSet.
 func (f *IPSet) CreateSet(set ipvs.Set) error {
-	if err := f.hit("CreateSet"); err != nil {
+	if err := f.Hit("CreateSet"); err != nil {
 		return err
 	}
 	if set.Name == "" || len(set.Name) > 31 {
@@ -71,7 +72,7 @@ func (f *IPSet) get(name string) (*fakeSet, error) {
 
 // DestroySet implements ipvs.IPSet.
 func (f *IPSet) DestroySet(name string) error {
-	if err := f.hit("DestroySet"); err != nil {
+	if err := f.Hit("DestroySet"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -85,7 +86,7 @@ func (f *IPSet) DestroySet(name string) error {
 
 // FlushSet implements ipvs.IPSet.
 func (f *IPSet) FlushSet(name string) error {
-	if err := f.hit("FlushSet"); err != nil {
+	if err := f.Hit("FlushSet"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -100,7 +101,7 @@ func (f *IPSet) FlushSet(name string) error {
 
 // ListSets implements ipvs.IPSet (sorted by name).
 func (f *IPSet) ListSets() ([]ipvs.Set, error) {
-	if err := f.hit("ListSets"); err != nil {
+	if err := f.Hit("ListSets"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -134,7 +135,7 @@ func canonical(t ipvs.SetType, e ipvs.Entry) ipvs.Entry {
 
 // AddEntry implements ipvs.IPSet.
 func (f *IPSet) AddEntry(set string, e ipvs.Entry) error {
-	if err := f.hit("AddEntry"); err != nil {
+	if err := f.Hit("AddEntry"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -156,7 +157,7 @@ func (f *IPSet) AddEntry(set string, e ipvs.Entry) error {
 
 // DelEntry implements ipvs.IPSet.
 func (f *IPSet) DelEntry(set string, e ipvs.Entry) error {
-	if err := f.hit("DelEntry"); err != nil {
+	if err := f.Hit("DelEntry"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -175,7 +176,7 @@ func (f *IPSet) DelEntry(set string, e ipvs.Entry) error {
 
 // ListEntries implements ipvs.IPSet (sorted by rendering).
 func (f *IPSet) ListEntries(set string) ([]ipvs.Entry, error) {
-	if err := f.hit("ListEntries"); err != nil {
+	if err := f.Hit("ListEntries"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -254,11 +255,11 @@ func (f *IPSet) Match(set string, proto v1.Protocol, addrs []netip.Addr, ports [
 
 // Mutations is the number of calls that change sets.
 func (f *IPSet) Mutations() int {
-	return f.countOf("CreateSet", "DestroySet", "FlushSet", "AddEntry", "DelEntry")
+	return f.CallsOf("CreateSet", "DestroySet", "FlushSet", "AddEntry", "DelEntry")
 }
 
 // Deletions is the number of calls that remove sets or entries.
-func (f *IPSet) Deletions() int { return f.countOf("DestroySet", "FlushSet", "DelEntry") }
+func (f *IPSet) Deletions() int { return f.CallsOf("DestroySet", "FlushSet", "DelEntry") }
 
 // Dump renders every set like `ipset list` (sets by name, members sorted;
 // the header lines that depend on kernel memory are left out).

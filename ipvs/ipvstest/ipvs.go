@@ -12,13 +12,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 // IPVS is an in-memory IPVS table implementing ipvs.Interface, with the
 // kernel's errors (ipvs.ErrExists, ipvs.ErrNotFound), call counting and
 // fault injection. Safe for concurrent use.
 type IPVS struct {
-	faults
+	proxytest.Faults
 	mu       sync.Mutex
 	services map[ipvs.VirtualServerKey]*fakeService
 	timeouts ipvs.Timeouts
@@ -55,7 +56,7 @@ func validVS(vs *ipvs.VirtualServer) error {
 
 // AddVirtualServer implements ipvs.Interface.
 func (f *IPVS) AddVirtualServer(vs *ipvs.VirtualServer) error {
-	if err := f.hit("AddVirtualServer"); err != nil {
+	if err := f.Hit("AddVirtualServer"); err != nil {
 		return err
 	}
 	if err := validVS(vs); err != nil {
@@ -93,7 +94,7 @@ func (f *IPVS) lookup(vs *ipvs.VirtualServer) (*fakeService, error) {
 
 // UpdateVirtualServer implements ipvs.Interface.
 func (f *IPVS) UpdateVirtualServer(vs *ipvs.VirtualServer) error {
-	if err := f.hit("UpdateVirtualServer"); err != nil {
+	if err := f.Hit("UpdateVirtualServer"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -111,7 +112,7 @@ func (f *IPVS) UpdateVirtualServer(vs *ipvs.VirtualServer) error {
 
 // DeleteVirtualServer implements ipvs.Interface.
 func (f *IPVS) DeleteVirtualServer(vs *ipvs.VirtualServer) error {
-	if err := f.hit("DeleteVirtualServer"); err != nil {
+	if err := f.Hit("DeleteVirtualServer"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -125,7 +126,7 @@ func (f *IPVS) DeleteVirtualServer(vs *ipvs.VirtualServer) error {
 
 // GetVirtualServers implements ipvs.Interface (sorted).
 func (f *IPVS) GetVirtualServers() ([]*ipvs.VirtualServer, error) {
-	if err := f.hit("GetVirtualServers"); err != nil {
+	if err := f.Hit("GetVirtualServers"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -164,7 +165,7 @@ func validRS(rs *ipvs.RealServer, vs *ipvs.VirtualServer) error {
 
 // AddRealServer implements ipvs.Interface.
 func (f *IPVS) AddRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) error {
-	if err := f.hit("AddRealServer"); err != nil {
+	if err := f.Hit("AddRealServer"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -186,7 +187,7 @@ func (f *IPVS) AddRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) error 
 
 // UpdateRealServer implements ipvs.Interface.
 func (f *IPVS) UpdateRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) error {
-	if err := f.hit("UpdateRealServer"); err != nil {
+	if err := f.Hit("UpdateRealServer"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -208,7 +209,7 @@ func (f *IPVS) UpdateRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) err
 
 // DeleteRealServer implements ipvs.Interface.
 func (f *IPVS) DeleteRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) error {
-	if err := f.hit("DeleteRealServer"); err != nil {
+	if err := f.Hit("DeleteRealServer"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -226,7 +227,7 @@ func (f *IPVS) DeleteRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) err
 
 // GetRealServers implements ipvs.Interface (sorted).
 func (f *IPVS) GetRealServers(vs *ipvs.VirtualServer) ([]*ipvs.RealServer, error) {
-	if err := f.hit("GetRealServers"); err != nil {
+	if err := f.Hit("GetRealServers"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -250,7 +251,7 @@ func sortedRS(s *fakeService) []*ipvs.RealServer {
 
 // SetTimeouts implements ipvs.Interface (zero fields unchanged).
 func (f *IPVS) SetTimeouts(t ipvs.Timeouts) error {
-	if err := f.hit("SetTimeouts"); err != nil {
+	if err := f.Hit("SetTimeouts"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -269,7 +270,7 @@ func (f *IPVS) SetTimeouts(t ipvs.Timeouts) error {
 
 // GetTimeouts implements ipvs.Interface.
 func (f *IPVS) GetTimeouts() (ipvs.Timeouts, error) {
-	if err := f.hit("GetTimeouts"); err != nil {
+	if err := f.Hit("GetTimeouts"); err != nil {
 		return ipvs.Timeouts{}, err
 	}
 	f.mu.Lock()
@@ -279,7 +280,7 @@ func (f *IPVS) GetTimeouts() (ipvs.Timeouts, error) {
 
 // Flush implements ipvs.Interface.
 func (f *IPVS) Flush() error {
-	if err := f.hit("Flush"); err != nil {
+	if err := f.Hit("Flush"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -327,13 +328,13 @@ func (f *IPVS) Lookup(key ipvs.VirtualServerKey) (*ipvs.VirtualServer, []*ipvs.R
 
 // Mutations is the number of calls that change the table.
 func (f *IPVS) Mutations() int {
-	return f.countOf("AddVirtualServer", "UpdateVirtualServer", "DeleteVirtualServer",
+	return f.CallsOf("AddVirtualServer", "UpdateVirtualServer", "DeleteVirtualServer",
 		"AddRealServer", "UpdateRealServer", "DeleteRealServer", "Flush")
 }
 
 // Deletions is the number of delete calls.
 func (f *IPVS) Deletions() int {
-	return f.countOf("DeleteVirtualServer", "DeleteRealServer", "Flush")
+	return f.CallsOf("DeleteVirtualServer", "DeleteRealServer", "Flush")
 }
 
 func protoWord(p v1.Protocol) string {

@@ -10,12 +10,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 // Netlink is an in-memory set of links and their addresses implementing
 // ipvs.Netlink. Seed the node's own links with AddLink. Safe for concurrent use.
 type Netlink struct {
-	faults
+	proxytest.Faults
 	mu    sync.Mutex
 	links map[string]*fakeLink
 	// changes counts calls that changed something (an Ensure call that
@@ -56,7 +57,7 @@ func (f *Netlink) AddLink(name string, addrs ...netip.Addr) {
 
 // EnsureDummyDevice implements ipvs.Netlink.
 func (f *Netlink) EnsureDummyDevice(name string) (bool, error) {
-	if err := f.hit("EnsureDummyDevice"); err != nil {
+	if err := f.Hit("EnsureDummyDevice"); err != nil {
 		return false, err
 	}
 	f.mu.Lock()
@@ -71,7 +72,7 @@ func (f *Netlink) EnsureDummyDevice(name string) (bool, error) {
 
 // DeleteDummyDevice implements ipvs.Netlink.
 func (f *Netlink) DeleteDummyDevice(name string) error {
-	if err := f.hit("DeleteDummyDevice"); err != nil {
+	if err := f.Hit("DeleteDummyDevice"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -98,7 +99,7 @@ func (f *Netlink) link(dev string) (*fakeLink, error) {
 
 // EnsureAddressBind implements ipvs.Netlink.
 func (f *Netlink) EnsureAddressBind(addr netip.Addr, dev string) (bool, error) {
-	if err := f.hit("EnsureAddressBind"); err != nil {
+	if err := f.Hit("EnsureAddressBind"); err != nil {
 		return false, err
 	}
 	f.mu.Lock()
@@ -120,7 +121,7 @@ func (f *Netlink) EnsureAddressBind(addr netip.Addr, dev string) (bool, error) {
 
 // UnbindAddress implements ipvs.Netlink.
 func (f *Netlink) UnbindAddress(addr netip.Addr, dev string) error {
-	if err := f.hit("UnbindAddress"); err != nil {
+	if err := f.Hit("UnbindAddress"); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -140,7 +141,7 @@ func (f *Netlink) UnbindAddress(addr netip.Addr, dev string) error {
 
 // ListBindAddresses implements ipvs.Netlink (sorted).
 func (f *Netlink) ListBindAddresses(dev string) ([]netip.Addr, error) {
-	if err := f.hit("ListBindAddresses"); err != nil {
+	if err := f.Hit("ListBindAddresses"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -156,7 +157,7 @@ func (f *Netlink) ListBindAddresses(dev string) ([]netip.Addr, error) {
 
 // LocalAddresses implements ipvs.Netlink (sorted).
 func (f *Netlink) LocalAddresses(family v1.IPFamily, exceptDev string) ([]netip.Addr, error) {
-	if err := f.hit("LocalAddresses"); err != nil {
+	if err := f.Hit("LocalAddresses"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -211,14 +212,14 @@ func (f *Netlink) Mutations() int {
 
 // ResetCalls zeroes the call counters and Mutations.
 func (f *Netlink) ResetCalls() {
-	f.faults.ResetCalls()
+	f.Faults.ResetCalls()
 	f.mu.Lock()
 	f.changes = 0
 	f.mu.Unlock()
 }
 
 // Deletions is the number of calls that remove links or addresses.
-func (f *Netlink) Deletions() int { return f.countOf("DeleteDummyDevice", "UnbindAddress") }
+func (f *Netlink) Deletions() int { return f.CallsOf("DeleteDummyDevice", "UnbindAddress") }
 
 // Dump renders a link like `ip -brief addr show dev`: "kube-ipvs0 DOWN"
 // then one address per line ("inet 10.96.0.1/32"), sorted. A missing link

@@ -8,12 +8,13 @@ import (
 	"sync"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 // Sysctl is an in-memory /proc/sys implementing ipvs.Sysctl. Reading a
 // name never written fails with ipvs.ErrNotFound unless seeded.
 type Sysctl struct {
-	faults
+	proxytest.Faults
 	mu     sync.Mutex
 	values map[string]int
 }
@@ -31,7 +32,7 @@ func NewSysctl(values map[string]int) *Sysctl {
 
 // Get implements ipvs.Sysctl.
 func (f *Sysctl) Get(name string) (int, error) {
-	if err := f.hit("Get"); err != nil {
+	if err := f.Hit("Get"); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
@@ -45,7 +46,7 @@ func (f *Sysctl) Get(name string) (int, error) {
 
 // Set implements ipvs.Sysctl.
 func (f *Sysctl) Set(name string, value int) error {
-	if err := f.hit("Set"); err != nil {
+	if err := f.Hit("Set"); err != nil {
 		return err
 	}
 	f.mu.Lock()

@@ -15,7 +15,7 @@ import (
 
 // TracerConfig describes the node a Tracer simulates.
 type TracerConfig struct {
-	// Family is the IP family of the proxier (IPv4 when empty).
+	// Family is the IP family of the proxier ("": the family of the Fakes).
 	Family v1.IPFamily
 	// PodInterface and ExternalInterface as in iptablestest.TracerConfig
 	// (defaults "cbr0" and "eth0").
@@ -37,6 +37,7 @@ type TracerConfig struct {
 // when KUBE-LOOP-BACK says so (hairpin). It implements proxytest.Tracer.
 type Tracer struct {
 	cfg   TracerConfig
+	f     *Fakes
 	ipvs  *IPVS
 	ipset *IPSet
 	nl    *Netlink
@@ -45,8 +46,12 @@ type Tracer struct {
 
 var _ proxytest.Tracer = (*Tracer)(nil)
 
-// NewTracer returns a Tracer over the four fakes a Proxier drives.
-func NewTracer(cfg TracerConfig, ipvsFake *IPVS, ipsetFake *IPSet, nl *Netlink, ipt *iptablestest.Fake) *Tracer {
+// NewTracer returns a Tracer over the fakes a Proxier drives. It reads
+// their state at every Trace, so one Tracer serves a whole test.
+func NewTracer(f *Fakes, cfg TracerConfig) *Tracer {
+	if cfg.Family == "" {
+		cfg.Family = f.family
+	}
 	if cfg.Family == "" {
 		cfg.Family = v1.IPv4Protocol
 	}
@@ -55,8 +60,12 @@ func NewTracer(cfg TracerConfig, ipvsFake *IPVS, ipsetFake *IPSet, nl *Netlink, 
 	} else if cfg.MasqueradeBit == 0 {
 		cfg.MasqueradeBit = ipvs.DefaultMasqueradeBit
 	}
-	return &Tracer{cfg: cfg, ipvs: ipvsFake, ipset: ipsetFake, nl: nl, ipt: ipt}
+	return &Tracer{cfg: cfg, f: f, ipvs: f.IPVS, ipset: f.IPSet, nl: f.Netlink, ipt: f.IPTables}
 }
+
+// Dump renders the state the Tracer reads (Fakes.Dump); the conformance
+// runner logs it when a check fails.
+func (t *Tracer) Dump() string { return t.f.Dump() }
 
 // Trace implements proxytest.Tracer.
 func (t *Tracer) Trace(p proxytest.Packet) (proxytest.Result, error) {
