@@ -65,7 +65,10 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	p.lb.CleanupStale()
 	defer p.setNoLocalMetrics()
 
-	if p.cfg.Capture == CaptureIPTables && (len(p.rules.dirty) > 0 || !p.rules.valid || rulesFull) {
+	switch {
+	case p.cfg.Capture != CaptureIPTables:
+		clear(p.rules.dirty) // no rules to write
+	case len(p.rules.dirty) > 0 || !p.rules.valid || rulesFull:
 		n, err := p.syncRules(ctx, rulesFull)
 		if err != nil {
 			return engine.Result{}, errors.Join(append([]error{err}, errs...)...)

@@ -73,8 +73,11 @@ func kernelHarness(backend string, family v1.IPFamily) netnstest.KernelHarness {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
+				// Cleanup first: after Close it returns ErrClosed.
+				if err := netnstest.Exec(env.Node, func() error { return p.Cleanup(context.Background()) }); err != nil {
+					t.Error(err)
+				}
 				p.Close()
-				netnstest.Exec(env.Node, func() error { return p.Cleanup(context.Background()) })
 			})
 			return p
 		},
