@@ -230,12 +230,17 @@ func (r *syncRun) refresh() error {
 
 // setEndpoints replaces the endpoint cache; on duplicate addresses (a
 // Windows Server 2019 bug) a local endpoint wins over a remote one.
-func (r *syncRun) setEndpoints(eps []Endpoint) map[string]Endpoint {
+func (r *syncRun) setEndpoints(eps []Endpoint) map[string]struct{} {
 	st := &r.p.st
-	st.endpoints = make(map[netip.Addr]Endpoint, len(eps))
-	byID := make(map[string]Endpoint, len(eps))
-	for _, ep := range eps {
-		byID[ep.ID] = ep
+	st.endpoints = make(map[netip.Addr]*Endpoint, len(eps))
+	byID := make(map[string]struct{}, len(eps))
+	st.rootIP = netip.Addr{}
+	for i := range eps {
+		ep := &eps[i]
+		byID[ep.ID] = struct{}{}
+		if !ep.Remote && ep.Name == r.p.cfg.RootHNSEndpointName {
+			st.rootIP = ep.IP
+		}
 		if !ep.IP.IsValid() {
 			continue
 		}
@@ -281,7 +286,7 @@ func (r *syncRun) ensureSourceVIP() error {
 	if err != nil {
 		return fmt.Errorf("creating the source VIP endpoint %s: %w", vip, err)
 	}
-	p.st.endpoints[vip] = ep
+	p.st.endpoints[vip] = &ep
 	return nil
 }
 
@@ -387,7 +392,7 @@ func (r *syncRun) ensureRemote(rem wantRemote) bool {
 		r.fail(fmt.Errorf("creating remote endpoint %s: %w", rem.IP, err))
 		return false
 	}
-	p.st.endpoints[rem.IP] = ep
+	p.st.endpoints[rem.IP] = &ep
 	p.st.referenced[rem.IP] = true
 	return true
 }
@@ -418,6 +423,9 @@ func sameLB(a, b *LoadBalancer) bool {
 		a.ExternalPort != b.ExternalPort || a.Flags != b.Flags || a.Distribution != b.Distribution ||
 		!slices.Equal(a.FrontendVIPs, b.FrontendVIPs) || len(a.EndpointIDs) != len(b.EndpointIDs) {
 		return false
+	}
+	if slices.Equal(a.EndpointIDs, b.EndpointIDs) {
+		return true
 	}
 	x, y := slices.Clone(a.EndpointIDs), slices.Clone(b.EndpointIDs)
 	slices.Sort(x)

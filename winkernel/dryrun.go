@@ -28,8 +28,13 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 	saved := p.st
 	defer func() { p.st = saved }()
 	p.st.network = n
-	p.st.endpoints = map[netip.Addr]Endpoint{}
-	for _, ep := range eps {
+	p.st.endpoints = map[netip.Addr]*Endpoint{}
+	p.st.rootIP = netip.Addr{}
+	for i := range eps {
+		ep := &eps[i]
+		if !ep.Remote && ep.Name == p.cfg.RootHNSEndpointName {
+			p.st.rootIP = ep.IP
+		}
 		if prev, ok := p.st.endpoints[ep.IP]; !ok || prev.Remote {
 			p.st.endpoints[ep.IP] = ep
 		}
@@ -110,9 +115,9 @@ func (p *Proxier) cleanup(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing HNS load balancers: %w", err)
 	}
-	byID := make(map[string]Endpoint, len(eps))
+	byID := make(map[string]struct{}, len(eps))
 	for _, ep := range eps {
-		byID[ep.ID] = ep
+		byID[ep.ID] = struct{}{}
 	}
 	var errs []error
 	for _, lb := range lbs {

@@ -66,7 +66,7 @@ type state struct {
 	network *Network
 	// endpoints of our network by address, from the last listing plus
 	// what we created since.
-	endpoints map[netip.Addr]Endpoint
+	endpoints map[netip.Addr]*Endpoint
 	// lbs are our load balancers by key.
 	lbs map[LBKey]*appliedLB
 	// svcKeys and svcRemotes are what each service port was given.
@@ -77,6 +77,8 @@ type state struct {
 	remoteRefs map[netip.Addr]int
 	// referenced are remote endpoints this process used (ours to delete).
 	referenced map[netip.Addr]bool
+	// rootIP is the address of the root endpoint (RootHNSEndpointName).
+	rootIP netip.Addr
 	// updateOff: HNS answered "not implemented" to an update.
 	updateOff bool
 	synced    bool
@@ -84,7 +86,7 @@ type state struct {
 
 func (s *state) reset() {
 	*s = state{
-		endpoints:  map[netip.Addr]Endpoint{},
+		endpoints:  map[netip.Addr]*Endpoint{},
 		lbs:        map[LBKey]*appliedLB{},
 		svcKeys:    map[proxy.ServicePortName][]LBKey{},
 		svcRemotes: map[proxy.ServicePortName][]netip.Addr{},
@@ -118,12 +120,7 @@ func (p *Proxier) env(nodeLabels map[string]string) *planEnv {
 		env.sourceVIP = nodeIP
 	}
 	if p.cfg.ForwardHealthCheckVIP {
-		for _, ep := range p.st.endpoints {
-			if !ep.Remote && ep.Name == p.cfg.RootHNSEndpointName {
-				env.rootIP = ep.IP
-				break
-			}
-		}
+		env.rootIP = p.st.rootIP
 	}
 	return env
 }
@@ -134,7 +131,7 @@ func (p *Proxier) env(nodeLabels map[string]string) *planEnv {
 // the node IP) and every endpoint it names that still exists is on our
 // network, at least one of them. Every other LB (another network's
 // proxy, another program) is never updated or deleted.
-func (p *Proxier) ownsLB(lb *LoadBalancer, byID map[string]Endpoint) bool {
+func (p *Proxier) ownsLB(lb *LoadBalancer, byID map[string]struct{}) bool {
 	if a := p.st.lbs[lb.Key()]; a != nil && a.lb.ID == lb.ID {
 		return true
 	}

@@ -40,8 +40,12 @@ type FakeHNS struct {
 	networks  map[string]*winkernel.Network // by ID
 	endpoints map[string]winkernel.Endpoint
 	lbs       map[string]winkernel.LoadBalancer
-	nextID    int
-	leaks     int
+	// keys indexes lbs by key (VIP, protocol, port); byIP endpoints by
+	// network and address: HNS's uniqueness checks stay O(1) at scale.
+	keys   map[winkernel.LBKey][]string
+	byIP   map[netKey]string
+	nextID int
+	leaks  int
 }
 
 var _ winkernel.HNS = (*FakeHNS)(nil)
@@ -52,6 +56,60 @@ func NewFakeHNS() *FakeHNS {
 		networks:  map[string]*winkernel.Network{},
 		endpoints: map[string]winkernel.Endpoint{},
 		lbs:       map[string]winkernel.LoadBalancer{},
+		keys:      map[winkernel.LBKey][]string{},
+		byIP:      map[netKey]string{},
+	}
+}
+
+type netKey struct {
+	network string
+	ip      netip.Addr
+}
+
+// putLB stores lb, replacing the LB with its ID, and keeps the key index
+// (a key may have several holders only through AddLoadBalancerOutOfBand).
+func (f *FakeHNS) putLB(lb winkernel.LoadBalancer) {
+	if old, ok := f.lbs[lb.ID]; ok {
+		f.dropKeys(old)
+	}
+	f.lbs[lb.ID] = lb
+	for _, k := range lbKeys(lb) {
+		f.keys[k] = append(f.keys[k], lb.ID)
+	}
+}
+
+func (f *FakeHNS) dropKeys(lb winkernel.LoadBalancer) {
+	for _, k := range lbKeys(lb) {
+		ids := slices.DeleteFunc(f.keys[k], func(id string) bool { return id == lb.ID })
+		if len(ids) == 0 {
+			delete(f.keys, k)
+		} else {
+			f.keys[k] = ids
+		}
+	}
+}
+
+func (f *FakeHNS) removeLB(id string) {
+	if lb, ok := f.lbs[id]; ok {
+		f.dropKeys(lb)
+		delete(f.lbs, id)
+	}
+}
+
+func (f *FakeHNS) putEndpoint(ep winkernel.Endpoint) {
+	f.endpoints[ep.ID] = ep
+	k := netKey{ep.NetworkID, ep.IP}
+	if _, taken := f.byIP[k]; !taken {
+		f.byIP[k] = ep.ID
+	}
+}
+
+func (f *FakeHNS) removeEndpoint(id string) {
+	if ep, ok := f.endpoints[id]; ok {
+		delete(f.endpoints, id)
+		if k := (netKey{ep.NetworkID, ep.IP}); f.byIP[k] == id {
+			delete(f.byIP, k)
+		}
 	}
 }
 
@@ -97,7 +155,7 @@ func (f *FakeHNS) AddLocalEndpoint(network, name string, ip netip.Addr) (string,
 		return "", fmt.Errorf("fake HNS: network %q: %w", network, winkernel.ErrNotFound)
 	}
 	ep := winkernel.Endpoint{ID: f.newID("ep"), Name: name, NetworkID: n.ID, IP: ip, MAC: "00-15-5d-00-00-00"}
-	f.endpoints[ep.ID] = ep
+	f.putEndpoint(ep)
 	return ep.ID, nil
 }
 
@@ -106,7 +164,7 @@ func (f *FakeHNS) AddLocalEndpoint(network, name string, ip netip.Addr) (string,
 func (f *FakeHNS) RemoveEndpointOutOfBand(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.endpoints, id)
+	f.removeEndpoint(id)
 }
 
 // DeleteOutOfBand deletes the load balancer with that ID behind the
@@ -115,7 +173,7 @@ func (f *FakeHNS) DeleteOutOfBand(id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	_, ok := f.lbs[id]
-	delete(f.lbs, id)
+	f.removeLB(id)
 	return ok
 }
 
@@ -125,7 +183,7 @@ func (f *FakeHNS) AddLoadBalancerOutOfBand(lb winkernel.LoadBalancer) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	lb.ID = f.newID("lb")
-	f.lbs[lb.ID] = cloneLB(lb)
+	f.putLB(cloneLB(lb))
 	return lb.ID
 }
 
@@ -252,16 +310,14 @@ func (f *FakeHNS) CreateEndpoint(networkID string, ep winkernel.Endpoint) (winke
 	if !ep.IP.IsValid() {
 		return winkernel.Endpoint{}, fmt.Errorf("fake HNS: endpoint without an IP: %w", winkernel.ErrInvalid)
 	}
-	for _, other := range f.endpoints {
-		if other.NetworkID == networkID && other.IP == ep.IP {
-			return winkernel.Endpoint{}, fmt.Errorf("fake HNS: endpoint %s already exists on %s: %w", ep.IP, n.Name, winkernel.ErrInvalid)
-		}
+	if _, taken := f.byIP[netKey{networkID, ep.IP}]; taken {
+		return winkernel.Endpoint{}, fmt.Errorf("fake HNS: endpoint %s already exists on %s: %w", ep.IP, n.Name, winkernel.ErrInvalid)
 	}
 	if !n.Type.IsOverlay() {
 		ep.ProviderAddress = netip.Addr{}
 	}
 	ep.ID, ep.NetworkID = f.newID("ep"), networkID
-	f.endpoints[ep.ID] = ep
+	f.putEndpoint(ep)
 	return ep, nil
 }
 
@@ -279,7 +335,7 @@ func (f *FakeHNS) DeleteEndpoint(id string) error {
 		f.leaks--
 		return nil
 	}
-	delete(f.endpoints, id)
+	f.removeEndpoint(id)
 	return nil
 }
 
@@ -317,13 +373,9 @@ func (f *FakeHNS) validate(lb winkernel.LoadBalancer, self string) error {
 			return fmt.Errorf("fake HNS: load balancer %s: address %s with IPv6 flag %v: %w", lb.Key(), a, v6, winkernel.ErrInvalid)
 		}
 	}
-	keys := lbKeys(lb)
-	for id, other := range f.lbs {
-		if id == self {
-			continue
-		}
-		for _, k := range lbKeys(other) {
-			if slices.Contains(keys, k) {
+	for _, k := range lbKeys(lb) {
+		for _, id := range f.keys[k] {
+			if id != self {
 				return fmt.Errorf("fake HNS: load balancer %s (held by %s): %w", k, id, winkernel.ErrPortAlreadyExists)
 			}
 		}
@@ -354,7 +406,7 @@ func (f *FakeHNS) CreateLoadBalancer(lb winkernel.LoadBalancer) (winkernel.LoadB
 	}
 	lb = cloneLB(lb)
 	lb.ID = f.newID("lb")
-	f.lbs[lb.ID] = lb
+	f.putLB(lb)
 	return cloneLB(lb), nil
 }
 
@@ -380,7 +432,7 @@ func (f *FakeHNS) UpdateLoadBalancer(id string, lb winkernel.LoadBalancer) (wink
 	}
 	lb = cloneLB(lb)
 	lb.ID = id
-	f.lbs[id] = lb
+	f.putLB(lb)
 	return cloneLB(lb), nil
 }
 
@@ -398,7 +450,7 @@ func (f *FakeHNS) DeleteLoadBalancer(id string) error {
 		f.leaks--
 		return nil
 	}
-	delete(f.lbs, id)
+	f.removeLB(id)
 	return nil
 }
 
