@@ -311,7 +311,7 @@ func inject(e *env, method string) {
 	case "AddEntry", "ListEntries":
 		e.ipset.FailOn(method, 1, errBoom)
 	case "Restore":
-		e.ipt.FailNextRestore(errBoom)
+		e.ipt.FailOn(method, 1, errBoom)
 	default:
 		e.ipvs.FailOn(method, 1, errBoom)
 	}
@@ -492,5 +492,56 @@ func TestMasqueradeBitZero(t *testing.T) {
 	e := newEnv(t, ipvs.Config{})
 	if _, err := ipvs.NewProxier(ipvs.Config{MasqueradeBit: -2}, e.f.Interfaces()); err == nil {
 		t.Error("NewProxier accepted MasqueradeBit -2")
+	}
+}
+
+// TestDryRunIsPure: a dry run over a node with a real server draining
+// since before a restart shows its adoption and its deletion as ops, reads
+// only, and leaves the proxier as it was: a second dry run prints the
+// same, and the sync after it adopts and drains the real server.
+func TestDryRunIsPure(t *testing.T) {
+	e := newEnv(t, ipvs.Config{})
+	if err := e.ipvs.Load(`
+TCP  10.96.0.10:80 rr
+  -> 10.244.1.5:8080 Masq 1 0 0
+  -> 10.244.2.6:8080 Masq 0 1 0
+`); err != nil {
+		t.Fatal(err)
+	}
+	e.resetCalls()
+	e.p.OnServiceAdd(service("default", "web", "10.96.0.10", 80))
+	e.p.OnEndpointSliceAdd(slice("default", "web", 8080, v1.ProtocolTCP, ready("10.244.1.5", testNode)))
+	e.synced()
+	first, err := e.p.DryRun(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# draining (weight 0): -t 10.96.0.10:80 -r 10.244.2.6:8080\n",
+		"ipvsadm -d -t 10.96.0.10:80 -r 10.244.2.6:8080 # once its connections end\n",
+	} {
+		if !strings.Contains(first, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, first)
+		}
+	}
+	second, err := e.p.DryRun(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != second {
+		t.Errorf("a second dry run differs:\n%s", lineDiff(first, second))
+	}
+	if n := e.mutations(); n != 0 {
+		t.Errorf("dry runs made %d changes", n)
+	}
+	key := ipvs.VirtualServerKey{Address: netip.MustParseAddr("10.96.0.10"), Protocol: v1.ProtocolTCP, Port: 80}
+	e.sync(t)
+	if _, rss, _ := e.ipvs.Lookup(key); len(rss) != 2 || e.last().Result.RequeueAfter != 5*time.Second {
+		t.Fatalf("draining real server with a connection: %v, requeue %v; want it kept and a requeue in 5s", rss, e.last().Result.RequeueAfter)
+	}
+	_ = e.ipvs.SetConnections(key, netip.MustParseAddrPort("10.244.2.6:8080"), 0, 0)
+	e.sync(t) // partial: nothing changed but the drain
+	if _, rss, _ := e.ipvs.Lookup(key); len(rss) != 1 || e.last().Full || e.last().Result.RequeueAfter != 0 {
+		t.Errorf("drained real server: %v, last sync %+v; want it deleted by a partial sync, no requeue", rss, e.last())
 	}
 }

@@ -77,11 +77,12 @@ func (f *Fakes) Deletions() int {
 	return f.IPVS.Deletions() + f.IPSet.Deletions() + f.Netlink.Deletions()
 }
 
-// ResetCalls zeroes the call counters of the IPVS, ipset and netlink fakes.
+// ResetCalls zeroes the call counters of every fake.
 func (f *Fakes) ResetCalls() {
 	f.IPVS.ResetCalls()
 	f.IPSet.ResetCalls()
 	f.Netlink.ResetCalls()
+	f.IPTables.ResetCalls()
 	f.Sysctl.ResetCalls()
 }
 
@@ -90,5 +91,6 @@ func (f *Fakes) Heal() {
 	f.IPVS.Heal()
 	f.IPSet.Heal()
 	f.Netlink.Heal()
+	f.IPTables.Heal()
 	f.Sysctl.Heal()
 }
