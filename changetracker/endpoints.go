@@ -48,10 +48,10 @@ type EndpointsChangeTracker struct {
 // sliceTracker holds one service's slices: as applied to the EndpointsMap,
 // and changes reported since.
 type sliceTracker struct {
-	applied map[string]*sliceInfo
-	// pending: a nil value means "remove this slice". Nil when nothing is
+	applied namedSlices
+	// pending: a nil info means "remove this slice". Nil when nothing is
 	// pending (most services, most of the time).
-	pending map[string]*sliceInfo
+	pending namedSlices
 	// built is the EndpointsMap part built from applied, kept so that the
 	// next apply need not rebuild the "before" state.
 	built serviceEndpoints
@@ -69,6 +69,45 @@ type sliceTracker struct {
 type sliceInfo struct {
 	ports     []portInfo
 	endpoints []proxy.BaseEndpoint
+}
+
+// namedSlice is one slice's reduced content under the slice's name.
+type namedSlice struct {
+	name string
+	info *sliceInfo
+}
+
+// namedSlices are a service's slices sorted by name (a map per service
+// would cost far more memory: most services have one slice).
+type namedSlices []namedSlice
+
+func (s namedSlices) find(name string) (int, bool) {
+	return slices.BinarySearchFunc(s, name, func(e namedSlice, n string) int { return cmp.Compare(e.name, n) })
+}
+
+// get returns the named slice's info and whether it is listed.
+func (s namedSlices) get(name string) (*sliceInfo, bool) {
+	if i, ok := s.find(name); ok {
+		return s[i].info, true
+	}
+	return nil, false
+}
+
+// set adds or replaces the named slice.
+func (s *namedSlices) set(name string, info *sliceInfo) {
+	i, ok := s.find(name)
+	if ok {
+		(*s)[i].info = info
+		return
+	}
+	*s = slices.Insert(*s, i, namedSlice{name: name, info: info})
+}
+
+// remove drops the named slice, if listed.
+func (s *namedSlices) remove(name string) {
+	if i, ok := s.find(name); ok {
+		*s = slices.Delete(*s, i, i+1)
+	}
 }
 
 type portInfo struct {
@@ -170,11 +209,11 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 		if removeSlice {
 			return false
 		}
-		st = &sliceTracker{applied: make(map[string]*sliceInfo, 1)}
+		st = &sliceTracker{}
 		t.services[nn] = st
 	}
-	applied, isApplied := st.applied[slice.Name]
-	pending, isPending := st.pending[slice.Name]
+	applied, isApplied := st.applied.get(slice.Name)
+	pending, isPending := st.pending.get(slice.Name)
 	switch {
 	case isPending && sliceInfoEqual(pending, info):
 		return false
@@ -185,7 +224,7 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 	}
 	if (isApplied && sliceInfoEqual(applied, info)) || (!isApplied && removeSlice) {
 		// Back to the applied state: nothing left to do for this slice.
-		delete(st.pending, slice.Name)
+		st.pending.remove(slice.Name)
 		t.pendingCount--
 		if len(st.pending) == 0 {
 			t.dirty.Delete(nn)
@@ -199,10 +238,7 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 	if !isPending {
 		t.pendingCount++
 	}
-	if st.pending == nil {
-		st.pending = make(map[string]*sliceInfo, 1)
-	}
-	st.pending[slice.Name] = info
+	st.pending.set(slice.Name, info)
 	t.dirty.Insert(nn)
 	if !removeSlice {
 		if tt, ok := triggerTime(slice); ok && !tt.Before(t.started) {
@@ -406,11 +442,15 @@ func (t *EndpointsChangeTracker) checkoutChanges() (map[types.NamespacedName]*en
 		change := &all[0]
 		all = all[1:]
 		change.previous = st.built
-		for name, info := range st.pending {
-			if info == nil {
-				delete(st.applied, name)
+		if len(st.applied) == 0 && !slices.ContainsFunc(st.pending, func(p namedSlice) bool { return p.info == nil }) {
+			// Nothing applied yet (a new service): pending becomes applied.
+			st.applied, st.pending = st.pending, nil
+		}
+		for _, p := range st.pending {
+			if p.info == nil {
+				st.applied.remove(p.name)
 			} else {
-				st.applied[name] = info
+				st.applied.set(p.name, p.info)
 			}
 		}
 		st.pending = nil
@@ -430,30 +470,23 @@ func (t *EndpointsChangeTracker) checkoutChanges() (map[types.NamespacedName]*en
 // Slices are visited in name order and an ip:port found in several slices
 // is kept once, preferring a ready copy, then a serving one, then a local
 // one, then the first, so the result depends only on the slices' content.
-func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied map[string]*sliceInfo) serviceEndpoints {
+func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied namedSlices) serviceEndpoints {
 	switch len(applied) {
 	case 0:
 		return nil
 	case 1:
-		for _, info := range applied {
-			if out, ok := t.buildOneSlice(nn, info); ok {
-				return out
-			}
+		if out, ok := t.buildOneSlice(nn, applied[0].info); ok {
+			return out
 		}
 	}
-	names := make([]string, 0, len(applied))
-	for name := range applied {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 
 	type candidate struct {
 		key  netip.AddrPort
 		info *proxy.BaseEndpoint
 	}
 	byPort := make(map[proxy.ServicePortName][]candidate, 1)
-	for _, sliceName := range names {
-		info := applied[sliceName]
+	for _, sl := range applied { // in name order
+		info := sl.info
 		for _, p := range info.ports {
 			spn := proxy.ServicePortName{NamespacedName: nn, Port: p.name, Protocol: p.protocol}
 			list := byPort[spn]

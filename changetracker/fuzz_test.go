@@ -271,7 +271,7 @@ func FuzzEndpointSliceTracker(f *testing.F) {
 				st := tr.slices.services[types.NamespacedName{Namespace: "ns", Name: svcName}]
 				pending := false
 				if st != nil {
-					_, pending = st.pending[name]
+					_, pending = st.pending.get(name)
 				}
 				tr.slices.mu.Unlock()
 				if pending {
