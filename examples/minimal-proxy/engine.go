@@ -120,8 +120,8 @@ func primaryFamily(nodeIPs []netip.Addr) v1.IPFamily {
 }
 
 // buildEngine constructs the engine of p.mode: one per IP family of the
-// node IPs in the iptables and ipvs modes (dual stack), the primary
-// family's in the userspace mode.
+// node IPs in the iptables, ipvs and kernelspace modes (dual stack), the
+// primary family's in the userspace mode.
 func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 	var build func(engineParams, v1.IPFamily) (*engine, error)
 	switch p.mode {
@@ -131,6 +131,8 @@ func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 		build = buildIPVS
 	case modeUserspace:
 		return buildUserspace(p, primaryFamily(p.nodeIPs))
+	case modeKernelspace:
+		build = buildWinkernel
 	default:
 		return nil, fmt.Errorf("proxy mode %q is not available on %s", p.mode, runtime.GOOS)
 	}
