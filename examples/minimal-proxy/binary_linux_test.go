@@ -27,13 +27,12 @@ func freePort(t *testing.T) int {
 // TestUnreachableAPIServer runs the binary against an API server address
 // where nothing listens: it keeps retrying with a clear log line, /healthz
 // answers 503 (never synced), and SIGTERM stops it cleanly with status 0.
-// As root it runs in a namespace of its own; unprivileged it cannot change
-// anything anyway (nothing is programmed before the first sync).
+// It runs in a namespace of its own (as root).
 func TestUnreachableAPIServer(t *testing.T) {
-	inNS := func(fn func() error) error { return fn() }
-	if os.Geteuid() == 0 {
-		_, inNS = newNamespace(t)
-	}
+	// A real run needs CAP_NET_ADMIN; without it the binary refuses at
+	// once (TestBinaryWithoutPrivileges).
+	skipUnlessRoot(t)
+	_, inNS := newNamespace(t)
 	dead := freePort(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,16 +65,6 @@ type ClientConnectionConfig struct {
 	ContentType        string  `json:"contentType"`
 	QPS                float32 `json:"qps"`
 	Burst              int32   `json:"burst"`
-}
-
-// LoggingConfig is the part of component-base's LoggingConfiguration this
-// binary understands: text logs at a verbosity.
-type LoggingConfig struct {
-	Format         string          `json:"format,omitempty"`
-	FlushFrequency json.RawMessage `json:"flushFrequency,omitempty"`
-	Verbosity      int             `json:"verbosity"`
-	VModule        json.RawMessage `json:"vmodule,omitempty"`
-	Options        json.RawMessage `json:"options,omitempty"`
 }
 
 // IPTablesConfig is the iptables section.
@@ -134,7 +126,7 @@ type ConntrackConfig struct {
 
 // defaultConfig returns kube-proxy's defaults (SetDefaults_KubeProxyConfiguration).
 func defaultConfig() *KubeProxyConfiguration {
-	bit := int32(14)
+	bit, nftBit := int32(14), int32(14)
 	localhostNodePorts := true
 	maxPerCore, minConntrack := int32(32*1024), int32(128*1024)
 	oomScoreAdj := int32(-999)
@@ -148,6 +140,10 @@ func defaultConfig() *KubeProxyConfiguration {
 			QPS:         5,
 			Burst:       10,
 		},
+		Logging: LoggingConfig{
+			Format:         "text",
+			FlushFrequency: flushFrequency{5 * time.Second},
+		},
 		BindAddress:        "0.0.0.0",
 		HealthzBindAddress: "0.0.0.0:10256",
 		MetricsBindAddress: "127.0.0.1:10249",
@@ -160,6 +156,11 @@ func defaultConfig() *KubeProxyConfiguration {
 		IPVS: IPVSConfig{
 			SyncPeriod: metav1.Duration{Duration: 30 * time.Second},
 		},
+		NFTables: NFTablesConfig{
+			MasqueradeBit: &nftBit,
+			SyncPeriod:    metav1.Duration{Duration: 30 * time.Second},
+			MinSyncPeriod: metav1.Duration{Duration: time.Second},
+		},
 		Conntrack: ConntrackConfig{
 			MaxPerCore:            &maxPerCore,
 			Min:                   &minConntrack,
@@ -170,6 +171,93 @@ func defaultConfig() *KubeProxyConfiguration {
 		ConfigSyncPeriod: metav1.Duration{Duration: 15 * time.Minute},
 		UDPIdleTimeout:   metav1.Duration{Duration: 250 * time.Millisecond},
 	}
+}
+
+// setDefaults fills what a configuration file left null, zero or empty
+// as kube-proxy's v1alpha1 defaulting does (SetDefaults_KubeProxyConfiguration),
+// so "maxPerCore: null", "syncPeriod: 0s" or "healthzBindAddress: \"\""
+// in a kubeadm-written file mean kube-proxy's defaults here too.
+func setDefaults(cfg *KubeProxyConfiguration) {
+	def := defaultConfig()
+	if cfg.BindAddress == "" {
+		cfg.BindAddress = def.BindAddress
+	}
+	healthzHost, metricsHost := "0.0.0.0", "127.0.0.1"
+	if a, err := netip.ParseAddr(cfg.BindAddress); err == nil && a.Is6() && !a.Is4In6() {
+		healthzHost, metricsHost = "::", "::1"
+	}
+	cfg.HealthzBindAddress = addressOrDefault(cfg.HealthzBindAddress, healthzHost, 10256)
+	cfg.MetricsBindAddress = addressOrDefault(cfg.MetricsBindAddress, metricsHost, 10249)
+	if cfg.OOMScoreAdj == nil {
+		cfg.OOMScoreAdj = def.OOMScoreAdj
+	}
+	if cfg.IPTables.SyncPeriod.Duration == 0 {
+		cfg.IPTables.SyncPeriod = def.IPTables.SyncPeriod
+	}
+	if cfg.IPTables.MinSyncPeriod.Duration == 0 {
+		cfg.IPTables.MinSyncPeriod = def.IPTables.MinSyncPeriod
+	}
+	if cfg.IPTables.LocalhostNodePorts == nil {
+		cfg.IPTables.LocalhostNodePorts = def.IPTables.LocalhostNodePorts
+	}
+	if cfg.IPTables.MasqueradeBit == nil {
+		cfg.IPTables.MasqueradeBit = def.IPTables.MasqueradeBit
+	}
+	if cfg.IPVS.SyncPeriod.Duration == 0 {
+		cfg.IPVS.SyncPeriod = def.IPVS.SyncPeriod
+	}
+	if cfg.NFTables.MasqueradeBit == nil {
+		cfg.NFTables.MasqueradeBit = def.NFTables.MasqueradeBit
+	}
+	if cfg.NFTables.SyncPeriod.Duration == 0 {
+		cfg.NFTables.SyncPeriod = def.NFTables.SyncPeriod
+	}
+	if cfg.NFTables.MinSyncPeriod.Duration == 0 {
+		cfg.NFTables.MinSyncPeriod = def.NFTables.MinSyncPeriod
+	}
+	if cfg.Conntrack.MaxPerCore == nil {
+		cfg.Conntrack.MaxPerCore = def.Conntrack.MaxPerCore
+	}
+	if cfg.Conntrack.Min == nil {
+		cfg.Conntrack.Min = def.Conntrack.Min
+	}
+	if cfg.Conntrack.TCPEstablishedTimeout == nil {
+		cfg.Conntrack.TCPEstablishedTimeout = def.Conntrack.TCPEstablishedTimeout
+	}
+	if cfg.Conntrack.TCPCloseWaitTimeout == nil {
+		cfg.Conntrack.TCPCloseWaitTimeout = def.Conntrack.TCPCloseWaitTimeout
+	}
+	if cfg.ConfigSyncPeriod.Duration == 0 {
+		cfg.ConfigSyncPeriod = def.ConfigSyncPeriod
+	}
+	cc := &cfg.ClientConnection
+	if cc.ContentType == "" {
+		cc.ContentType = def.ClientConnection.ContentType
+	}
+	if cc.QPS == 0 {
+		cc.QPS = def.ClientConnection.QPS
+	}
+	if cc.Burst == 0 {
+		cc.Burst = def.ClientConnection.Burst
+	}
+	if cfg.Logging.Format == "" {
+		cfg.Logging.Format = def.Logging.Format
+	}
+	if cfg.Logging.FlushFrequency.Duration == 0 {
+		cfg.Logging.FlushFrequency = def.Logging.FlushFrequency
+	}
+}
+
+// addressOrDefault is kube-proxy's defaulting of a bind address: empty is
+// host:port, a bare IP gets port.
+func addressOrDefault(addr, host string, port int) string {
+	if addr == "" {
+		return net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	if a, err := netip.ParseAddr(addr); err == nil {
+		return net.JoinHostPort(a.String(), strconv.Itoa(port))
+	}
+	return addr
 }
 
 // loadConfigFile reads a KubeProxyConfiguration file over kube-proxy's
@@ -210,6 +298,7 @@ func decodeConfig(data []byte) (*KubeProxyConfiguration, error) {
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, fmt.Errorf("decoding: %w", err)
 	}
+	setDefaults(cfg)
 	return cfg, nil
 }
 
@@ -251,4 +340,18 @@ func unknownFields(tree map[string]any, t reflect.Type, prefix string) []string 
 	}
 	sort.Strings(unknown)
 	return unknown
+}
+
+// writeConfig writes cfg, the effective configuration, to path as a
+// KubeProxyConfiguration document that --config reads back unchanged
+// (--write-config-to).
+func writeConfig(path string, cfg *KubeProxyConfiguration) error {
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("--write-config-to: encoding: %w", err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("--write-config-to: %w", err)
+	}
+	return nil
 }

@@ -13,17 +13,25 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// sysctls reads and writes integer sysctls by their /proc/sys path
-// ("net/netfilter/nf_conntrack_max").
+// sysctls reads and writes integer kernel settings: a name relative to
+// /proc/sys ("net/netfilter/nf_conntrack_max") or an absolute path under
+// /sys (conntrackHashsize).
 type sysctls interface {
 	Get(name string) (int, error)
 	Set(name string, value int) error
 }
 
-// procSysctls is /proc/sys under root ("" means "/proc/sys").
+// conntrackHashsize is the conntrack hash table size, a module parameter.
+const conntrackHashsize = "/sys/module/nf_conntrack/parameters/hashsize"
+
+// procSysctls is /proc/sys under root ("" means "/proc/sys"); absolute
+// names are paths.
 type procSysctls struct{ root string }
 
 func (s procSysctls) path(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
 	root := s.root
 	if root == "" {
 		root = "/proc/sys"
@@ -43,58 +51,64 @@ func (s procSysctls) Set(name string, value int) error {
 	return os.WriteFile(s.path(name), []byte(strconv.Itoa(value)), 0o640)
 }
 
+// conntrackMax is kube-proxy's nf_conntrack_max for cfg on cpus CPUs:
+// max(maxPerCore × cpus, min), or 0 ("leave it as is") when maxPerCore is
+// 0 or unset.
+func conntrackMax(cfg ConntrackConfig, cpus int) int {
+	if cfg.MaxPerCore == nil || *cfg.MaxPerCore <= 0 {
+		return 0
+	}
+	scaled := int(*cfg.MaxPerCore) * cpus
+	if cfg.Min != nil && int(*cfg.Min) > scaled {
+		return int(*cfg.Min)
+	}
+	return scaled
+}
+
 // applyConntrack sets the conntrack sysctls of the conntrack section as
-// kube-proxy does: nf_conntrack_max raised (never lowered) to
-// max(maxPerCore × CPUs, min) unless maxPerCore is 0, and each timeout,
-// and tcp_be_liberal, set when configured. The hash table size
-// (/sys/module/nf_conntrack/parameters/hashsize) is left alone. Failures
-// (a read-only /proc/sys in a container, a network namespace where
-// nf_conntrack_max belongs to the host) are logged and returned joined;
-// the proxy keeps running.
+// kube-proxy v1.34 does: nf_conntrack_max to conntrackMax (when that is
+// not 0) and the hash table size raised to a quarter of it when smaller;
+// each timeout that is not 0; nf_conntrack_tcp_be_liberal to 1 when asked.
+// A setting already at its value is not written. A setting that cannot be
+// written (a read-only /proc/sys or /sys in a container, a network
+// namespace where nf_conntrack_max belongs to the host) is logged as one
+// warning line naming it and the value left; the others still apply, and
+// the failures are returned joined.
 func applyConntrack(cfg ConntrackConfig, sys sysctls, cpus int, log logr.Logger) error {
 	var errs []error
-	set := func(name string, value int) {
-		if err := sys.Set(name, value); err != nil {
-			errs = append(errs, fmt.Errorf("setting %s to %d: %w", name, value, err))
+	set := func(name string, value int, raiseOnly bool) {
+		cur, err := sys.Get(name)
+		if err == nil && (cur == value || raiseOnly && cur > value) {
 			return
 		}
-		log.V(1).Info("Set sysctl", "name", name, "value", value)
+		if err := sys.Set(name, value); err != nil {
+			errs = append(errs, fmt.Errorf("setting %s to %d: %w", name, value, err))
+			log.Info("Warning: could not set a conntrack setting; leaving it as is", "name", name, "want", value, "current", cur, "err", err.Error())
+			return
+		}
+		log.Info("Set sysctl", "name", name, "value", value)
 	}
-	if cfg.MaxPerCore != nil && *cfg.MaxPerCore > 0 {
-		want := int(*cfg.MaxPerCore) * cpus
-		if cfg.Min != nil && int(*cfg.Min) > want {
-			want = int(*cfg.Min)
-		}
-		const name = "net/netfilter/nf_conntrack_max"
-		cur, err := sys.Get(name)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("reading %s: %w", name, err))
-		case cur < want:
-			set(name, want)
-		}
+	if max := conntrackMax(cfg, cpus); max > 0 {
+		set("net/netfilter/nf_conntrack_max", max, false)
+		set(conntrackHashsize, max/4, true)
 	}
 	seconds := func(d time.Duration) int { return int(d / time.Second) }
 	if d := cfg.TCPEstablishedTimeout; d != nil && d.Duration > 0 {
-		set("net/netfilter/nf_conntrack_tcp_timeout_established", seconds(d.Duration))
+		set("net/netfilter/nf_conntrack_tcp_timeout_established", seconds(d.Duration), false)
 	}
 	if d := cfg.TCPCloseWaitTimeout; d != nil && d.Duration > 0 {
-		set("net/netfilter/nf_conntrack_tcp_timeout_close_wait", seconds(d.Duration))
+		set("net/netfilter/nf_conntrack_tcp_timeout_close_wait", seconds(d.Duration), false)
 	}
 	if cfg.TCPBeLiberal {
-		set("net/netfilter/nf_conntrack_tcp_be_liberal", 1)
+		set("net/netfilter/nf_conntrack_tcp_be_liberal", 1, false)
 	}
 	if cfg.UDPTimeout.Duration > 0 {
-		set("net/netfilter/nf_conntrack_udp_timeout", seconds(cfg.UDPTimeout.Duration))
+		set("net/netfilter/nf_conntrack_udp_timeout", seconds(cfg.UDPTimeout.Duration), false)
 	}
 	if cfg.UDPStreamTimeout.Duration > 0 {
-		set("net/netfilter/nf_conntrack_udp_timeout_stream", seconds(cfg.UDPStreamTimeout.Duration))
+		set("net/netfilter/nf_conntrack_udp_timeout_stream", seconds(cfg.UDPStreamTimeout.Duration), false)
 	}
-	err := errors.Join(errs...)
-	if err != nil {
-		log.Error(err, "Could not apply the conntrack settings; continuing with the node's")
-	}
-	return err
+	return errors.Join(errs...)
 }
 
 // numCPU is the CPU count used for conntrack.maxPerCore.

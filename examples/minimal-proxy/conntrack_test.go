@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,42 +39,72 @@ func TestApplyConntrack(t *testing.T) {
 	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	const maxName = "net/netfilter/nf_conntrack_max"
 
-	// kube-proxy's defaults on 4 CPUs: max(32768*4, 131072) = 131072.
-	f := &fakeSysctls{values: map[string]int{maxName: 65536}}
+	// kube-proxy's defaults on 4 CPUs: max(32768*4, 131072) = 131072, and
+	// the hash table raised to a quarter of it.
+	f := &fakeSysctls{values: map[string]int{maxName: 65536, conntrackHashsize: 16384}}
 	cfg := defaultConfig().Conntrack
 	if err := applyConntrack(cfg, f, 4, logr.Discard()); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]int{
-		maxName: 131072,
+		maxName:           131072,
+		conntrackHashsize: 32768,
 		"net/netfilter/nf_conntrack_tcp_timeout_established": 86400,
 		"net/netfilter/nf_conntrack_tcp_timeout_close_wait":  3600,
 	}
-	for k, v := range want {
-		if f.values[k] != v {
-			t.Errorf("%s = %d, want %d", k, f.values[k], v)
-		}
-	}
-	if len(f.values) != len(want) {
-		t.Errorf("unexpected sysctls written: %v", f.values)
+	if !reflect.DeepEqual(f.values, want) {
+		t.Errorf("sysctls = %v, want %v", f.values, want)
 	}
 
-	// Never lowered; 0 per core leaves it alone; the rest still applies.
-	f = &fakeSysctls{values: map[string]int{maxName: 1 << 20}}
+	// maxPerCore × CPUs above min wins, and is set even below the current
+	// value (kube-proxy sets what differs); the hash table is never
+	// shrunk.
+	f = &fakeSysctls{values: map[string]int{maxName: 1 << 20, conntrackHashsize: 1 << 18}}
 	_ = applyConntrack(ConntrackConfig{MaxPerCore: i32(1000), Min: i32(10)}, f, 8, logr.Discard())
-	if f.values[maxName] != 1<<20 {
-		t.Errorf("nf_conntrack_max lowered to %d", f.values[maxName])
+	if f.values[maxName] != 8000 || f.values[conntrackHashsize] != 1<<18 {
+		t.Errorf("max per core 1000 on 8 CPUs: %v", f.values)
 	}
+	// maxPerCore 0 leaves nf_conntrack_max alone (min ignored); the rest
+	// still applies.
 	f = &fakeSysctls{values: map[string]int{maxName: 5}}
-	_ = applyConntrack(ConntrackConfig{MaxPerCore: i32(0), Min: i32(100), TCPBeLiberal: true, UDPTimeout: metav1.Duration{Duration: 30 * time.Second}}, f, 8, logr.Discard())
-	if f.values[maxName] != 5 || f.values["net/netfilter/nf_conntrack_tcp_be_liberal"] != 1 || f.values["net/netfilter/nf_conntrack_udp_timeout"] != 30 {
-		t.Errorf("sysctls = %v", f.values)
+	_ = applyConntrack(ConntrackConfig{MaxPerCore: i32(0), Min: i32(100), TCPBeLiberal: true, UDPTimeout: metav1.Duration{Duration: 30 * time.Second},
+		UDPStreamTimeout: metav1.Duration{Duration: 2 * time.Minute}}, f, 8, logr.Discard())
+	want = map[string]int{maxName: 5, "net/netfilter/nf_conntrack_tcp_be_liberal": 1, "net/netfilter/nf_conntrack_udp_timeout": 30,
+		"net/netfilter/nf_conntrack_udp_timeout_stream": 120}
+	if !reflect.DeepEqual(f.values, want) {
+		t.Errorf("sysctls = %v, want %v", f.values, want)
 	}
 
-	// A read-only sysctl is an error naming it, and does not stop the others.
-	f = &fakeSysctls{values: map[string]int{maxName: 5}, readOnly: map[string]bool{maxName: true}}
-	err := applyConntrack(ConntrackConfig{MaxPerCore: i32(10), TCPCloseWaitTimeout: dur(time.Minute)}, f, 1, logr.Discard())
+	// A read-only sysctl is a warning naming it and an error, and does not
+	// stop the others; one already at its value is not written at all.
+	var logs bytes.Buffer
+	f = &fakeSysctls{values: map[string]int{maxName: 5, "net/netfilter/nf_conntrack_tcp_timeout_established": 60},
+		readOnly: map[string]bool{maxName: true, "net/netfilter/nf_conntrack_tcp_timeout_established": true}}
+	err := applyConntrack(ConntrackConfig{MaxPerCore: i32(10), TCPCloseWaitTimeout: dur(time.Minute), TCPEstablishedTimeout: dur(time.Minute)},
+		f, 1, newLogger(&logs, &logs, LoggingConfig{}))
 	if !errors.Is(err, fs.ErrPermission) || f.values["net/netfilter/nf_conntrack_tcp_timeout_close_wait"] != 60 {
 		t.Errorf("err = %v, values = %v", err, f.values)
+	}
+	if n := strings.Count(logs.String(), "Warning: could not set"); n != 1 || !strings.Contains(logs.String(), maxName) {
+		t.Errorf("want one warning naming %s:\n%s", maxName, logs.String())
+	}
+}
+
+// conntrackMax is max(maxPerCore × CPUs, min), 0 when maxPerCore is 0.
+func TestConntrackMax(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		perCore, min *int32
+		cpus, want   int
+	}{
+		{i32(32768), i32(131072), 2, 131072},
+		{i32(32768), i32(131072), 8, 262144},
+		{i32(0), i32(131072), 8, 0},
+		{nil, i32(131072), 8, 0},
+		{i32(10), nil, 3, 30},
+	} {
+		if got := conntrackMax(ConntrackConfig{MaxPerCore: tc.perCore, Min: tc.min}, tc.cpus); got != tc.want {
+			t.Errorf("conntrackMax(%v, %v, %d CPUs) = %d, want %d", tc.perCore, tc.min, tc.cpus, got, tc.want)
+		}
 	}
 }

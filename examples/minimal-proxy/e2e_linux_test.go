@@ -63,21 +63,21 @@ var (
 	proxyBinaryErr  error
 )
 
-// buildProxyBinary builds this package with go build into a directory
-// shared by the tests of this run ($SVCPROXY_MINIMAL_PROXY names a
-// prebuilt binary instead).
+// buildProxyBinary builds this package with go build, once per test run,
+// into testBinDir, which TestMain removes when the run ends (nothing is
+// left in /tmp); $SVCPROXY_MINIMAL_PROXY names a prebuilt binary instead.
+// The go build cache makes every build after the first a link only.
 func buildProxyBinary(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("SVCPROXY_MINIMAL_PROXY"); bin != "" {
 		return bin
 	}
 	proxyBinaryOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "minimal-proxy-e2e-")
-		if err != nil {
-			proxyBinaryErr = err
+		if testBinDir == "" {
+			proxyBinaryErr = fmt.Errorf("no test binary directory (TestMain did not run)")
 			return
 		}
-		proxyBinaryPath = filepath.Join(dir, "minimal-proxy")
+		proxyBinaryPath = filepath.Join(testBinDir, "minimal-proxy")
 		out, err := exec.Command("go", "build", "-o", proxyBinaryPath, ".").CombinedOutput()
 		if err != nil {
 			proxyBinaryErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -31,6 +34,23 @@ type options struct {
 	// service.kubernetes.io/service-proxy-name this proxy owns.
 	excludeClusterCIDRs []netip.Prefix
 	serviceProxyName    string
+
+	// writeConfigTo: write the effective configuration there and exit.
+	writeConfigTo string
+	// initOnly: apply the node settings that need full root (conntrack
+	// sysctls, OOM score), then exit.
+	initOnly bool
+	// version: print the versions and exit ("true" or "raw").
+	version versionFlag
+	// noEffect names the settings given that are accepted for kube-proxy
+	// compatibility but change nothing here; serve logs them once.
+	noEffect []string
+	// privileges is how a real run checks that it may program the node
+	// (zero: this process); tests inject theirs.
+	privileges privilegeChecks
+	// dryRunAPIWait bounds a dry run's wait for the API server (zero:
+	// the dryRunAPIWait constant); tests shorten it.
+	dryRunAPIWait time.Duration
 }
 
 // errHelp is returned by parseOptions for -h/--help; usage has been printed.
@@ -66,7 +86,103 @@ var flagOverrides = map[string]func(dst, flags *KubeProxyConfiguration){
 	"pod-interface-name-prefix": func(d, f *KubeProxyConfiguration) {
 		d.DetectLocal.InterfaceNamePrefix = f.DetectLocal.InterfaceNamePrefix
 	},
-	"v": func(d, f *KubeProxyConfiguration) { d.Logging.Verbosity = f.Logging.Verbosity },
+	"v":                   func(d, f *KubeProxyConfiguration) { d.Logging.Verbosity = f.Logging.Verbosity },
+	"logging-format":      func(d, f *KubeProxyConfiguration) { d.Logging.Format = f.Logging.Format },
+	"vmodule":             func(d, f *KubeProxyConfiguration) { d.Logging.VModule = f.Logging.VModule },
+	"log-flush-frequency": func(d, f *KubeProxyConfiguration) { d.Logging.FlushFrequency = f.Logging.FlushFrequency },
+	"log-text-split-stream": func(d, f *KubeProxyConfiguration) {
+		d.Logging.Options.Text.SplitStream = f.Logging.Options.Text.SplitStream
+	},
+	"log-json-split-stream": func(d, f *KubeProxyConfiguration) {
+		d.Logging.Options.JSON.SplitStream = f.Logging.Options.JSON.SplitStream
+	},
+	"log-text-info-buffer-size": func(d, f *KubeProxyConfiguration) {
+		d.Logging.Options.Text.InfoBufferSize = f.Logging.Options.Text.InfoBufferSize
+	},
+	"log-json-info-buffer-size": func(d, f *KubeProxyConfiguration) {
+		d.Logging.Options.JSON.InfoBufferSize = f.Logging.Options.JSON.InfoBufferSize
+	},
+	"feature-gates": func(d, f *KubeProxyConfiguration) {
+		if d.FeatureGates == nil {
+			d.FeatureGates = map[string]bool{}
+		}
+		for k, v := range f.FeatureGates {
+			d.FeatureGates[k] = v
+		}
+	},
+	"kube-api-qps":           func(d, f *KubeProxyConfiguration) { d.ClientConnection.QPS = f.ClientConnection.QPS },
+	"kube-api-burst":         func(d, f *KubeProxyConfiguration) { d.ClientConnection.Burst = f.ClientConnection.Burst },
+	"kube-api-content-type":  func(d, f *KubeProxyConfiguration) { d.ClientConnection.ContentType = f.ClientConnection.ContentType },
+	"bind-address-hard-fail": func(d, f *KubeProxyConfiguration) { d.BindAddressHardFail = f.BindAddressHardFail },
+	"profiling":              func(d, f *KubeProxyConfiguration) { d.EnableProfiling = f.EnableProfiling },
+	"show-hidden-metrics-for-version": func(d, f *KubeProxyConfiguration) {
+		d.ShowHiddenMetricsForVersion = f.ShowHiddenMetricsForVersion
+	},
+	"oom-score-adj": func(d, f *KubeProxyConfiguration) { v := *f.OOMScoreAdj; d.OOMScoreAdj = &v },
+	"iptables-localhost-nodeports": func(d, f *KubeProxyConfiguration) {
+		v := *f.IPTables.LocalhostNodePorts
+		d.IPTables.LocalhostNodePorts = &v
+	},
+	"ipvs-tcp-timeout":    func(d, f *KubeProxyConfiguration) { d.IPVS.TCPTimeout = f.IPVS.TCPTimeout },
+	"ipvs-tcpfin-timeout": func(d, f *KubeProxyConfiguration) { d.IPVS.TCPFinTimeout = f.IPVS.TCPFinTimeout },
+	"ipvs-udp-timeout":    func(d, f *KubeProxyConfiguration) { d.IPVS.UDPTimeout = f.IPVS.UDPTimeout },
+	"conntrack-max-per-core": func(d, f *KubeProxyConfiguration) {
+		v := *f.Conntrack.MaxPerCore
+		d.Conntrack.MaxPerCore = &v
+	},
+	"conntrack-min": func(d, f *KubeProxyConfiguration) { v := *f.Conntrack.Min; d.Conntrack.Min = &v },
+	"conntrack-tcp-timeout-established": func(d, f *KubeProxyConfiguration) {
+		v := *f.Conntrack.TCPEstablishedTimeout
+		d.Conntrack.TCPEstablishedTimeout = &v
+	},
+	"conntrack-tcp-timeout-close-wait": func(d, f *KubeProxyConfiguration) {
+		v := *f.Conntrack.TCPCloseWaitTimeout
+		d.Conntrack.TCPCloseWaitTimeout = &v
+	},
+	"conntrack-tcp-be-liberal":     func(d, f *KubeProxyConfiguration) { d.Conntrack.TCPBeLiberal = f.Conntrack.TCPBeLiberal },
+	"conntrack-udp-timeout":        func(d, f *KubeProxyConfiguration) { d.Conntrack.UDPTimeout = f.Conntrack.UDPTimeout },
+	"conntrack-udp-timeout-stream": func(d, f *KubeProxyConfiguration) { d.Conntrack.UDPStreamTimeout = f.Conntrack.UDPStreamTimeout },
+}
+
+// deprecatedFlagAliases are deprecated flags that set what another flag
+// sets, for flagOverrides.
+var deprecatedFlagAliases = map[string]string{
+	"healthz-port":     "healthz-bind-address",
+	"metrics-port":     "metrics-bind-address",
+	"cleanup-iptables": "cleanup",
+}
+
+// addressWithPort is what kube-proxy's deprecated --healthz-port and
+// --metrics-port do to a bind address: port 0 disables the server, any
+// other replaces the address's port.
+func addressWithPort(addr string, port int32) string {
+	if port == 0 {
+		return ""
+	}
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}
+
+// settingsWithoutEffect names the configured settings that kube-proxy
+// honours but that change nothing here.
+func settingsWithoutEffect(cfg *KubeProxyConfiguration) []string {
+	var out []string
+	if len(cfg.Logging.VModule) > 0 {
+		out = append(out, "logging.vmodule (verbosity is per process)")
+	}
+	if !cfg.Logging.Options.Text.InfoBufferSize.IsZero() || !cfg.Logging.Options.JSON.InfoBufferSize.IsZero() {
+		out = append(out, "logging.options.*.infoBufferSize (lines are not buffered)")
+	}
+	if cfg.ShowHiddenMetricsForVersion != "" {
+		out = append(out, "showHiddenMetricsForVersion (no metric is hidden)")
+	}
+	return out
 }
 
 // parseOptions parses args (without the program name), loads --config,
@@ -118,6 +234,63 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	fs.StringSliceVar(&exclude, "exclude-cluster-cidr", nil, "Endpoint CIDRs (comma-separated) of another pod network whose services this proxy leaves alone.")
 	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "Handle the services labelled service.kubernetes.io/service-proxy-name=<this> (and no unlabelled ones).")
 
+	// The rest of kube-proxy v1.34's flags, with its meanings.
+	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "If set, write the effective configuration (defaults, --config, then flags) to this file as a KubeProxyConfiguration and exit.")
+	fs.BoolVar(&o.initOnly, "init-only", false, "If true, apply the node settings that need full root privileges (conntrack sysctls, OOM score), then exit. After that the proxy needs only CAP_NET_ADMIN.")
+	fs.Var(&o.version, "version", "--version, --version=raw prints version information and quits; --version=false does nothing.")
+	fs.Lookup("version").NoOptDefVal = "true"
+	fs.Var(featureGatesFlag{&fv.FeatureGates}, "feature-gates", "A set of key=value pairs for kube-proxy v1.34's feature gates. Every gate kube-proxy knows is accepted (locked gates only at their locked value); none changes svcproxy's behaviour, and gates set away from their default are logged once.")
+	fs.Float32Var(&fv.ClientConnection.QPS, "kube-api-qps", fv.ClientConnection.QPS, "QPS to use while talking with the Kubernetes API server.")
+	fs.Int32Var(&fv.ClientConnection.Burst, "kube-api-burst", fv.ClientConnection.Burst, "Burst to use while talking with the Kubernetes API server.")
+	fs.StringVar(&fv.ClientConnection.ContentType, "kube-api-content-type", fv.ClientConnection.ContentType, "Content type of requests sent to the API server.")
+	fs.BoolVar(&fv.BindAddressHardFail, "bind-address-hard-fail", false, "If true, failing to listen on the healthz or metrics address is fatal.")
+	fs.BoolVar(&fv.EnableProfiling, "profiling", false, "If true, serve /debug/pprof/ on the metrics address.")
+	fs.StringVar(&fv.ShowHiddenMetricsForVersion, "show-hidden-metrics-for-version", "", "The previous minor version (\"1.33\") for which to show hidden metrics; svcproxy hides none, so it only validates the value.")
+	fs.Int32Var(fv.OOMScoreAdj, "oom-score-adj", *fv.OOMScoreAdj, "The oom_score_adj value for this process, within [-1000, 1000].")
+	fs.BoolVar(fv.IPTables.LocalhostNodePorts, "iptables-localhost-nodeports", *fv.IPTables.LocalhostNodePorts, "If false, NodePort services are not reachable via localhost (iptables mode, IPv4).")
+	fs.DurationVar(&fv.IPVS.TCPTimeout.Duration, "ipvs-tcp-timeout", 0, "The timeout for idle IPVS TCP connections, 0 to leave as is (e.g. '5s', '1m', '2h22m').")
+	fs.DurationVar(&fv.IPVS.TCPFinTimeout.Duration, "ipvs-tcpfin-timeout", 0, "The timeout for IPVS TCP connections after receiving a FIN packet, 0 to leave as is.")
+	fs.DurationVar(&fv.IPVS.UDPTimeout.Duration, "ipvs-udp-timeout", 0, "The timeout for IPVS UDP packets, 0 to leave as is.")
+	fs.Int32Var(fv.Conntrack.MaxPerCore, "conntrack-max-per-core", *fv.Conntrack.MaxPerCore, "Maximum number of NAT connections to track per CPU core (0 to leave the limit as is and ignore conntrack-min).")
+	fs.Int32Var(fv.Conntrack.Min, "conntrack-min", *fv.Conntrack.Min, "Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core (set conntrack-max-per-core=0 to leave the limit as is).")
+	fs.DurationVar(&fv.Conntrack.TCPEstablishedTimeout.Duration, "conntrack-tcp-timeout-established", fv.Conntrack.TCPEstablishedTimeout.Duration, "Idle timeout for established TCP connections (0 to leave as is).")
+	fs.DurationVar(&fv.Conntrack.TCPCloseWaitTimeout.Duration, "conntrack-tcp-timeout-close-wait", fv.Conntrack.TCPCloseWaitTimeout.Duration, "NAT timeout for TCP connections in the CLOSE_WAIT state (0 to leave as is).")
+	fs.BoolVar(&fv.Conntrack.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1.")
+	fs.DurationVar(&fv.Conntrack.UDPTimeout.Duration, "conntrack-udp-timeout", 0, "Idle timeout for UNREPLIED UDP connections (0 to leave as is).")
+	fs.DurationVar(&fv.Conntrack.UDPStreamTimeout.Duration, "conntrack-udp-timeout-stream", 0, "Idle timeout for ASSURED UDP connections (0 to leave as is).")
+	fs.StringVar(&fv.Logging.Format, "logging-format", fv.Logging.Format, "Sets the log format: \"text\" (key/value pairs) or \"json\".")
+	fs.Var(vmoduleFlag{&fv.Logging.VModule}, "vmodule", "Comma-separated pattern=N settings for file-filtered logging; accepted, but verbosity here is one --v for the whole process.")
+	fs.DurationVar(&fv.Logging.FlushFrequency.Duration, "log-flush-frequency", fv.Logging.FlushFrequency.Duration, "Maximum number of seconds between log flushes; lines are written unbuffered here, so it has no effect.")
+	fs.BoolVar(&fv.Logging.Options.Text.SplitStream, "log-text-split-stream", false, "[Alpha] In text format, write error messages to stderr and info messages to stdout.")
+	fs.Var(quantityFlag{&fv.Logging.Options.Text.InfoBufferSize}, "log-text-info-buffer-size", "[Alpha] In text format with split output streams, the size of the info buffer; accepted, lines are not buffered here.")
+	fs.BoolVar(&fv.Logging.Options.JSON.SplitStream, "log-json-split-stream", false, "[Alpha] In JSON format, write error messages to stderr and info messages to stdout.")
+	fs.Var(quantityFlag{&fv.Logging.Options.JSON.InfoBufferSize}, "log-json-info-buffer-size", "[Alpha] In JSON format with split output streams, the size of the info buffer; accepted, lines are not buffered here.")
+	var bootIDFile, machineIDFile string
+	fs.StringVar(&bootIDFile, "boot-id-file", "", "Accepted for kube-proxy compatibility; no effect here.")
+	fs.StringVar(&machineIDFile, "machine-id-file", "", "Accepted for kube-proxy compatibility; no effect here.")
+
+	// Deprecated aliases from the older kube-proxy flag table; each prints
+	// a one-line deprecation warning when used.
+	var healthzPort, metricsPort int32
+	var alsoLogToStderr, logToStderr bool
+	var logDir string
+	fs.BoolVar(&o.cleanup, "cleanup-iptables", false, "Deprecated alias of --cleanup.")
+	fs.Int32Var(&healthzPort, "healthz-port", 10256, "The port of the health check server (0 disables it).")
+	fs.Int32Var(&metricsPort, "metrics-port", 10249, "The port of the metrics server (0 disables it).")
+	fs.BoolVar(&alsoLogToStderr, "alsologtostderr", false, "Logs go to stderr in any case.")
+	fs.BoolVar(&logToStderr, "logtostderr", true, "Logs go to stderr in any case.")
+	fs.StringVar(&logDir, "log-dir", "", "Ignored: logs go to stderr (the container runtime or journald keeps them).")
+	for name, msg := range map[string]string{
+		"cleanup-iptables": "use --cleanup instead",
+		"healthz-port":     "use --healthz-bind-address instead",
+		"metrics-port":     "use --metrics-bind-address instead",
+		"alsologtostderr":  "logs always go to stderr",
+		"logtostderr":      "logs always go to stderr",
+		"log-dir":          "it is ignored: logs go to stderr",
+	} {
+		_ = fs.MarkDeprecated(name, msg)
+	}
+
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -125,6 +298,22 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 		return nil, fmt.Errorf("unexpected arguments %q: minimal-proxy takes only flags", fs.Args())
 	}
 	fv.IPTables.MasqueradeBit = &masqBit
+	if o.version == "true" || o.version == "raw" {
+		return o, nil
+	}
+	// The deprecated ports replace the port of the bind addresses (0
+	// disables the server), as kube-proxy's healthz-port and metrics-port.
+	if fs.Changed("healthz-port") {
+		fv.HealthzBindAddress = addressWithPort(fv.HealthzBindAddress, healthzPort)
+	}
+	if fs.Changed("metrics-port") {
+		fv.MetricsBindAddress = addressWithPort(fv.MetricsBindAddress, metricsPort)
+	}
+	for _, name := range []string{"boot-id-file", "machine-id-file", "log-flush-frequency"} {
+		if fs.Changed(name) {
+			o.noEffect = append(o.noEffect, "--"+name)
+		}
+	}
 
 	cfg := fv
 	if o.configFile != "" {
@@ -133,13 +322,18 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 			return nil, err
 		}
 		fs.Visit(func(f *pflag.Flag) {
-			if apply, ok := flagOverrides[f.Name]; ok {
+			name := f.Name
+			if alias, ok := deprecatedFlagAliases[name]; ok {
+				name = alias
+			}
+			if apply, ok := flagOverrides[name]; ok {
 				apply(fileCfg, fv)
 			}
 		})
 		cfg = fileCfg
 	}
 	o.config = cfg
+	o.noEffect = append(o.noEffect, settingsWithoutEffect(cfg)...)
 
 	var errs []error
 	if err := validateConfig(cfg, goos); err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	v1 "k8s.io/api/core/v1"
@@ -43,7 +42,9 @@ func main() {
 }
 
 // run is the whole binary: parse, set up, serve until ctx ends (SIGTERM or
-// SIGINT), shut down. It returns the exit code.
+// SIGINT), shut down. It returns the exit code. Every error is printed
+// once: a usage error as one "minimal-proxy: …" line, anything later as
+// one error log line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args, runtime.GOOS, stderr)
 	if errors.Is(err, errHelp) {
@@ -53,38 +54,77 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "minimal-proxy: %v\n", err)
 		return exitUsage
 	}
-	log := newLogger(stderr, o.config.Logging.Verbosity)
+	if o.version == "true" || o.version == "raw" {
+		printVersion(stdout, o.version == "raw")
+		return exitOK
+	}
+	log := newLogger(stdout, stderr, o.config.Logging)
 	klog.SetLogger(log.WithName("client-go"))
+	logFeatureGates(o.config.FeatureGates, log)
+	if len(o.noEffect) > 0 {
+		log.Info("Settings accepted for kube-proxy compatibility but without effect here", "settings", o.noEffect)
+	}
 
-	if o.cleanup {
+	switch {
+	case o.writeConfigTo != "":
+		if err := writeConfig(o.writeConfigTo, o.config); err != nil {
+			log.Error(err, "Could not write the configuration")
+			return exitFailed
+		}
+		log.Info("Wrote configuration", "file", o.writeConfigTo)
+		return exitOK
+	case o.cleanup:
+		if err := checkPrivileges(o.privileges); err != nil {
+			log.Error(err, "Cannot clean up this node")
+			return exitFailed
+		}
 		if err := cleanupAll(ctx, log); err != nil {
 			log.Error(err, "Cleanup left something behind")
 			return exitFailed
 		}
 		log.Info("Cleanup done")
 		return exitOK
+	case o.initOnly:
+		if err := initNode(o.config, log); err != nil {
+			log.Error(err, "Initialization failed")
+			return exitFailed
+		}
+		log.Info("Initialization done; the proxy now needs only CAP_NET_ADMIN")
+		return exitOK
 	}
 
 	if err := serve(ctx, o, stdout, log); err != nil {
 		log.Error(err, "Exiting")
-		fmt.Fprintf(stderr, "minimal-proxy: %v\n", err)
 		return exitFailed
 	}
 	return exitOK
 }
 
-// newLogger logs text lines to w at verbosity v.
-func newLogger(w io.Writer, v int) logr.Logger {
-	var mu sync.Mutex
-	return funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if prefix != "" {
-			fmt.Fprintln(w, prefix, args)
-			return
-		}
-		fmt.Fprintln(w, args)
-	}, funcr.Options{LogTimestamp: true, Verbosity: v})
+// initNode applies the settings that need full root (--init-only, and
+// the start of a real run): the OOM score and the conntrack sysctls.
+// What could not be set is returned (applyConntrack has logged it as a
+// warning); a real run carries on without it.
+func initNode(cfg *KubeProxyConfiguration, log logr.Logger) error {
+	adjustOOMScore(cfg.OOMScoreAdj, log)
+	if runtime.GOOS != "linux" {
+		return nil
+	}
+	return applyConntrack(cfg.Conntrack, procSysctls{}, numCPU(), log.WithName("conntrack"))
+}
+
+// dryRunAPIWait bounds how long a dry run waits for the API server.
+const dryRunAPIWait = 45 * time.Second
+
+// dryRunAgainstAPI is the dry run with objects from the API server.
+func dryRunAgainstAPI(ctx context.Context, o *options, mode, nodeName string, src source, stdout io.Writer, log logr.Logger) error {
+	node, err := src.node(ctx)
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return dryRun(ctx, o, mode, nodeName, node, nodeAddresses(node, o.config.BindAddress, log), src, stdout, log)
 }
 
 // serve runs the proxy (or, with --dry-run, prints its plan) until ctx ends.
@@ -104,6 +144,22 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 		if mode == "" {
 			mode = modeIPTables
 		}
+		if o.objectsFile == "" {
+			// A dry run is a one-shot command: it gives up on an API
+			// server that does not answer instead of retrying forever.
+			wait := o.dryRunAPIWait
+			if wait <= 0 {
+				wait = dryRunAPIWait
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, wait)
+			defer cancel()
+			err := dryRunAgainstAPI(ctx, o, mode, nodeName, src, stdout, log)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("dry run: the API server did not deliver this node's Services and EndpointSlices within %v; is it reachable? (%w)", wait, err)
+			}
+			return err
+		}
 		node, err := src.node(ctx)
 		if err != nil {
 			return err
@@ -111,6 +167,11 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 		return dryRun(ctx, o, mode, nodeName, node, nodeAddresses(node, cfg.BindAddress, log), src, stdout, log)
 	}
 
+	// Nothing below works without the right to program the node: say so
+	// once and stop, instead of retrying forever.
+	if err := checkPrivileges(o.privileges); err != nil {
+		return err
+	}
 	requested := cfg.Mode
 	if requested == "" && runtime.GOOS == "windows" {
 		requested = modeKernelspace // kube-proxy's default there; not in this build yet
@@ -163,10 +224,7 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 		stopServers()
 		return err
 	}
-	adjustOOMScore(cfg.OOMScoreAdj, log)
-	if runtime.GOOS == "linux" {
-		_ = applyConntrack(cfg.Conntrack, procSysctls{}, numCPU(), log.WithName("conntrack")) // logged; not fatal
-	}
+	_ = initNode(cfg, log) // each failure logged as a warning; not fatal, as kube-proxy in a container
 
 	var wg sync.WaitGroup
 	runCtx, cancel := context.WithCancel(ctx)

@@ -4,14 +4,37 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 )
+
+// testBinDir holds what the tests of this run build (the minimal-proxy
+// binary); TestMain removes it at the end. Readable by every user, so a
+// test can run the binary unprivileged.
+var testBinDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "minimal-proxy-test-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "minimal-proxy tests:", err)
+		os.Exit(2)
+	}
+	testBinDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // runInProcess runs the binary's run with args and returns its exit code,
 // stdout and stderr.
@@ -132,7 +155,7 @@ func TestChooseMode(t *testing.T) {
 		{"userspace", fail(noIPVS), fail(oldIPT), modeUserspace},
 	} {
 		var logs bytes.Buffer
-		got := chooseMode(tc.requested, modeProbes{ipvs: tc.ipvs, iptables: tc.iptables}, newLogger(&logs, 0))
+		got := chooseMode(tc.requested, modeProbes{ipvs: tc.ipvs, iptables: tc.iptables}, newLogger(&logs, &logs, LoggingConfig{}))
 		if got != tc.want {
 			t.Errorf("chooseMode(%q) = %q, want %q", tc.requested, got, tc.want)
 		}
@@ -205,5 +228,36 @@ func TestDryRunDetectLocalNodeCIDR(t *testing.T) {
 	code, _, errOut = runInProcess(t, context.Background(), "--objects-file", noCIDR, "--dry-run", "--detect-local-mode", "NodeCIDR")
 	if code != exitFailed || !strings.Contains(errOut, "podCIDR") {
 		t.Errorf("exit %d, want %d naming the missing podCIDR:\n%s", code, exitFailed, errOut)
+	}
+}
+
+// A dry run against an API server where nothing listens gives up after
+// its bounded wait with an error that says so.
+func TestDryRunUnreachableAPIServer(t *testing.T) {
+	kubeconfig := writeFile(t, "kubeconfig", `apiVersion: v1
+kind: Config
+clusters:
+- name: dead
+  cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+- name: u
+  user: {token: x}
+contexts:
+- name: c
+  context: {cluster: dead, user: u}
+current-context: c
+`)
+	o, err := parseOptions([]string{"--kubeconfig=" + kubeconfig, "--hostname-override=node-x", "--dry-run"}, "linux", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.dryRunAPIWait = 2 * time.Second
+	start := time.Now()
+	err = serve(context.Background(), o, io.Discard, logr.Discard())
+	if err == nil || !strings.Contains(err.Error(), "did not deliver") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("serve = %v, want the bounded-wait error", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("gave up after %v, want about 2s", took)
 	}
 }

@@ -54,8 +54,8 @@ func validateConfig(cfg *KubeProxyConfiguration, goos string) error {
 		bad("mode", "unknown proxy mode %q; want one of %s, %s, %s, %s", cfg.Mode, modeUserspace, modeIPTables, modeIPVS, modeKernelspace)
 	}
 
-	if len(cfg.FeatureGates) > 0 {
-		bad("featureGates", "svcproxy has no feature gates; remove %s", strings.Join(sortedKeys(cfg.FeatureGates), ", "))
+	if err := validateFeatureGates(cfg.FeatureGates); err != nil {
+		bad("featureGates", "%v", err)
 	}
 
 	cc := cfg.ClientConnection
@@ -67,9 +67,20 @@ func validateConfig(cfg *KubeProxyConfiguration, goos string) error {
 	}
 
 	switch cfg.Logging.Format {
-	case "", "text":
+	case "", "text", "json":
 	default:
-		bad("logging.format", "only \"text\" is supported, got %q", cfg.Logging.Format)
+		bad("logging.format", "want \"text\" or \"json\", got %q", cfg.Logging.Format)
+	}
+	if cfg.Logging.FlushFrequency.Duration < 0 {
+		bad("logging.flushFrequency", "must not be negative, got %v", cfg.Logging.FlushFrequency.Duration)
+	}
+	for i, v := range cfg.Logging.VModule {
+		if v.FilePattern == "" || v.Verbosity < 0 {
+			bad(fmt.Sprintf("logging.vmodule[%d]", i), "want a file pattern and a verbosity of 0 or more, got %q=%d", v.FilePattern, v.Verbosity)
+		}
+	}
+	if v := cfg.ShowHiddenMetricsForVersion; v != "" && v != previousKubernetesMinor() {
+		bad("showHiddenMetricsForVersion", "only the previous minor version, %s, is allowed, got %q", previousKubernetesMinor(), v)
 	}
 	if cfg.Logging.Verbosity < 0 {
 		bad("logging.verbosity", "must not be negative, got %d", cfg.Logging.Verbosity)
@@ -178,6 +189,12 @@ func validateConfig(cfg *KubeProxyConfiguration, goos string) error {
 		bad("udpIdleTimeout", "must be positive, got %v", cfg.UDPIdleTimeout.Duration)
 	}
 	return errors.Join(errs...)
+}
+
+// previousKubernetesMinor is "1.33" when we follow v1.34.
+func previousKubernetesMinor() string {
+	minor, _ := strconv.Atoi(strings.TrimPrefix(followedKubernetes, "v1."))
+	return fmt.Sprintf("1.%d", minor-1)
 }
 
 func validatePeriods(bad func(string, string, ...any), section string, sync, minSync time.Duration) {
