@@ -434,7 +434,8 @@ func sameLB(a, b *LoadBalancer) bool {
 }
 
 // ensureLB makes HNS hold w for owner: nothing when it does, an update in
-// place where HNS supports it, else delete and create. It reports whether
+// place where HNS supports it (the ModifyLoadBalancer feature, and no
+// "not implemented" answer yet), else delete and create. It reports whether
 // the LB is held after the call.
 func (r *syncRun) ensureLB(w *wantLB, owner proxy.ServicePortName) bool {
 	p := r.p
@@ -460,7 +461,7 @@ func (r *syncRun) ensureLB(w *wantLB, owner proxy.ServicePortName) bool {
 			a.owner, a.owned = owner, true
 			return true
 		}
-		if !p.st.updateOff {
+		if !p.st.updateOff && p.st.network.Features.ModifyLoadBalancer {
 			r.writes++
 			updated, err := p.hns.UpdateLoadBalancer(a.lb.ID, target)
 			switch {
