@@ -25,12 +25,6 @@ func (b *planner) planLoadBalancer(svc proxy.ServicePort) {
 		}
 	}
 	for _, ip := range vips {
-		ip = ip.Unmap()
-		switch b.pp.capture {
-		case CaptureIPTables:
-			b.externalDst(ChainPortalsContainer, ChainPortalsHost, ip, int(b.port), ranges)
-		case CaptureBind:
-			b.fixedSocket(b.externalKey, netip.AddrPortFrom(ip, b.port))
-		}
+		b.externalAddr(ip.Unmap(), ranges)
 	}
 }
