@@ -524,6 +524,7 @@ func (t *EndpointsChangeTracker) buildEndpoints(nn types.NamespacedName, applied
 			bases[i] = *c.info
 			bases[i].PortNum = int(c.key.Port())
 		}
+		// (out is sorted below: the hook gets its own copy of the name.)
 		out = append(out, portEndpoints{name: spn, eps: t.wrap(&spn, bases)})
 	}
 	if len(out) == 0 {
@@ -582,7 +583,11 @@ func (t *EndpointsChangeTracker) buildOneSlice(nn types.NamespacedName, info *sl
 				bases[len(bases)-1].PortNum = p.port
 			}
 		}
-		out = append(out, portEndpoints{name: spn, eps: t.wrap(&spn, bases)})
+		// The hook gets a pointer into out (its capacity is final), not
+		// to a copy of the name that would escape.
+		out = append(out, portEndpoints{name: spn})
+		last := &out[len(out)-1]
+		last.eps = t.wrap(&last.name, bases)
 	}
 	return out, true
 }

@@ -75,11 +75,13 @@ func familyOf(a netip.Addr) v1.IPFamily {
 type reporter struct {
 	log   logr.Logger
 	count *atomic.Uint64
-	// service, when set, is logged with every message (with the family),
-	// added only when there is something to log: building the logger's
-	// values for every service would cost allocations on every update.
-	service *types.NamespacedName
-	family  v1.IPFamily
+	// service, when withService is set, is logged with every message
+	// (with the family), added only when there is something to log:
+	// building the logger's values for every service would cost
+	// allocations on every update.
+	service     types.NamespacedName
+	family      v1.IPFamily
+	withService bool
 }
 
 func (r reporter) skip(msg string, keysAndValues ...any) {
@@ -88,8 +90,8 @@ func (r reporter) skip(msg string, keysAndValues ...any) {
 	}
 	r.count.Add(1)
 	log := r.log
-	if r.service != nil {
-		log = log.WithValues("service", *r.service, "ipFamily", r.family)
+	if r.withService {
+		log = log.WithValues("service", r.service, "ipFamily", r.family)
 	}
 	log.Error(nil, msg, keysAndValues...)
 }

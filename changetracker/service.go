@@ -210,7 +210,7 @@ func (t *ServiceChangeTracker) servicePorts(svc *v1.Service, report bool) servic
 	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	var log reporter
 	if report {
-		log = reporter{log: t.log, count: &t.skipped, service: &nn, family: t.family}
+		log = reporter{log: t.log, count: &t.skipped, service: nn, family: t.family, withService: true}
 	}
 	clusterIP, ok := t.clusterIP(svc, log)
 	if !ok {
