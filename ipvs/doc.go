@@ -34,16 +34,54 @@
 // (an unknown value is logged and the default used). sessionAffinity
 // ClientIP becomes IPVS persistence with the service's timeout.
 //
+// # The engine base
+//
+// A Proxier is an engine.Base (package proxy/engine) plus the IPVS hooks:
+// its exported methods are exactly the base's (the Provider handlers,
+// Sync, Run, DryRun, Cleanup, Close, Stats, RequestFullSync, Config,
+// IPFamily). Config embeds engine.Common (node, family, periods, logger,
+// clock, metrics, health servers, the UDP conntrack cleaner, OnSync) and
+// adds the IPVS fields; NewProxier(cfg, Interfaces) builds it. The base
+// owns the loop, the synced check, the full/partial decision, sync
+// metrics, health and stale-UDP conntrack cleanup; this package adds the
+// conntrack filters of the UDP virtual and real servers it deletes
+// (engine.Result.Conntrack).
+//
 // # Syncing
 //
 // Each sync plans (a pure function per service port), diffs and applies.
-// The first sync, the first after a failure, one after a node label change
-// and one per SyncPeriod are full: all plans are recomputed and compared
-// with what the kernel reports, so drift is repaired and state that is
-// already right is left alone (a restarted proxier deletes and re-adds
-// nothing). Other syncs replan only the services that changed and issue
-// only the operations that differ. A failed operation never loses tracker
-// state; the sync returns the first error and the next one is full.
+// Syncs are partial: they replan only the services that changed and issue
+// only the operations that differ, so a periodic sync of an unchanged node
+// costs next to nothing. A full sync (at start, after a failure, after a
+// node label change, every Common.FullSyncPeriod and when drift is found)
+// recomputes every plan and compares it with what the kernel reports, so
+// state changed behind our back is repaired and state that is already
+// right is left alone (a restarted proxier deletes and re-adds nothing);
+// it also rewrites the fixed iptables ruleset. A failed operation never
+// loses tracker state; the sync returns the first error and the next one
+// is full.
+//
+// The diff is pure: it turns plans (and, on a full sync, the kernel's
+// listing) into a list of operations and changes nothing, not even the
+// proxier's own records. Draining a real server, adopting one found
+// draining, and deleting a drained one are operations of that list; apply
+// runs them and updates the graceful-termination queue as it goes. DryRun
+// is therefore plan + diff, printed: the operations as ipvsadm / ip /
+// ipset commands (graceful ones annotated), then the iptables-restore
+// input; it reads the kernel and writes nothing.
+//
+// # Drift
+//
+// Every Common.DriftCheckInterval (2 s) between full syncs, the base asks
+// this engine whether the node still holds what it wrote; the check is
+// cheap: one iptables-save of the nat and of the filter table, whose rule
+// counts in our chains and jump rules in the built-in chains must match
+// those read back after the last full sync, and one listing of the
+// kube-ipvs0 addresses, which must hold every service address. A hand
+// flush of our chains or of the whole nat table, a deleted kube-ipvs0 or
+// a removed address thus triggers a full sync at once. Virtual servers and
+// ipsets changed by hand are repaired by the next full sync
+// (Common.FullSyncPeriod) or RequestFullSync.
 //
 // The proxier deletes only what it owns: virtual servers on addresses bound
 // to kube-ipvs0, node-port virtual servers whose port is in its node-port
@@ -54,22 +92,24 @@
 //
 // A TCP or SCTP real server that leaves its service is set to weight 0 and
 // deleted once its active and inactive connections reach zero or
-// GracefulTerminationPeriod passes (checked at every sync; Run syncs every
-// few seconds while any are waiting). UDP real servers are deleted at once
-// and their conntrack entries cleared.
+// GracefulTerminationPeriod passes (checked at every sync; while any are
+// draining, each sync asks the base for another within 5 s,
+// engine.Result.RequeueAfter). UDP real servers are deleted at once and
+// their conntrack entries cleared.
 //
 // # Kernel interfaces
 //
-// The Proxier drives small interfaces: Interface (IPVS over generic netlink,
-// github.com/moby/ipvs), IPSet (netfilter netlink, no ipset binary), Netlink
-// (the dummy link and addresses), Sysctl, iptables.Runner and a conntrack
-// cleaner. New, NewIPSet, NewNetlink and NewSysctl return the real ones;
-// package ipvstest has stateful fakes and a packet tracer. Probe tells
-// whether the kernel can do IPVS, for falling back to the iptables engine.
-// Errors wrap ErrNotFound, ErrExists and ErrNotSupported (use errors.Is);
-// nothing is retried inside a call.
+// The Proxier drives small interfaces (Interfaces): Interface (IPVS over
+// generic netlink, github.com/moby/ipvs), IPSet (netfilter netlink, no
+// ipset binary), Netlink (the dummy link and addresses), Sysctl, and
+// xtables.Runner (package iptables/xtables: this package does not import
+// the iptables engine). New, NewIPSet, NewNetlink and NewSysctl return the
+// real ones; ipvstest.NewFakes returns stateful fakes of all of them, with
+// a packet tracer. Probe tells whether the kernel can do IPVS, for falling
+// back to the iptables engine. Errors wrap ErrNotFound, ErrExists and
+// ErrNotSupported (use errors.Is); nothing is retried inside a call.
 //
-// DryRun renders what a full sync would do (ipvsadm / ip / ipset commands
-// and the iptables-restore input) without changing anything, and Cleanup
-// removes everything the engine owns.
+// Cleanup removes everything the engine owns: its iptables hooks and
+// chains, its virtual servers, the kube-ipvs0 addresses and link, and its
+// ipsets.
 package ipvs

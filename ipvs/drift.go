@@ -29,6 +29,14 @@ import (
 // (our jump rules in built-in chains) to a number of rules.
 type ruleCounts map[string]int
 
+// builtinChains are where our jump rules live; jumps to our chains from
+// other chains (someone else's, or an iptables-mode leftover) are not
+// ours to watch.
+var builtinChains = map[string]bool{
+	string(xtables.ChainPrerouting): true, string(xtables.ChainInput): true, string(xtables.ChainForward): true,
+	string(xtables.ChainOutput): true, string(xtables.ChainPostrouting): true,
+}
+
 // ourChains are the chains of our fixed ruleset, per table.
 var ourChains = map[xtables.Table]map[string]bool{
 	xtables.TableNAT:    chainSet(natChains),
@@ -58,8 +66,8 @@ func (p *Proxier) readRuleCounts(ctx context.Context) (ruleCounts, error) {
 }
 
 // countRules adds the "-A chain ..." lines of one table's iptables-save
-// listing to counts: every rule of our chains, and the rules of other
-// chains whose target (-j) is one of ours.
+// listing to counts: every rule of our chains, and the rules of the
+// built-in chains whose target (-j) is one of ours.
 func countRules(save []byte, table string, ours map[string]bool, counts ruleCounts) {
 	for len(save) > 0 {
 		line := save
@@ -79,6 +87,9 @@ func countRules(save []byte, table string, ours map[string]bool, counts ruleCoun
 		chain := string(rest[:end])
 		if ours[chain] {
 			counts[table+" "+chain]++
+			continue
+		}
+		if !builtinChains[chain] {
 			continue
 		}
 		if j := bytes.LastIndex(rest, []byte(" -j ")); j >= 0 {

@@ -111,17 +111,17 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 // ended are deleted by either.
 func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result, error) {
 	var ops opList
+	var err error
 	if req.Full {
-		var err error
-		if ops, err = p.planFull(req.Update); err != nil {
-			p.planned = false
-			return engine.Result{}, err
-		}
+		ops, err = p.planFull(req.Update)
 	} else {
 		ops = p.planPartial(req.Update)
 	}
-	ops = p.appendReaps(ops)
-	res, err := p.execute(ops)
+	// drained real servers are deleted even when planning failed
+	res, xerr := p.execute(p.appendReaps(ops))
+	if err == nil {
+		err = xerr
+	}
 	if err == nil && req.Full {
 		err = p.syncIPTables(ctx)
 	}
