@@ -20,6 +20,7 @@ import (
 func (p *Proxier) cleanup(ctx context.Context) error {
 	p.r.applied, p.r.byName = nil, nil
 	p.wrote = false
+	clear(p.stamps)
 	return cleanupRules(ctx, p.ipt)
 }
 

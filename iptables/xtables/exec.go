@@ -53,6 +53,9 @@ type execRunner struct {
 	family             v1.IPFamily
 	cmd, restore, save string
 	randomFully        bool
+	// legacy: the tools are iptables-legacy (x_tables), whose tables
+	// TableStamp can fingerprint.
+	legacy bool
 	// wait are the lock-wait arguments of iptables and iptables-restore.
 	wait       []string
 	lockWait   time.Duration
@@ -108,6 +111,7 @@ func New(cfg RunnerConfig) (Runner, error) {
 		return nil, fmt.Errorf("iptables: version %d.%d.%d is too old (need 1.6.2 for iptables-restore --wait)", maj, min, patch)
 	}
 	r.randomFully = true
+	r.legacy = !bytes.Contains(out, []byte("nf_tables")) // before 1.8 legacy was the only backend
 	r.lockWait, r.wait = waitArgs(cfg.LockWait, v)
 	return r, nil
 }
@@ -139,6 +143,16 @@ func parseVersion(s string) (maj, min, patch int, ok bool) {
 	min, _ = strconv.Atoi(m[2])
 	patch, _ = strconv.Atoi(m[3])
 	return maj, min, patch, true
+}
+
+var _ TableStamper = (*execRunner)(nil)
+
+// TableStamp implements TableStamper for the legacy backend.
+func (r *execRunner) TableStamp(table Table) (uint64, bool, error) {
+	if !r.legacy {
+		return 0, false, nil
+	}
+	return legacyTableStamp(r.family, table)
 }
 
 func (r *execRunner) Family() v1.IPFamily  { return r.family }
