@@ -94,7 +94,7 @@ func TestDriftCheckKernel(t *testing.T) {
 					}
 				}
 				check("after iptables -t nat -F; iptables -t nat -X", true)
-				p.RequestFullSync() // what Run does on drift
+				p.RequestFullSync()                 // what Run does on drift
 				if err := p.Sync(ctx); err != nil { // the repair (a full sync)
 					return err
 				}
