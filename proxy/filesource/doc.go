@@ -18,15 +18,27 @@
 //     even parsed again.
 //   - After the first successful read, OnServiceSynced,
 //     OnEndpointSlicesSynced and OnNodeSynced are called, once.
-//   - A bad document (or List item) is a *ParseError giving its document
-//     index, line and cause (errors.Is-able sentinels such as ErrSyntax or
-//     ErrUnsupportedKind); it is skipped and everything else still applies.
-//     When a document that was good becomes bad, its object keeps its last
-//     good version as long as the kind and name can still be read (a typo
-//     in a field must not delete a service); a document too broken to name
-//     its object counts as deleted.
-//   - A file that cannot be read changes nothing: the provider keeps the
-//     last good state.
+//   - Objects get the API server's defaults before validation (a port's
+//     protocol TCP, targetPort, sessionAffinity None and the ClientIP
+//     timeout, traffic policies Cluster, clusterIPs, ipFamilies and
+//     ipFamilyPolicy from the cluster IPs, …), so a file behaves as the
+//     same objects created through the API.
+//   - A file that does not parse as a whole changes nothing: the provider
+//     keeps the last good state and Load returns ErrNotWhole (or
+//     ErrTooLarge). That is an empty file, a binary one, one over
+//     Options.MaxBytes, or one with a document that is not valid YAML/JSON
+//     or does not name its object — what a non-atomic editor save or a
+//     copy cut short leaves. Update the file by writing a complete new one
+//     next to it and renaming it over the old (mv, rename(2)): readers see
+//     the old or the new file, never a part. To remove every object, write
+//     an empty List ("apiVersion: v1", "kind: List", "items: []").
+//   - Otherwise a bad object (or List item) is a *ParseError giving its
+//     document index, line, object and cause (errors.Is-able sentinels such
+//     as ErrInvalidObject or ErrUnsupportedKind); it is skipped, counted
+//     (Stats), logged by Run at default verbosity, and everything else
+//     still applies. An object that was good keeps its last good version
+//     (a typo in a field must not delete a service).
+//   - A file that cannot be read changes nothing either.
 //   - Legacy Endpoints reach the provider as EndpointSlices
 //     (changetracker.EndpointsToSlices); only the Node named
 //     Options.NodeName is handed on; the service-proxy-name and headless

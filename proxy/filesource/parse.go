@@ -146,9 +146,13 @@ func (e ParseErrors) Unwrap() []error {
 //
 // Objects are decoded strictly (field names are case-sensitive, unknown and
 // duplicate fields are errors), so a typo does not go unnoticed. An empty
-// namespace becomes "default"; a Node's namespace is cleared. Nothing else
-// is defaulted (the change trackers default what the proxy reads, such as
-// a port's protocol).
+// namespace becomes "default"; a Node's namespace is cleared; everything
+// else the API server defaults is defaulted the same way before validation
+// (a port's protocol TCP, targetPort = port, sessionAffinity None and the
+// ClientIP timeout, type ClusterIP, traffic policies Cluster, clusterIPs,
+// ipFamilies and ipFamilyPolicy from the cluster IPs, an EndpointSlice or
+// Endpoints port's protocol TCP), so a file behaves as the same objects
+// created through the API.
 //
 // Every bad document or List item yields one *ParseError giving its
 // position and is left out; all others are returned, in file order. A JSON
@@ -464,6 +468,7 @@ func (p *parser) parseObject(raw []byte, h header, pos Position) {
 		obj.SetNamespace(metav1.NamespaceDefault)
 	}
 	key.Namespace, key.Name = obj.GetNamespace(), obj.GetName()
+	applyAPIDefaults(obj)
 	if err := validate(kind, obj); err != nil {
 		p.fail(pos, key, fmt.Errorf("%w: %v", ErrInvalidObject, err))
 		return

@@ -1,14 +1,18 @@
 package filesource
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -49,6 +53,37 @@ type Options struct {
 	Clock clock.WithTicker
 	// Logger; the zero value discards.
 	Logger logr.Logger
+	// MaxBytes is the largest file read (0: DefaultMaxBytes); a larger
+	// one is refused with ErrTooLarge and the last good state is kept.
+	MaxBytes int64
+}
+
+// DefaultMaxBytes is the default Options.MaxBytes: 32 MiB, several times
+// the manifests of 10,000 services with 10 endpoints each.
+const DefaultMaxBytes = 32 << 20
+
+// Errors of a read refused as a whole (errors.Is-able); the provider keeps
+// the last good state.
+var (
+	// ErrTooLarge: the file is over Options.MaxBytes.
+	ErrTooLarge = errors.New("objects file too large")
+	// ErrNotWhole: the file does not parse as a whole: it is empty, not
+	// text, or has a document that is not valid YAML/JSON or does not name
+	// its object — what a half-written file looks like. Replace the file
+	// by renaming a complete one over it to avoid this.
+	ErrNotWhole = errors.New("objects file does not parse as a whole")
+)
+
+// Stats counts what a Source did; see Source.Stats.
+type Stats struct {
+	// Reads is how many times the file's content was read and parsed.
+	Reads int
+	// RejectedReads is how many of them were refused as a whole
+	// (ErrTooLarge, ErrNotWhole), keeping the last good state.
+	RejectedReads int
+	// SkippedObjects is how many bad objects were skipped, summed over
+	// the reads (a bad object in an unchanged file counts once).
+	SkippedObjects int
 }
 
 // Source feeds the objects of one file to a provider and keeps them in
@@ -66,6 +101,10 @@ type Source struct {
 	hash     [sha256.Size]byte
 	lastErrs ParseErrors
 	state    map[Key]Object
+	// rejected is the content last refused as a whole, and why.
+	rejected    [sha256.Size]byte
+	rejectedErr error
+	stats       Stats
 }
 
 // New returns a Source for the file at path; nothing is read until Load or
@@ -80,6 +119,9 @@ func New(path string, handlers Handlers, opts Options) *Source {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
 	}
 	sel, err := labelSelector(opts.ServiceProxyName)
 	return &Source{path: path, handlers: handlers, opts: opts, selector: sel, configErr: err, state: map[Key]Object{}}
@@ -125,8 +167,13 @@ func (s *Source) load(ctx context.Context) (changed bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	data, err := os.ReadFile(s.path)
+	data, err := readLimited(s.path, s.opts.MaxBytes)
 	if err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			s.mu.Lock()
+			s.stats.RejectedReads++
+			s.mu.Unlock()
+		}
 		return false, fmt.Errorf("filesource: reading %s: %w", s.path, err)
 	}
 	sum := sha256.Sum256(data)
@@ -136,14 +183,26 @@ func (s *Source) load(ctx context.Context) (changed bool, err error) {
 	if s.loaded && sum == s.hash {
 		return false, s.errsOrNil()
 	}
+	if s.rejectedErr != nil && sum == s.rejected {
+		return false, s.rejectedErr
+	}
+	s.stats.Reads++
 	objs, errs := ParseObjects(data)
-	s.lastErrs = s.lastErrs[:0]
+	var perrs ParseErrors
 	for _, e := range errs {
 		var pe *ParseError
 		if errors.As(e, &pe) {
-			s.lastErrs = append(s.lastErrs, pe)
+			perrs = append(perrs, pe)
 		}
 	}
+	if err := wholeFileError(data, objs, perrs); err != nil {
+		s.stats.RejectedReads++
+		s.rejected, s.rejectedErr = sum, fmt.Errorf("filesource: %s: %w", s.path, err)
+		return true, s.rejectedErr
+	}
+	s.rejectedErr = nil
+	s.lastErrs = perrs
+	s.stats.SkippedObjects += len(perrs)
 	next := make(map[Key]Object, len(objs))
 	for _, o := range objs {
 		if s.wanted(o) {
@@ -153,7 +212,7 @@ func (s *Source) load(ctx context.Context) (changed bool, err error) {
 	// A document that became bad but still names its object keeps the
 	// object's last good version: a typo must not delete a service.
 	for _, pe := range s.lastErrs {
-		if pe.Key.Name == "" || errors.Is(pe, ErrDuplicate) {
+		if errors.Is(pe, ErrDuplicate) {
 			continue
 		}
 		if _, ok := next[pe.Key]; ok {
@@ -174,6 +233,61 @@ func (s *Source) load(ctx context.Context) (changed bool, err error) {
 	}
 	s.opts.Logger.V(2).Info("Loaded objects file", "path", s.path, "objects", len(next), "skipped", len(s.lastErrs))
 	return true, s.errsOrNil()
+}
+
+// Stats returns the counts so far.
+func (s *Source) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// readLimited reads the file at path, refusing one over max bytes.
+func readLimited(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%w: over %d bytes (Options.MaxBytes)", ErrTooLarge, max)
+	}
+	return data, nil
+}
+
+// wholeFileError says why a read must be refused as a whole, or nil: an
+// empty file, a binary one, or a document that is not valid YAML/JSON or
+// cannot name its object. Such a file is what an editor's non-atomic save
+// or a copy cut short leaves behind, and applying it would delete or
+// change services that the complete file keeps.
+func wholeFileError(data []byte, objs []Object, perrs ParseErrors) error {
+	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
+		return fmt.Errorf("%w: not text (a NUL byte or invalid UTF-8)", ErrNotWhole)
+	}
+	if len(objs) == 0 && len(perrs) == 0 {
+		if len(bytes.TrimSpace(data)) == 0 || !hasListDocument(data) {
+			return fmt.Errorf("%w: no documents (to remove every object, write an empty List: \"apiVersion: v1\\nkind: List\\nitems: []\")", ErrNotWhole)
+		}
+	}
+	for _, pe := range perrs {
+		if errors.Is(pe, ErrSyntax) || pe.Key.Name == "" {
+			return fmt.Errorf("%w: %v", ErrNotWhole, pe)
+		}
+	}
+	return nil
+}
+
+// listDocument matches a List's kind line, in YAML or JSON, or a JSON array.
+var listDocument = regexp.MustCompile(`(?m)^\s*(kind:\s*["']?\w*List\b|\[)|"kind"\s*:\s*"\w*List"`)
+
+// hasListDocument reports whether data declares a List (an explicitly
+// empty file of objects).
+func hasListDocument(data []byte) bool {
+	return listDocument.Match(data)
 }
 
 func (s *Source) errsOrNil() error {
@@ -310,9 +424,14 @@ func (s *Source) Run(ctx context.Context) error {
 			failing = false
 			if changed {
 				for _, pe := range perrs {
-					s.opts.Logger.Error(pe, "Skipped a bad object", "path", s.path)
+					s.opts.Logger.Error(pe, "Skipped a bad object; it keeps its last good version, if any", "path", s.path)
 				}
 			}
+		case errors.Is(err, ErrNotWhole) || errors.Is(err, ErrTooLarge):
+			if changed || !failing {
+				s.opts.Logger.Error(err, "Objects file refused as a whole; keeping the last good state (replace the file by renaming a complete one over it)", "path", s.path)
+			}
+			failing = true
 		case err != nil:
 			if !failing {
 				s.opts.Logger.Error(err, "Cannot read objects file; keeping the last good state", "path", s.path)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-logr/logr/funcr"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -130,8 +131,13 @@ func TestLoadDiffs(t *testing.T) {
 			want:    []string{"node update node-a"},
 		},
 		{
-			name:    "a bad document is skipped, the rest applies",
+			name:    "a document that does not parse refuses the whole file",
 			content: docs(svcDoc("a", "10.0.0.9", ""), "kind: Service\nmetadata: {name: broken\n", sliceDoc("a-1", "a", "10.1.0.2"), nodeDoc("node-a", "z2"), epDoc("legacy", "10.2.0.3")),
+			want:    nil,
+		},
+		{
+			name:    "the fixed file applies",
+			content: docs(svcDoc("a", "10.0.0.9", ""), sliceDoc("a-1", "a", "10.1.0.2"), nodeDoc("node-a", "z2"), epDoc("legacy", "10.2.0.3")),
 			want:    []string{"slice update default/a-1"},
 		},
 		{
@@ -141,24 +147,28 @@ func TestLoadDiffs(t *testing.T) {
 			want: nil,
 		},
 		{
-			name:    "everything removed: deletes in reverse kind order",
-			content: "",
+			name:    "everything removed (an empty List): deletes in reverse kind order",
+			content: "apiVersion: v1\nkind: List\nitems: []\n",
 			want:    []string{"slice delete default/legacy-legacy-0-ipv4", "slice delete default/a-1", "service delete default/a", "node delete node-a"},
 		},
 	}
 	for i, st := range steps {
 		writeFile(t, path, st.content)
 		err := src.Load(ctx)
-		if i == 4 || i == 5 {
+		if i == 4 {
+			if !errors.Is(err, ErrNotWhole) || !strings.Contains(err.Error(), "document 2") {
+				t.Fatalf("%s: Load = %v, want ErrNotWhole naming document 2", st.name, err)
+			}
+			if err2 := src.Load(ctx); err2 == nil || err2.Error() != err.Error() {
+				t.Errorf("%s: second Load = %v, want %v", st.name, err2, err)
+			}
+		} else if i == 6 {
 			var perrs ParseErrors
 			var pe *ParseError
 			if !errors.As(err, &perrs) || !errors.As(err, &pe) {
 				t.Fatalf("%s: Load = %v, want ParseErrors", st.name, err)
 			}
-			if i == 4 && (len(perrs) != 1 || pe.Pos.Document != 2 || !errors.Is(err, ErrSyntax)) {
-				t.Fatalf("%s: Load = %v, want one syntax error in document 2", st.name, err)
-			}
-			if i == 5 && (len(perrs) != 2 || !errors.Is(err, ErrInvalidObject)) {
+			if len(perrs) != 2 || !errors.Is(err, ErrInvalidObject) {
 				t.Fatalf("%s: Load = %v, want two invalid objects", st.name, err)
 			}
 			// Unchanged content: no events, same errors again.
@@ -292,5 +302,107 @@ func TestRunPolls(t *testing.T) {
 	}
 	if n := strings.Count(strings.Join(seen, "\n"), "synced"); n != 3 {
 		t.Errorf("Synced handlers called %d times, want 3", n)
+	}
+}
+
+// At runtime, a file that does not parse as a whole (empty, binary, cut
+// off mid-write, too large) changes nothing: the provider keeps the last
+// good state and Load says why; a complete file applies again.
+func TestRuntimeCorruptionKeepsState(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "objects.yaml")
+	good := docs(svcDoc("a", "10.0.0.1", ""), sliceDoc("a-1", "a", "10.1.0.1"), svcDoc("b", "10.0.0.2", ""))
+	writeFile(t, path, good)
+	rec := &recorder{}
+	src := New(path, rec, Options{MaxBytes: int64(len(good)) + 100})
+	if err := src.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+
+	cut := good[:strings.Index(good, "ports: [{port: 8080}]")+len("ports: [{port: 80")]
+	for _, tc := range []struct {
+		name, content string
+		want          error
+	}{
+		{"empty", "", ErrNotWhole},
+		{"only whitespace and comments", "\n# saved by an editor\n\n", ErrNotWhole},
+		{"binary", "\x00\x01\x02\xffELF\x00garbage", ErrNotWhole},
+		{"cut off mid-write", cut, ErrNotWhole},
+		{"cut off before a document's kind", good[:strings.LastIndex(good, "kind: Service")] + "kin", ErrNotWhole},
+		{"too large", good + strings.Repeat("# padding\n", 20), ErrTooLarge},
+	} {
+		writeFile(t, path, tc.content)
+		err := src.Load(ctx)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: Load = %v, want %v", tc.name, err, tc.want)
+		}
+		if got := rec.take(); len(got) != 0 {
+			t.Errorf("%s: changed the state: %q", tc.name, got)
+		}
+	}
+	if st := src.Stats(); st.RejectedReads != 6 {
+		t.Errorf("Stats = %+v, want 6 rejected reads", st)
+	}
+
+	// A per-object error skips only that object (counted); the rest applies.
+	writeFile(t, path, docs(svcDoc("a", "10.0.0.9", ""), sliceDoc("a-1", "a", "10.1.0.1"),
+		"apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec: {clusterIP: 10.0.0.2, ports: [{port: 80}], typo: 1}\n"))
+	err := src.Load(ctx)
+	if !errors.Is(err, ErrInvalidObject) || errors.Is(err, ErrNotWhole) {
+		t.Errorf("one bad object: Load = %v, want ErrInvalidObject only", err)
+	}
+	if got := rec.take(); !slices.Equal(got, []string{"service update default/a"}) {
+		t.Errorf("one bad object: events %q, want only a's update (b keeps its last good version)", got)
+	}
+	if st := src.Stats(); st.SkippedObjects != 1 {
+		t.Errorf("Stats = %+v, want 1 skipped object", st)
+	}
+}
+
+// Run logs a refused file at default verbosity, once per content.
+func TestRunLogsRefusedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "objects.yaml")
+	writeFile(t, path, svcDoc("a", "10.0.0.1", ""))
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{Verbosity: 0})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rec := &recorder{}
+	src := New(path, rec, Options{Interval: time.Second, Clock: clk, Logger: logger})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = src.Run(ctx) }()
+	for deadline := time.Now().Add(livenessTimeout); !clk.HasWaiters(); {
+		if time.Now().After(deadline) {
+			t.Fatal("Run never started its ticker")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	writeFile(t, path, "")
+	for i := 0; i < 3; i++ {
+		clk.Step(time.Second)
+		for deadline := time.Now().Add(livenessTimeout); src.Stats().RejectedReads == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the empty file was never read")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, l := range lines {
+		if strings.Contains(l, "refused as a whole") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("want the refused file logged once at verbosity 0, got %d:\n%s", n, strings.Join(lines, "\n"))
 	}
 }
