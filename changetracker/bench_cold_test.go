@@ -18,9 +18,11 @@ import (
 )
 
 // coldCluster is the workload of /work/shared/upstream-bench (and of issue
-// #14's table): N services with one TCP port each, every tenth a NodePort,
-// and one EndpointSlice per service with 10 ready endpoints spread over 200
-// nodes (node-000 is ours, so 1 in 200 endpoints is local).
+// #14's table), object for object: N services with one TCP port each,
+// every tenth a NodePort, and one EndpointSlice per service with 10 ready
+// endpoints spread over 200 other nodes (the proxy runs on coldNode).
+const coldNode = "bench-node"
+
 type coldCluster struct {
 	services []*v1.Service
 	slices   []*discovery.EndpointSlice
@@ -36,7 +38,7 @@ func newColdCluster(n int) *coldCluster {
 		v += uint32(k)
 		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String()
 	}
-	svcBase, epBase := netip.MustParseAddr("172.30.0.0"), netip.MustParseAddr("10.128.0.0")
+	svcBase, epBase := netip.MustParseAddr("10.96.0.0"), netip.MustParseAddr("10.128.0.0")
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("svc-%05d", i)
 		ns := fmt.Sprintf("ns-%02d", i%50)
@@ -148,7 +150,7 @@ func BenchmarkColdStart(b *testing.B) {
 				hp := startHeapPeak()
 				b.StartTimer()
 				c0, t0 := cpuTime(), time.Now()
-				tr := New(Config{IPFamily: v1.IPv4Protocol, NodeName: "node-000"})
+				tr := New(Config{IPFamily: v1.IPv4Protocol, NodeName: coldNode})
 				for _, s := range c.services {
 					tr.OnServiceAdd(s)
 				}
