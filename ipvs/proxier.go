@@ -66,7 +66,8 @@ var _ proxy.Provider = (*Proxier)(nil)
 // NewProxier builds a Proxier. It touches nothing on the node: the first
 // Sync (after the initial lists are synced) does. Interfaces IPVS, IPSet,
 // Netlink, IPTables and Sysctl are required; cfg.IPFamily, when set, must
-// be the iptables runner's family.
+// be the iptables runner's family. The interfaces stay the caller's:
+// Close does not close them (ifs.IPVS.Close releases its socket).
 func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	if ifs.IPVS == nil || ifs.IPSet == nil || ifs.Netlink == nil || ifs.IPTables == nil || ifs.Sysctl == nil {
 		return nil, errors.New("ipvs: Interfaces.IPVS, IPSet, Netlink, IPTables and Sysctl are required")
