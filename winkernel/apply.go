@@ -1,6 +1,7 @@
 package winkernel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,7 +71,7 @@ func (p *Proxier) apply(_ context.Context, req *engine.Request) (engine.Result, 
 	for name := range scopeSet {
 		scope = append(scope, name)
 	}
-	sort.Slice(scope, func(i, j int) bool { return scope[i].String() < scope[j].String() })
+	slices.SortFunc(scope, compareServicePortNames)
 
 	plans := r.plan(u.Services, u.Endpoints, u.NodeLabels, scope)
 	want, owner := r.claim(scope, scopeSet, plans)
@@ -159,6 +160,11 @@ func (p *Proxier) apply(_ context.Context, req *engine.Request) (engine.Result, 
 
 	p.st.synced = p.st.synced || len(r.errs) == 0
 	return engine.Result{Writes: r.writes}, joinErrs(r.errs)
+}
+
+func compareServicePortNames(a, b proxy.ServicePortName) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name),
+		cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
 }
 
 func sortKeys(keys []LBKey) {
@@ -290,14 +296,15 @@ func (r *syncRun) ensureSourceVIP() error {
 	return nil
 }
 
-// plan plans every service port in scope that still exists; on an overlay
+// plan plans every service port in scope that still exists (local
+// endpoints missing from the cache are looked for again by target); on an overlay
 // network it lists the network again (once) when a remote backend is in
 // no known remote subnet, as the CNI may have added the subnet since.
 func (r *syncRun) plan(services map[proxy.ServicePortName]proxy.ServicePort, endpoints map[proxy.ServicePortName][]proxy.Endpoint,
 	nodeLabels map[string]string, scope []proxy.ServicePortName) map[proxy.ServicePortName]servicePlan {
 	p := r.p
 	plans := make(map[proxy.ServicePortName]servicePlan, len(scope))
-	planAll := func() (needLocal, unknownSubnet bool) {
+	planAll := func() (unknownSubnet bool) {
 		env := p.env(nodeLabels)
 		for _, name := range scope {
 			svc, ok := services[name]
@@ -309,13 +316,6 @@ func (r *syncRun) plan(services map[proxy.ServicePortName]proxy.ServicePort, end
 				p.log.V(2).Info("Skipping an endpoint", "servicePort", name.String(), "reason", s)
 			}
 			plans[name] = plan
-			for _, lb := range plan.LBs {
-				for _, b := range lb.Backends {
-					if _, ok := p.st.endpoints[b.IP]; !ok && b.Local {
-						needLocal = true
-					}
-				}
-			}
 			if env.overlay {
 				for _, rem := range plan.Remotes {
 					if rem.IP == svc.ClusterIP() {
@@ -327,17 +327,13 @@ func (r *syncRun) plan(services map[proxy.ServicePortName]proxy.ServicePort, end
 				}
 			}
 		}
-		return needLocal, unknownSubnet
+		return unknownSubnet
 	}
-	needLocal, unknownSubnet := planAll()
-	if !r.full && unknownSubnet && p.st.network != nil {
+	if unknownSubnet := planAll(); !r.full && unknownSubnet && p.st.network != nil {
 		if n, err := p.hns.GetNetworkByName(p.cfg.NetworkName); err == nil {
 			p.st.network = n
-			needLocal, _ = planAll()
+			planAll()
 		}
-	}
-	if needLocal {
-		r.relistEndpoints()
 	}
 	return plans
 }
@@ -409,7 +405,13 @@ func (r *syncRun) target(w *wantLB) LoadBalancer {
 		lb.FrontendVIPs = []netip.Addr{w.Key.VIP}
 	}
 	for _, b := range w.Backends {
-		if ep, ok := r.p.st.endpoints[b.IP]; ok {
+		ep, ok := r.p.st.endpoints[b.IP]
+		if !ok && b.Local && !r.relisted {
+			// A pod the CNI created since the last listing.
+			r.relistEndpoints()
+			ep, ok = r.p.st.endpoints[b.IP]
+		}
+		if ok {
 			lb.EndpointIDs = append(lb.EndpointIDs, ep.ID)
 		}
 	}

@@ -421,3 +421,29 @@ func TestPartialSyncWritesOnlyTheChange(t *testing.T) {
 		t.Errorf("calls %v, want 2 updates only", c)
 	}
 }
+
+// A pod the CNI created after the last listing is found by listing the
+// endpoints again, once, in the partial sync that needs it.
+func TestNewLocalPodFoundByRelisting(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	f := newTopoFakes(topo, winkernel.NetworkOverlay)
+	p := newTopoProxier(t, topo, f, nil)
+	feeder := proxytest.NewFeeder(p)
+	objs := world(topo)
+	mustSync(t, feeder, p, objs)
+
+	newPod := proxytest.Pod{Name: "pod-a9", IP: netip.MustParseAddr("10.244.1.77"), Node: topo.NodeName, Zone: topo.Zone}
+	f.AddPod(newPod.Name, newPod.IP)
+	changed := objs
+	changed.EndpointSlices = append([]*discovery.EndpointSlice{}, objs.EndpointSlices...)
+	changed.EndpointSlices[0] = proxytest.MakeSlice(topo, "web", "1", []proxytest.SlicePortSpec{{Name: "http", Port: 8080}},
+		proxytest.EndpointSpec{Pod: topo.LocalPods[0]}, proxytest.EndpointSpec{Pod: newPod})
+	f.HNS.ResetCalls()
+	mustSync(t, feeder, p, changed)
+	if n := f.HNS.CallsOf("ListEndpoints"); n != 1 {
+		t.Errorf("%d endpoint listings, want 1", n)
+	}
+	if !strings.Contains(f.Dump(), "lb 10.96.0.1:80/tcp -> 10.244.1.2:8080 10.244.1.77:8080 ") {
+		t.Errorf("the new pod is not a backend:\n%s", f.Dump())
+	}
+}

@@ -287,8 +287,9 @@ func (f *FakeHNS) ListEndpoints(networkID string) ([]winkernel.Endpoint, error) 
 	if _, ok := f.networks[networkID]; !ok {
 		return nil, fmt.Errorf("fake HNS: network %s: %w", networkID, winkernel.ErrNotFound)
 	}
-	var out []winkernel.Endpoint
-	for _, ep := range f.sortedEndpoints() {
+	// In no particular order, as HNS lists them.
+	out := make([]winkernel.Endpoint, 0, len(f.endpoints))
+	for _, ep := range f.endpoints {
 		if ep.NetworkID == networkID {
 			out = append(out, ep)
 		}
@@ -346,7 +347,11 @@ func (f *FakeHNS) ListLoadBalancers() ([]winkernel.LoadBalancer, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.sortedLBs(), nil
+	out := make([]winkernel.LoadBalancer, 0, len(f.lbs))
+	for _, lb := range f.lbs {
+		out = append(out, cloneLB(lb))
+	}
+	return out, nil
 }
 
 // validate makes HNS's checks of lb; self is the ID being updated ("" on
