@@ -67,7 +67,8 @@ func conntrackMax(cfg ConntrackConfig, cpus int) int {
 
 // applyConntrack sets the conntrack sysctls of the conntrack section as
 // kube-proxy v1.34 does: nf_conntrack_max to conntrackMax (when that is
-// not 0) and the hash table size raised to a quarter of it when smaller;
+// not 0) and then, if that worked, the hash table size raised to a
+// quarter of it when smaller;
 // each timeout that is not 0; nf_conntrack_tcp_be_liberal to 1 when asked.
 // A setting already at its value is not written. A setting that cannot be
 // written (a read-only /proc/sys or /sys in a container, a network
@@ -76,20 +77,22 @@ func conntrackMax(cfg ConntrackConfig, cpus int) int {
 // the failures are returned joined.
 func applyConntrack(cfg ConntrackConfig, sys sysctls, cpus int, log logr.Logger) error {
 	var errs []error
-	set := func(name string, value int, raiseOnly bool) {
+	set := func(name string, value int, raiseOnly bool) bool {
 		cur, err := sys.Get(name)
 		if err == nil && (cur == value || raiseOnly && cur > value) {
-			return
+			return true
 		}
 		if err := sys.Set(name, value); err != nil {
 			errs = append(errs, fmt.Errorf("setting %s to %d: %w", name, value, err))
 			log.Info("Warning: could not set a conntrack setting; leaving it as is", "name", name, "want", value, "current", cur, "err", err.Error())
-			return
+			return false
 		}
 		log.Info("Set sysctl", "name", name, "value", value)
+		return true
 	}
-	if max := conntrackMax(cfg, cpus); max > 0 {
-		set("net/netfilter/nf_conntrack_max", max, false)
+	// The hash table size is global to the host; it is touched only when
+	// nf_conntrack_max could be set (in the host's network namespace).
+	if max := conntrackMax(cfg, cpus); max > 0 && set("net/netfilter/nf_conntrack_max", max, false) {
 		set(conntrackHashsize, max/4, true)
 	}
 	seconds := func(d time.Duration) int { return int(d / time.Second) }

@@ -85,6 +85,9 @@ func TestApplyConntrack(t *testing.T) {
 	if !errors.Is(err, fs.ErrPermission) || f.values["net/netfilter/nf_conntrack_tcp_timeout_close_wait"] != 60 {
 		t.Errorf("err = %v, values = %v", err, f.values)
 	}
+	if _, written := f.values[conntrackHashsize]; written {
+		t.Errorf("the host-wide hash table size was written although nf_conntrack_max could not be: %v", f.values)
+	}
 	if n := strings.Count(logs.String(), "Warning: could not set"); n != 1 || !strings.Contains(logs.String(), maxName) {
 		t.Errorf("want one warning naming %s:\n%s", maxName, logs.String())
 	}

@@ -26,6 +26,11 @@
 //     needs neither root nor iptables.
 //   - cleanup.go: --cleanup removes what any mode left behind, ours or
 //     kube-proxy's, and nothing else.
+//   - features.go, logging.go, conntrack.go, privileges.go, version.go:
+//     kube-proxy's feature gates, logging flags (text or JSON lines with
+//     the logger name as a key), conntrack sysctls (as kube-proxy v1.34:
+//     a read-only one is a warning), the CAP_NET_ADMIN check a real run
+//     and --cleanup make before anything starts, and --version.
 //   - main.go: run until SIGTERM or SIGINT, then stop within a second,
 //     leaving the rules in place; a restarted proxy adopts them without
 //     flushing (traffic keeps flowing across the restart).
@@ -47,7 +52,13 @@
 //     unreachable the proxy keeps retrying and logs each failure.
 //   - Bad flags, a bad configuration file or a malformed objects file exit
 //     with status 2 (flags, configuration) or 1 (everything else) and a
-//     message naming the setting or the document; never a panic.
+//     message naming the setting or the document, printed once; never a
+//     panic. A real run or --cleanup without CAP_NET_ADMIN exits 1 at once
+//     saying so; a dry run gives up on an API server that does not answer
+//     within 45 seconds.
+//   - A running proxy keeps its state when the objects file stops parsing
+//     as a whole (empty, binary, cut off): replace it by renaming a
+//     complete file over it (see proxy/filesource).
 //   - SIGTERM exits with status 0.
 //
 // # Exit codes
@@ -58,8 +69,11 @@
 //
 // # Not done
 //
-// The conntrack section sets nf_conntrack_max (raised, never lowered) and
-// the timeouts as kube-proxy does, but not the conntrack hash table size.
+// Feature gates are accepted as kube-proxy v1.34 accepts them but none
+// changes behaviour here; --vmodule, the info buffer sizes,
+// --log-flush-frequency, --boot-id-file and --machine-id-file are accepted
+// without effect (logged once at start). --iptables-localhost-nodeports
+// is parsed and validated but not passed to the iptables engine.
 // detectLocalMode NodeCIDR reads the Node's podCIDRs once at start (it does
 // not wait for them to be assigned, as kube-proxy does). The userspace mode
 // serves only the node's primary family and has no --dry-run. The
@@ -76,9 +90,10 @@
 // ~/.cache/svcproxy-e2e; a test without them skips saying so) inside the
 // conformance topology's node namespace, every proxytest scenario driven
 // through the API for IPv4 and IPv6 and checked with real connections,
-// then a restart over the rules. It runs in the iptables mode, the
-// userspace mode (TestE2EKubeAPIServerUserspace) and the ipvs mode
-// (TestE2EKubeAPIServerIPVS); where the host's kernel has no IPVS, the
+// then a restart over the rules. TestE2EKubeAPIServer runs the iptables
+// and then the userspace mode on one control plane per IP family (the two
+// families in parallel); TestE2EKubeAPIServerIPVS runs the ipvs mode;
+// where the host's kernel has no IPVS, the
 // last runs itself with etcd, kube-apiserver and the binary inside a qemu
 // guest that has it (hack/vmtest/run-e2e-ipvs.sh, its waits stretched by
 // $SVCPROXY_E2E_SLOWDOWN for the emulation). $SVCPROXY_E2E_ETCD and

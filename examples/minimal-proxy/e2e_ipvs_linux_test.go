@@ -49,7 +49,7 @@ func TestE2EKubeAPIServerIPVS(t *testing.T) {
 	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		t.Run(string(family), func(t *testing.T) { testE2E(t, bins, family, ipvsE2EMode) })
+		t.Run(string(family), func(t *testing.T) { testE2E(t, startE2ECluster(t, bins, family), ipvsE2EMode) })
 	}
 }
 

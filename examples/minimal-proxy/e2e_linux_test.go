@@ -357,13 +357,28 @@ var iptablesE2EMode = e2eMode{
 // TestE2EKubeAPIServer runs the minimal-proxy binary against a real
 // kube-apiserver inside the conformance topology's node namespace, drives
 // the conformance scenarios through the API, checks every one with real
-// connections, and restarts the proxy over its own rules.
+// connections, and restarts the proxy over its own rules, in the host's
+// modes: iptables (TestE2EKubeAPIServer/<family>/iptables), then
+// userspace (…/userspace). The ipvs mode is TestE2EKubeAPIServerIPVS.
+//
+// One cluster per IP family (etcd, kube-apiserver and the topology's
+// namespaces) serves both modes in turn: the iptables run ends with
+// --cleanup, each scenario starts from nothing but the Node. The two
+// families run in parallel, in namespaces of their own.
 func TestE2EKubeAPIServer(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		t.Run(string(family), func(t *testing.T) { testE2E(t, bins, family, iptablesE2EMode) })
+		t.Run(string(family), func(t *testing.T) {
+			t.Parallel()
+			c := startE2ECluster(t, bins, family)
+			if !t.Run(modeIPTables, func(t *testing.T) { testE2E(t, c, iptablesE2EMode) }) {
+				// Whatever the failed run left must not confuse the next.
+				runCleanup(t, c.inNS)
+			}
+			t.Run(modeUserspace, func(t *testing.T) { testE2EUserspace(t, c) })
+		})
 	}
 }
 
@@ -408,12 +423,17 @@ func (c *e2eCluster) proxyArgs(mode string, flags ...string) []string {
 		"--cluster-cidr=" + c.topo.ClusterCIDR.String(),
 		"--nodeport-addresses=" + proxytest.HostPrefix(c.topo.NodeIP).String(),
 		"--proxy-mode=" + mode,
+		// The flags of kube-proxy's usual DaemonSet command line. With
+		// conntrack-max-per-core=0 the proxy leaves nf_conntrack_max (and
+		// the host-wide hash table size) alone.
+		"--conntrack-max-per-core=0",
+		"--feature-gates=PreferSameTrafficDistribution=true",
 		"--v=2",
 	}, flags...)
 }
 
-func testE2E(t *testing.T, bins e2eBinaries, family v1.IPFamily, mode e2eMode) {
-	c := startE2ECluster(t, bins, family)
+// testE2E runs one mode's end-to-end test on cluster c.
+func testE2E(t *testing.T, c *e2eCluster, mode e2eMode) {
 	topo, env, inNS, cp, h, feeder := c.topo, c.env, c.inNS, c.cp, c.h, c.feeder
 	common := c.proxyArgs(mode.name, mode.flags...)
 

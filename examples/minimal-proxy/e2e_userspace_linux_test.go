@@ -5,26 +5,13 @@ package main
 import (
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-
-	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
-// TestE2EKubeAPIServerUserspace drives the conformance table through a real
-// kube-apiserver against minimal-proxy in the userspace mode, as
-// TestE2EKubeAPIServer does for the iptables mode.
-func TestE2EKubeAPIServerUserspace(t *testing.T) {
-	netnstest.SkipUnlessRoot(t)
-	bins := buildE2EBinaries(t)
-	buildProxyBinary(t)
-	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		t.Run(string(family), func(t *testing.T) { testE2EUserspace(t, bins, family) })
-	}
-}
-
-func testE2EUserspace(t *testing.T, bins e2eBinaries, family v1.IPFamily) {
-	c := startE2ECluster(t, bins, family)
+// testE2EUserspace drives the conformance table through a real
+// kube-apiserver against minimal-proxy in the userspace mode on cluster c,
+// as testE2E does for the iptables mode (TestE2EKubeAPIServer runs both).
+func testE2EUserspace(t *testing.T, c *e2eCluster) {
 	topo := c.topo
 	p := startProxy(t, c.inNS, "minimal-proxy", c.proxyArgs(modeUserspace, "--iptables-min-sync-period=100ms")...)
 	p.waitHealthy(t)
