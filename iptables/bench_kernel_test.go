@@ -67,7 +67,10 @@ func BenchmarkKernelSync(b *testing.B) {
 	}
 }
 
-func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
+// kernelBenchProxier returns a Proxier over the real iptables of backend,
+// holding the n services of the benchmark workload (not synced yet).
+func kernelBenchProxier(b *testing.B, backend string, n int) (*Proxier, xtables.Runner) {
+	b.Helper()
 	ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
 	if err != nil {
 		b.Skipf("backend %s: %v", backend, err)
@@ -82,6 +85,11 @@ func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
 	}
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
+	return p, ipt
+}
+
+func kernelSyncBench(b *testing.B, backend string, n int, full bool) {
+	p, _ := kernelBenchProxier(b, backend, n)
 	ctx := context.Background()
 	start := time.Now()
 	if err := p.Sync(ctx); err != nil {
@@ -148,20 +156,7 @@ func BenchmarkKernelDriftCheck(b *testing.B) {
 }
 
 func driftCheckBench(b *testing.B, backend string, n int) {
-	ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
-	if err != nil {
-		b.Skipf("backend %s: %v", backend, err)
-	}
-	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: ipt})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range n {
-		p.OnServiceAdd(benchService(i))
-		p.OnEndpointSliceAdd(benchSlice(i, 0))
-	}
-	p.OnServiceSynced()
-	p.OnEndpointSlicesSynced()
+	p, ipt := kernelBenchProxier(b, backend, n)
 	ctx := context.Background()
 	if err := p.Sync(ctx); err != nil {
 		b.Fatal(err)
