@@ -261,3 +261,36 @@ current-context: c
 		t.Errorf("gave up after %v, want about 2s", took)
 	}
 }
+
+// A file written as one would for the API server, without the fields it
+// defaults (port protocols, session affinity, traffic policies), plans the
+// same rules as with them spelled out: no "-m  -p" rules.
+func TestDryRunDefaultsLikeTheAPIServer(t *testing.T) {
+	terse := writeFile(t, "terse.yaml", `apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status: {addresses: [{type: InternalIP, address: 192.168.1.10}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  clusterIP: 10.96.10.10
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+endpoints: [{addresses: [10.244.1.2]}]
+ports: [{name: http, port: 8080}]
+`)
+	code, out, errOut := runInProcess(t, context.Background(), "--objects-file="+terse, "--dry-run")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	if strings.Contains(out, "-m  -p") || !strings.Contains(out, "-m tcp -p tcp -d 10.96.10.10 --dport 80") ||
+		!strings.Contains(out, "-j DNAT --to-destination 10.244.1.2:8080") {
+		t.Errorf("dry run of a file without protocols:\n%s", out)
+	}
+}
