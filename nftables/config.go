@@ -72,6 +72,10 @@ type Interfaces struct {
 	// OtherFamily, if set, is the same table in the other family:
 	// Cleanup removes it too (so --cleanup removes every leftover).
 	OtherFamily knftables.Interface
+	// Comments, if set, lists the first rule's comment of every chain
+	// for full syncs in one netlink dump (NewNetlinkRuleLister), instead
+	// of knftables' ListRules. NewInterfaces sets it.
+	Comments ChainCommentLister
 }
 
 // Family returns the knftables family of an IP family (ip or ip6).

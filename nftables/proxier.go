@@ -135,7 +135,19 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 // operations (services are never split across two).
 func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Result, error) {
 	u := req.Update
-	st, err := listState(ctx, p.nft)
+	// After a restart, a failure, drift, a cleanup or on request, the
+	// record of what the chains hold is gone or not to be trusted: read
+	// every chain's content hash. A periodic (or node-change) resync
+	// trusts the hashes recorded for chains that still exist, and lists
+	// only names and elements.
+	var known *tableState
+	switch req.Reason {
+	case engine.ReasonPeriodic, engine.ReasonNode, engine.ReasonEngine:
+		if p.static != nil {
+			known = p.state
+		}
+	}
+	st, err := listState(ctx, p.nft, p.ifs.Comments, known)
 	if err != nil {
 		return engine.Result{}, fmt.Errorf("listing table %s: %w", TableName, err)
 	}

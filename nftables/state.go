@@ -40,21 +40,59 @@ func newTableState() *tableState {
 // listState reads the table once: object names, every rule's comment (the
 // first rule of each chain carries the chain's content hash), and the
 // elements of the engine's containers. A missing table is an empty state.
-func listState(ctx context.Context, nft knftables.Interface) (*tableState, error) {
+//
+// known, when not nil, is the state the engine recorded (a periodic
+// resync): chains that still exist keep their recorded content hashes and
+// only object names and elements are listed, which is far cheaper than
+// reading every chain's first rule.
+func listState(ctx context.Context, nft knftables.Interface, lister ChainCommentLister, known *tableState) (*tableState, error) {
 	st := newTableState()
-	// The rules first: nft reports a missing table as not found (the
-	// netlink listing behind ListAll does not say so in a form that can
-	// be tested).
-	rules, err := nft.ListRules(ctx, "")
-	if isNotFound(err) {
-		return st, nil
-	}
-	if err != nil {
-		return nil, err
+	var rules []*knftables.Rule
+	if lister != nil {
+		ok, err := lister.TableExists(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return st, nil
+		}
+	} else {
+		// nft reports a missing table as not found (the netlink listing
+		// behind ListAll does not say so in a form that can be tested).
+		var err error
+		rules, err = nft.ListRules(ctx, "")
+		if isNotFound(err) {
+			return st, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	all, err := nft.ListAll(ctx)
 	if err != nil {
 		return nil, err
+	}
+	comments := map[string]*string{}
+	switch {
+	case known != nil:
+		for _, n := range all["chain"] {
+			if h, ok := known.chains[n]; ok {
+				c := hashPrefix + h
+				comments[n] = &c
+			} else if _, stale := known.stale[n]; !stale {
+				comments[n] = nil // unknown content
+			}
+		}
+	case lister != nil:
+		if comments, err = lister.FirstRuleComments(ctx, all["chain"]); err != nil {
+			return nil, err
+		}
+	default:
+		for _, r := range rules {
+			if _, seen := comments[r.Chain]; !seen {
+				comments[r.Chain] = r.Comment
+			}
+		}
 	}
 	present := map[string]bool{}
 	for _, n := range all["set"] {
@@ -73,16 +111,11 @@ func listState(ctx context.Context, nft knftables.Interface) (*tableState, error
 	for _, n := range all["chain"] {
 		st.chains[n] = ""
 	}
-	seen := map[string]bool{}
-	for _, r := range rules {
-		if seen[r.Chain] {
-			continue
-		}
-		seen[r.Chain] = true
-		if h := hashFromComment(r.Comment); h != "" {
-			st.chains[r.Chain] = h
+	for chain, comment := range comments {
+		if h := hashFromComment(comment); h != "" {
+			st.chains[chain] = h
 		} else {
-			st.chains[r.Chain] = "?" // rules of unknown content
+			st.chains[chain] = "?" // rules of unknown content
 		}
 	}
 	for _, c := range containers {

@@ -1,0 +1,160 @@
+//go:build linux
+
+package nftables
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+)
+
+// ChainCommentLister reads, for full syncs, the comment of the first rule
+// of each chain (where the engine keeps the chain's content hash) faster
+// than knftables' ListRules, which parses nft's JSON listing of the whole
+// table (tens of seconds at 10,000 services).
+type ChainCommentLister interface {
+	// TableExists reports whether the kube-proxy table exists.
+	TableExists(ctx context.Context) (bool, error)
+	// FirstRuleComments returns the first rule's comment of each of the
+	// named chains that has rules (nil: no comment).
+	FirstRuleComments(ctx context.Context, chains []string) (map[string]*string, error)
+}
+
+// netlinkRuleLister asks the kernel directly, one rule dump per chain
+// (the kernel finds a named chain by hash, while one dump of the whole
+// table resumes every batch by walking the table from its start, which is
+// quadratic in its size).
+type netlinkRuleLister struct {
+	family uint8
+	table  string
+}
+
+// NewNetlinkRuleLister returns the netlink ChainCommentLister for the
+// kube-proxy table of family, in the network namespace of the calling
+// thread at each call.
+func NewNetlinkRuleLister(family v1.IPFamily) ChainCommentLister {
+	f := uint8(unix.NFPROTO_IPV4)
+	if family == v1.IPv6Protocol {
+		f = unix.NFPROTO_IPV6
+	}
+	return &netlinkRuleLister{family: f, table: TableName}
+}
+
+func (l *netlinkRuleLister) TableExists(_ context.Context) (bool, error) {
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+	if err != nil {
+		return false, fmt.Errorf("netlink: %w", err)
+	}
+	defer conn.Close()
+	te := netlink.NewAttributeEncoder()
+	te.String(unix.NFTA_TABLE_NAME, l.table)
+	attrs, err := te.Encode()
+	if err != nil {
+		return false, err
+	}
+	_, err = conn.Execute(netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETTABLE),
+			Flags: netlink.Request,
+		},
+		Data: append([]byte{l.family, unix.NFNETLINK_V0, 0, 0}, attrs...),
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("netlink get table: %w", err)
+	}
+	return true, nil
+}
+
+func (l *netlinkRuleLister) FirstRuleComments(ctx context.Context, chains []string) (map[string]*string, error) {
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	defer conn.Close()
+	return l.perChain(ctx, conn, chains)
+}
+
+func (l *netlinkRuleLister) perChain(ctx context.Context, conn *netlink.Conn, chains []string) (map[string]*string, error) {
+	out := make(map[string]*string, len(chains))
+	hdr := []byte{l.family, unix.NFNETLINK_V0, 0, 0}
+	for i, chain := range chains {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		ae := netlink.NewAttributeEncoder()
+		ae.String(unix.NFTA_RULE_TABLE, l.table)
+		ae.String(unix.NFTA_RULE_CHAIN, chain)
+		attrs, err := ae.Encode()
+		if err != nil {
+			return nil, err
+		}
+		req := netlink.Message{
+			Header: netlink.Header{
+				Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE),
+				Flags: netlink.Request | netlink.Dump,
+			},
+			Data: append(hdr, attrs...),
+		}
+		if _, err := conn.Send(req); err != nil {
+			return nil, fmt.Errorf("netlink rule dump: %w", err)
+		}
+		first := true
+		for m, err := range conn.ReceiveIter() {
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					break // chain gone meanwhile
+				}
+				return nil, fmt.Errorf("netlink rule dump of %s: %w", chain, err)
+			}
+			if m.Header.Type != netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE) || len(m.Data) < 4 || !first {
+				continue
+			}
+			first = false
+			_, comment, err := parseRuleMessage(m.Data[4:])
+			if err != nil {
+				return nil, err
+			}
+			out[chain] = comment
+		}
+	}
+	return out, nil
+}
+
+// parseRuleMessage reads a rule's chain and comment (userdata TLV type 0,
+// NUL-terminated).
+func parseRuleMessage(b []byte) (chain string, comment *string, err error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return "", nil, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_RULE_CHAIN:
+			chain = ad.String()
+		case unix.NFTA_RULE_USERDATA:
+			ud := ad.Bytes()
+			for len(ud) >= 2 {
+				typ, n := ud[0], int(ud[1])
+				if 2+n > len(ud) {
+					break
+				}
+				if typ == 0 { // NFTNL_UDATA_RULE_COMMENT
+					s := string(bytes.TrimRight(ud[2:2+n], "\x00"))
+					comment = &s
+				}
+				ud = ud[2+n:]
+			}
+		}
+	}
+	return chain, comment, ad.Err()
+}
