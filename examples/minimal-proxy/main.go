@@ -185,6 +185,11 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 	if err := m.Register(reg); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	if fs, ok := src.(*fileSource); ok {
+		if err := fs.registerMetrics(reg); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+	}
 	health := healthcheck.NewProxyHealthServer(healthcheck.ProxyHealthConfig{
 		Addr:          cfg.HealthzBindAddress,
 		HealthTimeout: 2 * syncPeriodOf(cfg, mode),

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,6 +87,35 @@ type fileSource struct {
 	nodeObj  *v1.Node
 	// serviceProxyName selects objects as the API source's watches do.
 	serviceProxyName string
+
+	mu      sync.Mutex
+	running *filesource.Source // set by run, for stats
+}
+
+// stats are the running source's counts (zero before run).
+func (s *fileSource) stats() filesource.Stats {
+	s.mu.Lock()
+	r := s.running
+	s.mu.Unlock()
+	if r == nil {
+		return filesource.Stats{}
+	}
+	return r.Stats()
+}
+
+// registerMetrics exports the objects file's counters: objects skipped as
+// bad, and reads refused as a whole (the last good state kept).
+func (s *fileSource) registerMetrics(reg prometheus.Registerer) error {
+	return errors.Join(
+		reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "svcproxy_objects_file_skipped_objects_total",
+			Help: "Objects of --objects-file skipped as invalid (each keeps its last good version, if any).",
+		}, func() float64 { return float64(s.stats().SkippedObjects) })),
+		reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "svcproxy_objects_file_rejected_reads_total",
+			Help: "Reads of --objects-file refused as a whole (empty, binary, cut off or too large); the last good state was kept.",
+		}, func() float64 { return float64(s.stats().RejectedReads) })),
+	)
 }
 
 // fileReloadInterval is how often a running proxy checks the objects file
@@ -122,7 +153,11 @@ func (s *fileSource) options() filesource.Options {
 // document in a later version of the file is logged and skipped, the rest
 // applies.
 func (s *fileSource) run(ctx context.Context, h proxy.Provider) error {
-	return filesource.New(s.path, h, s.options()).Run(ctx)
+	src := filesource.New(s.path, h, s.options())
+	s.mu.Lock()
+	s.running = src
+	s.mu.Unlock()
+	return src.Run(ctx)
 }
 
 func (s *fileSource) load(ctx context.Context, h proxy.Provider) error {
