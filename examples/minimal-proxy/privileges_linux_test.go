@@ -111,3 +111,33 @@ func execAsNobody(ctx context.Context, bin string, args ...string) *exec.Cmd {
 	cmd.Dir = "/"
 	return cmd
 }
+
+// --init-only applies the conntrack settings (in a namespace of the
+// test's own: the timeouts are per network namespace) and exits 0; with
+// conntrack-max-per-core=0 nf_conntrack_max and the host-wide hash table
+// are left alone. A read-only setting would be a warning line each, and
+// --init-only's exit status 1.
+func TestInitOnly(t *testing.T) {
+	skipUnlessRoot(t)
+	if _, err := os.Stat("/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established"); err != nil {
+		t.Skipf("no conntrack sysctls on this host: %v", err)
+	}
+	_, inNS := newNamespace(t)
+	logPath := filepath.Join(t.TempDir(), "init-only.log")
+	p := startProcess(t, inNS, "minimal-proxy --init-only", logPath, buildProxyBinary(t), "--init-only",
+		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=2h", "--conntrack-udp-timeout=45s")
+	if !p.wait(slowdown(time.Minute)) {
+		t.Fatalf("--init-only still running:\n%s", readFile(logPath))
+	}
+	if p.err != nil {
+		t.Fatalf("--init-only: %v\n%s", p.err, readFile(logPath))
+	}
+	for name, want := range map[string]string{"nf_conntrack_tcp_timeout_established": "7200", "nf_conntrack_udp_timeout": "45"} {
+		if got := strings.TrimSpace(commandIn(t, inNS, "cat", "/proc/sys/net/netfilter/"+name)); got != want {
+			t.Errorf("%s in the namespace = %s, want %s\n%s", name, got, want, readFile(logPath))
+		}
+	}
+	if log := readFile(logPath); strings.Contains(log, "nf_conntrack_max") || strings.Contains(log, "hashsize") || !strings.Contains(log, "Initialization done") {
+		t.Errorf("log:\n%s", log)
+	}
+}
