@@ -18,7 +18,8 @@ import (
 // cleanupAll removes what any proxy mode left on the node, ours or
 // kube-proxy's: the iptables mode's chains and jump rules, the userspace
 // mode's capture rules (both in every iptables backend and family present),
-// and, when the kernel has IPVS, the IPVS mode's virtual servers, ipsets,
+// the nftables mode's kube-proxy tables (ip and ip6), and, when the kernel
+// has IPVS, the IPVS mode's virtual servers, ipsets,
 // kube-ipvs0 link and rules. Nothing else is touched. It tries everything
 // and returns the failures joined.
 //
@@ -60,6 +61,9 @@ func cleanupRound(ctx context.Context, log logr.Logger) error {
 			}
 			l.Info("Removed iptables and userspace mode rules")
 		}
+	}
+	if err := cleanupNFTables(ctx, log); err != nil {
+		errs = append(errs, err)
 	}
 	if err := ipvs.Probe(ipvs.ProbeOptions{}).Usable(""); err != nil {
 		log.Info("No IPVS in this kernel; nothing of the ipvs mode to clean", "reason", err.Error())

@@ -88,8 +88,7 @@ type IPVSConfig struct {
 	UDPTimeout    metav1.Duration `json:"udpTimeout"`
 }
 
-// NFTablesConfig is accepted so kube-proxy files decode; the nftables mode
-// itself is not part of svcproxy and is refused by validation.
+// NFTablesConfig is the nftables section (used by mode nftables).
 type NFTablesConfig struct {
 	MasqueradeBit *int32          `json:"masqueradeBit"`
 	MasqueradeAll bool            `json:"masqueradeAll"`

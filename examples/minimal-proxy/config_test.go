@@ -97,7 +97,7 @@ func TestRefusedSettings(t *testing.T) {
 		{name: "kernelspace on linux", args: []string{"--proxy-mode=kernelspace"}, goos: "linux", wantErr: []string{"mode", "kernelspace", "Windows"}},
 		{name: "iptables on windows", args: []string{"--proxy-mode=iptables"}, goos: "windows", wantErr: []string{"mode", "kernelspace"}},
 		{name: "unknown mode", args: []string{"--proxy-mode=ebpf"}, wantErr: []string{"mode", "ebpf"}},
-		{name: "nftables", args: []string{"--proxy-mode=nftables"}, wantErr: []string{"mode", "nftables"}},
+		{name: "nftables on windows", args: []string{"--proxy-mode=nftables"}, goos: "windows", wantErr: []string{"mode", "kernelspace"}},
 		{name: "ipvs scheduler", args: []string{"--proxy-mode=ipvs", "--ipvs-scheduler=fastest"}, wantErr: []string{"ipvs.scheduler", "fastest"}},
 		{name: "ipvs exclude cidr", args: []string{"--ipvs-exclude-cidrs=10.0.0.0/8,nope"}, wantErr: []string{"ipvs.excludeCIDRs[1]", "nope"}},
 		{name: "nodeport addresses", args: []string{"--nodeport-addresses=10.0.0.1"}, wantErr: []string{"nodePortAddresses[0]"}},

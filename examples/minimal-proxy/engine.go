@@ -129,6 +129,8 @@ func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 		build = buildIPTables
 	case modeIPVS:
 		build = buildIPVS
+	case modeNFTables:
+		build = buildNFTables
 	case modeUserspace:
 		return buildUserspace(p, primaryFamily(p.nodeIPs))
 	case modeKernelspace:

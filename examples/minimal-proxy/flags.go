@@ -205,7 +205,7 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	fs.StringVar(&o.configFile, "config", "", "The path to a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) file. Flags given on the command line override its values.")
 	fs.StringVar(&fv.ClientConnection.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig file with authorization information (the API server is taken from --master when set). Empty: in-cluster configuration.")
 	fs.StringVar(&o.master, "master", "", "The address of the Kubernetes API server (overrides any value in the kubeconfig).")
-	fs.StringVar(&fv.Mode, "proxy-mode", "", "Which proxy mode to use: 'iptables' (default on Linux), 'ipvs' (falls back to iptables without kernel IPVS), 'userspace' (also the fallback when iptables is missing or too old), or 'kernelspace' (Windows).")
+	fs.StringVar(&fv.Mode, "proxy-mode", "", "Which proxy mode to use: 'iptables' (default on Linux), 'ipvs' (falls back to iptables without kernel IPVS), 'nftables' (falls back to iptables without nft 1.0.1 or later), 'userspace' (also the fallback when iptables is missing or too old), or 'kernelspace' (Windows).")
 	fs.StringVar(&fv.HostnameOverride, "hostname-override", "", "If non-empty, will be used as the name of the Node this proxy runs on instead of the hostname.")
 	fs.StringVar(&fv.BindAddress, "bind-address", fv.BindAddress, "The IP address the userspace mode's proxy sockets bind (0.0.0.0 for all IPv4 interfaces, :: for all IPv6).")
 	fs.StringVar(&fv.ClusterCIDR, "cluster-cidr", "", "The CIDR range(s) of the pods in the cluster (comma-separated, at most one per IP family). Traffic from outside it to a service IP is masqueraded.")

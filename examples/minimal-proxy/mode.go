@@ -19,16 +19,30 @@ type modeProbes struct {
 	ipvs func() error
 	// iptables reports why iptables is missing or too old, or nil.
 	iptables func() error
+	// nftables reports why nft is missing or too old, or nil (nil
+	// function: probeNFTables).
+	nftables func() error
 }
 
 // chooseMode turns the requested mode ("" is iptables, kube-proxy's Linux
 // default) into the mode that will run, falling back as kube-proxy did:
-// ipvs → iptables when the kernel has no IPVS, iptables → userspace when
+// ipvs → iptables when the kernel has no IPVS, nftables → iptables when nft
+// is missing or too old (or the kernel lacks nftables), iptables → userspace when
 // iptables is missing or too old. Each fallback is logged with its reason.
 func chooseMode(requested string, probes modeProbes, log logr.Logger) string {
 	mode := requested
 	if mode == "" {
 		mode = modeIPTables
+	}
+	if mode == modeNFTables {
+		probe := probes.nftables
+		if probe == nil {
+			probe = probeNFTables
+		}
+		if err := probe(); err != nil {
+			log.Info("Can't use the nftables proxier, falling back to iptables", "reason", err.Error())
+			mode = modeIPTables
+		}
 	}
 	if mode == modeIPVS {
 		if err := probes.ipvs(); err != nil {

@@ -16,6 +16,7 @@ const (
 	modeUserspace   = "userspace"
 	modeIPTables    = "iptables"
 	modeIPVS        = "ipvs"
+	modeNFTables    = "nftables"
 	modeKernelspace = "kernelspace"
 )
 
@@ -40,7 +41,7 @@ func validateConfig(cfg *KubeProxyConfiguration, goos string) error {
 	}
 
 	switch cfg.Mode {
-	case "", modeIPTables, modeIPVS, modeUserspace:
+	case "", modeIPTables, modeIPVS, modeNFTables, modeUserspace:
 		if goos == "windows" && cfg.Mode != "" {
 			bad("mode", "%q is not available on Windows; use %q", cfg.Mode, modeKernelspace)
 		}
@@ -48,10 +49,8 @@ func validateConfig(cfg *KubeProxyConfiguration, goos string) error {
 		if goos != "windows" {
 			bad("mode", "%q is the Windows HNS mode and is not available on %s; use %q, %q or %q", cfg.Mode, goos, modeIPTables, modeIPVS, modeUserspace)
 		}
-	case "nftables":
-		bad("mode", "%q is not implemented by svcproxy; use %q, %q or %q", cfg.Mode, modeIPTables, modeIPVS, modeUserspace)
 	default:
-		bad("mode", "unknown proxy mode %q; want one of %s, %s, %s, %s", cfg.Mode, modeUserspace, modeIPTables, modeIPVS, modeKernelspace)
+		bad("mode", "unknown proxy mode %q; want one of %s, %s, %s, %s, %s", cfg.Mode, modeUserspace, modeIPTables, modeIPVS, modeNFTables, modeKernelspace)
 	}
 
 	if err := validateFeatureGates(cfg.FeatureGates); err != nil {
@@ -102,6 +101,9 @@ func validateConfig(cfg *KubeProxyConfiguration, goos string) error {
 		bad("iptables.masqueradeBit", "must be within 0..31, got %d", *b)
 	}
 	validatePeriods(bad, "iptables", cfg.IPTables.SyncPeriod.Duration, cfg.IPTables.MinSyncPeriod.Duration)
+	if cfg.Mode == modeNFTables {
+		validatePeriods(bad, "nftables", cfg.NFTables.SyncPeriod.Duration, cfg.NFTables.MinSyncPeriod.Duration)
+	}
 	if cfg.Mode == modeIPVS {
 		validatePeriods(bad, "ipvs", cfg.IPVS.SyncPeriod.Duration, cfg.IPVS.MinSyncPeriod.Duration)
 	}
