@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 
+	"github.com/svcproxy/svcproxy/changetracker"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
@@ -19,15 +19,36 @@ type syncRun struct {
 	full   bool
 	writes int
 	errs   []error
-	// listed are every LB HNS listed by key (full syncs only), ours or not.
-	listed map[LBKey]LoadBalancer
+	// listed are every LB HNS listed (full syncs only), ours or not, in
+	// HNS's order.
+	listed []LoadBalancer
+	// listedRemotes are the remote endpoints of the last listing that the
+	// endpoint cache holds (full syncs only): the sweep's candidates.
+	listedRemotes []*Endpoint
+	// byID are the IDs of our network's endpoints, built on first use by
+	// the ownership rule (see ownsLB).
+	byID map[string]struct{}
+	// endpointList is the last listing of our network's endpoints.
+	endpointList []Endpoint
 	// relisted: endpoints were listed during this sync already.
 	relisted bool
-	// unused collects remote endpoints whose last user went away.
+	// unused collects remote endpoints whose last user went away (partial
+	// syncs; a full sync sweeps every unused one of ours).
 	unused map[netip.Addr]bool
 }
 
 func (r *syncRun) fail(err error) { r.errs = append(r.errs, err) }
+
+// scoped is one service port a sync looks at.
+type scoped struct {
+	name proxy.ServicePortName
+	// present: the service port exists (else its LBs and remote
+	// endpoints are released).
+	present bool
+	plan    servicePlan
+	// claimed are the plan's LBs this port got (see claim).
+	claimed []*wantLB
+}
 
 // apply is Hooks.Apply: plan the services in scope (all on a full sync,
 // the changed ones otherwise), diff against what HNS holds and write the
@@ -35,52 +56,37 @@ func (r *syncRun) fail(err error) { r.errs = append(r.errs, err) }
 // load balancer, so what was deleted or changed behind our back is
 // recreated. Errors of one service do not stop the others; they are
 // joined and returned (the base makes the next sync full).
+//
+// The cost of a full sync is a few map operations per service port and
+// per backend: the per-port state is one map keyed by service, remote
+// endpoint references are recounted into a fresh map, and the ownership
+// rule's index of endpoint IDs is only built when an LB needs it.
 func (p *Proxier) apply(_ context.Context, req *engine.Request) (engine.Result, error) {
 	u := req.Update
-	r := &syncRun{p: p, full: req.Full || !p.st.synced, unused: map[netip.Addr]bool{}}
+	r := &syncRun{p: p, full: req.Full || !p.st.synced}
 	if r.full {
 		if err := r.refresh(); err != nil {
 			return engine.Result{}, err
 		}
+	} else {
+		r.unused = map[netip.Addr]bool{}
 	}
 	if err := r.ensureSourceVIP(); err != nil {
 		return engine.Result{Writes: r.writes}, err
 	}
 
-	// Scope: every service port on a full sync (and every one we hold),
-	// else the ports of changed services, present and past.
-	scopeSet := map[proxy.ServicePortName]bool{}
+	items := r.scope(u)
+	r.plan(u.Services, u.Endpoints, u.NodeLabels, items)
+	want := r.claim(items)
 	if r.full {
-		for name := range u.Services {
-			scopeSet[name] = true
-		}
-		for name := range p.st.svcKeys {
-			scopeSet[name] = true
-		}
-	} else {
-		for ns := range u.ChangedServices {
-			for _, name := range u.ServicePorts[ns] {
-				scopeSet[name] = true
-			}
-			for name := range p.st.svcPorts[ns] {
-				scopeSet[name] = true
-			}
-		}
+		r.attribute(want)
 	}
-	scope := make([]proxy.ServicePortName, 0, len(scopeSet))
-	for name := range scopeSet {
-		scope = append(scope, name)
-	}
-	slices.SortFunc(scope, compareServicePortNames)
-
-	plans := r.plan(u.Services, u.Endpoints, u.NodeLabels, scope)
-	want, owner := r.claim(scope, scopeSet, plans)
 
 	// 1. Delete what is no longer wanted, before anything takes its place.
 	if r.full {
 		keys := make([]LBKey, 0, len(p.st.lbs))
 		for key := range p.st.lbs {
-			if want[key] == nil {
+			if _, ok := want[key]; !ok {
 				keys = append(keys, key)
 			}
 		}
@@ -89,71 +95,74 @@ func (p *Proxier) apply(_ context.Context, req *engine.Request) (engine.Result, 
 			r.deleteLB(key)
 		}
 	} else {
-		for _, name := range scope {
-			for _, key := range p.st.svcKeys[name] {
-				if a := p.st.lbs[key]; a != nil && a.owner == name && want[key] == nil {
-					r.deleteLB(key)
+		for i := range items {
+			it := &items[i]
+			for _, key := range p.st.portState(it.name).keys {
+				if a := p.st.lbs[key]; a != nil && a.owner == it.name {
+					if _, ok := want[key]; !ok {
+						r.deleteLB(key)
+					}
 				}
 			}
 		}
 	}
 
-	// 2. Remote endpoints, reference-counted across service ports.
-	for _, name := range scope {
-		for _, ip := range p.st.svcRemotes[name] {
-			if p.st.remoteRefs[ip]--; p.st.remoteRefs[ip] <= 0 {
-				delete(p.st.remoteRefs, ip)
-				r.unused[ip] = true
+	// 2. Remote endpoints, reference-counted across service ports: a full
+	// sync counts them again from scratch.
+	held := make([]portState, len(items))
+	// One backing array for every port's remotes and one for its keys.
+	nRemotes, nKeys := 0, 0
+	for i := range items {
+		nRemotes += len(items[i].plan.Remotes)
+		nKeys += len(items[i].claimed)
+	}
+	remotesBuf, keysBuf := make([]netip.Addr, 0, nRemotes), make([]LBKey, 0, nKeys)
+	if r.full {
+		p.st.remoteRefs = make(map[netip.Addr]int, len(p.st.remoteRefs))
+	} else {
+		for i := range items {
+			for _, ip := range p.st.portState(items[i].name).remotes {
+				if p.st.remoteRefs[ip]--; p.st.remoteRefs[ip] <= 0 {
+					delete(p.st.remoteRefs, ip)
+					r.unused[ip] = true
+				}
 			}
 		}
-		delete(p.st.svcRemotes, name)
-		plan, ok := plans[name]
-		if !ok {
+	}
+	for i := range items {
+		it := &items[i]
+		held[i].name = it.name
+		if !it.present {
 			continue
 		}
-		var held []netip.Addr
-		for _, rem := range plan.Remotes {
+		first := len(remotesBuf)
+		for _, rem := range it.plan.Remotes {
 			if r.ensureRemote(rem) {
-				held = append(held, rem.IP)
+				remotesBuf = append(remotesBuf, rem.IP)
 				p.st.remoteRefs[rem.IP]++
-				delete(r.unused, rem.IP)
+				if !r.full {
+					delete(r.unused, rem.IP)
+				}
 			}
 		}
-		if len(held) > 0 {
-			p.st.svcRemotes[name] = held
+		if len(remotesBuf) > first {
+			held[i].remotes = remotesBuf[first:len(remotesBuf):len(remotesBuf)]
 		}
 	}
 
-	// 3. Create or update every wanted LB.
-	keys := make([]LBKey, 0, len(want))
-	for key := range want {
-		keys = append(keys, key)
-	}
-	sortKeys(keys)
-	held := map[proxy.ServicePortName][]LBKey{}
-	for _, key := range keys {
-		if r.ensureLB(want[key], owner[key]) {
-			held[owner[key]] = append(held[owner[key]], key)
-		}
-	}
-	for _, name := range scope {
-		delete(p.st.svcKeys, name)
-		if len(held[name]) > 0 {
-			p.st.svcKeys[name] = held[name]
-		}
-		ns := name.NamespacedName
-		if _, ok := u.Services[name]; ok {
-			if p.st.svcPorts[ns] == nil {
-				p.st.svcPorts[ns] = map[proxy.ServicePortName]bool{}
-			}
-			p.st.svcPorts[ns][name] = true
-		} else if ports := p.st.svcPorts[ns]; ports != nil {
-			delete(ports, name)
-			if len(ports) == 0 {
-				delete(p.st.svcPorts, ns)
+	// 3. Create or update every wanted LB (in service-port order).
+	for i := range items {
+		first := len(keysBuf)
+		for _, w := range items[i].claimed {
+			if r.ensureLB(w, items[i].name) {
+				keysBuf = append(keysBuf, w.Key)
 			}
 		}
+		if len(keysBuf) > first {
+			held[i].keys = keysBuf[first:len(keysBuf):len(keysBuf)]
+		}
 	}
+	p.st.setPorts(r.full, items, held)
 
 	// 4. Delete remote endpoints no service port uses any more.
 	r.sweepRemotes()
@@ -162,25 +171,58 @@ func (p *Proxier) apply(_ context.Context, req *engine.Request) (engine.Result, 
 	return engine.Result{Writes: r.writes}, joinErrs(r.errs)
 }
 
+// scope lists the service ports a sync looks at, sorted: every one on a
+// full sync (the LBs of past ones are deleted as not wanted, and remote
+// endpoint references are counted again), else the ports of changed
+// services, present and past.
+func (r *syncRun) scope(u *changetracker.Update) []scoped {
+	st := &r.p.st
+	if r.full {
+		names := make([]proxy.ServicePortName, 0, len(u.Services))
+		for name := range u.Services {
+			names = append(names, name)
+		}
+		slices.SortFunc(names, compareServicePortNames)
+		items := make([]scoped, len(names))
+		for i, name := range names {
+			items[i] = scoped{name: name, present: true}
+		}
+		return items
+	}
+	var names []proxy.ServicePortName
+	for ns := range u.ChangedServices {
+		first := len(names)
+		names = append(names, u.ServicePorts[ns]...)
+		for _, ps := range st.services[ns] {
+			if !slices.Contains(names[first:], ps.name) {
+				names = append(names, ps.name)
+			}
+		}
+	}
+	slices.SortFunc(names, compareServicePortNames)
+	items := make([]scoped, len(names))
+	for i, name := range names {
+		_, ok := u.Services[name]
+		items[i] = scoped{name: name, present: ok}
+	}
+	return items
+}
+
 func compareServicePortNames(a, b proxy.ServicePortName) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name),
 		cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
 }
 
-func sortKeys(keys []LBKey) {
-	sort.Slice(keys, func(i, j int) bool {
-		if c := keys[i].VIP.Compare(keys[j].VIP); c != 0 {
-			return c < 0
-		}
-		if keys[i].Port != keys[j].Port {
-			return keys[i].Port < keys[j].Port
-		}
-		return keys[i].Protocol < keys[j].Protocol
-	})
+func compareKeys(a, b LBKey) int {
+	return cmp.Or(a.VIP.Compare(b.VIP), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
 }
 
+func sortKeys(keys []LBKey) { slices.SortFunc(keys, compareKeys) }
+
 // refresh lists the network, its endpoints and every load balancer, and
-// rebuilds the engine's view from them (full syncs).
+// rebuilds the engine's view from them (full syncs). LBs this process
+// held keep their owner; the others are attributed after planning (see
+// attribute).
 func (r *syncRun) refresh() error {
 	p := r.p
 	n, err := p.hns.GetNetworkByName(p.cfg.NetworkName)
@@ -196,54 +238,72 @@ func (r *syncRun) refresh() error {
 		return fmt.Errorf("listing HNS load balancers: %w", err)
 	}
 	old := p.st.lbs
-	referenced := p.st.referenced
-	p.st.reset()
-	p.st.network = n
-	p.st.referenced = referenced
-	byID := r.setEndpoints(eps)
+	p.st.refreshed(n)
+	r.setEndpoints(eps)
 	r.relisted = true
-	r.listed = make(map[LBKey]LoadBalancer, len(lbs))
-	for _, lb := range lbs {
+	r.listed = lbs
+	found := 0
+	for i := range lbs {
+		lb := &lbs[i]
 		key := lb.Key()
-		r.listed[key] = lb
-		mine := false
-		if a := old[key]; a != nil && a.lb.ID == lb.ID {
-			mine = true
-		} else {
-			mine = p.ownsLB(&lb, byID)
-		}
-		if mine {
-			if prev := p.st.lbs[key]; prev != nil {
-				// Two of ours with one key cannot both exist in HNS; keep one.
-				continue
-			}
-			p.st.lbs[key] = &appliedLB{lb: lb}
+		if a := old[key]; a != nil && a.lb.ID == lb.ID && p.st.lbs[key] == nil {
+			p.st.lbs[key] = &appliedLB{lb: *lb}
+			found++
 		}
 	}
-	if len(old) > 0 {
-		missing := 0
-		for key, a := range old {
-			if l, ok := r.listed[key]; !ok || l.ID != a.lb.ID {
-				missing++
-			}
-		}
-		if missing > 0 {
-			p.log.Info("Load balancers changed behind our back; recreating them", "missing", missing)
-		}
+	if missing := len(old) - found; missing > 0 {
+		p.log.Info("Load balancers changed behind our back; recreating them", "missing", missing)
 	}
 	return nil
 }
 
+// attribute takes, after planning, the listed LBs this process did not
+// hold: an LB with the key of a wanted one holds its port, so it is
+// adopted (updated in place or replaced); another is ours, and deleted,
+// only by the ownership rule (ownsLB). The first listed wins a key.
+func (r *syncRun) attribute(want map[LBKey]*wantLB) {
+	p := r.p
+	adopted := 0
+	for i := range r.listed {
+		lb := &r.listed[i]
+		key := lb.Key()
+		if p.st.lbs[key] != nil {
+			continue
+		}
+		if _, ok := want[key]; ok {
+			adopted++
+		} else if !p.ownsLB(lb, r.endpointIDs()) {
+			continue
+		}
+		p.st.lbs[key] = &appliedLB{lb: *lb}
+	}
+	if adopted > 0 {
+		p.log.V(1).Info("Adopted HNS load balancers holding our services' addresses", "count", adopted)
+	}
+}
+
+// endpointIDs is the set of our network's endpoint IDs, from the last
+// listing (built once per sync, on first use).
+func (r *syncRun) endpointIDs() map[string]struct{} {
+	if r.byID == nil {
+		r.byID = make(map[string]struct{}, len(r.endpointList))
+		for i := range r.endpointList {
+			r.byID[r.endpointList[i].ID] = struct{}{}
+		}
+	}
+	return r.byID
+}
+
 // setEndpoints replaces the endpoint cache; on duplicate addresses (a
 // Windows Server 2019 bug) a local endpoint wins over a remote one.
-func (r *syncRun) setEndpoints(eps []Endpoint) map[string]struct{} {
+func (r *syncRun) setEndpoints(eps []Endpoint) {
 	st := &r.p.st
 	st.endpoints = make(map[netip.Addr]*Endpoint, len(eps))
-	byID := make(map[string]struct{}, len(eps))
 	st.rootIP = netip.Addr{}
+	r.endpointList, r.byID = eps, nil
+	r.listedRemotes = r.listedRemotes[:0]
 	for i := range eps {
 		ep := &eps[i]
-		byID[ep.ID] = struct{}{}
 		if !ep.Remote && ep.Name == r.p.cfg.RootHNSEndpointName {
 			st.rootIP = ep.IP
 		}
@@ -254,8 +314,10 @@ func (r *syncRun) setEndpoints(eps []Endpoint) map[string]struct{} {
 			continue
 		}
 		st.endpoints[ep.IP] = ep
+		if ep.Remote {
+			r.listedRemotes = append(r.listedRemotes, ep)
+		}
 	}
-	return byID
 }
 
 // relistEndpoints lists the endpoints again (once per sync), for a local
@@ -301,23 +363,22 @@ func (r *syncRun) ensureSourceVIP() error {
 // network it lists the network again (once) when a remote backend is in
 // no known remote subnet, as the CNI may have added the subnet since.
 func (r *syncRun) plan(services map[proxy.ServicePortName]proxy.ServicePort, endpoints map[proxy.ServicePortName][]proxy.Endpoint,
-	nodeLabels map[string]string, scope []proxy.ServicePortName) map[proxy.ServicePortName]servicePlan {
+	nodeLabels map[string]string, items []scoped) {
 	p := r.p
-	plans := make(map[proxy.ServicePortName]servicePlan, len(scope))
 	planAll := func() (unknownSubnet bool) {
 		env := p.env(nodeLabels)
-		for _, name := range scope {
-			svc, ok := services[name]
-			if !ok {
+		for i := range items {
+			it := &items[i]
+			if !it.present {
 				continue
 			}
-			plan := planServicePort(env, svc, endpoints[name])
-			for _, s := range plan.Skipped {
-				p.log.V(2).Info("Skipping an endpoint", "servicePort", name.String(), "reason", s)
+			svc := services[it.name]
+			it.plan = planServicePort(env, svc, endpoints[it.name])
+			for _, s := range it.plan.Skipped {
+				p.log.V(2).Info("Skipping an endpoint", "servicePort", it.name.String(), "reason", s)
 			}
-			plans[name] = plan
-			if env.overlay {
-				for _, rem := range plan.Remotes {
+			if env.overlay && !unknownSubnet {
+				for _, rem := range it.plan.Remotes {
 					if rem.IP == svc.ClusterIP() {
 						continue
 					}
@@ -335,34 +396,56 @@ func (r *syncRun) plan(services map[proxy.ServicePortName]proxy.ServicePort, end
 			planAll()
 		}
 	}
-	return plans
 }
 
 // claim decides which service port gets each LB key: one LB per key in
 // HNS, so a second service port wanting a key already held (say, two
-// services with the same external IP and port) is refused and logged.
-func (r *syncRun) claim(scope []proxy.ServicePortName, inScope map[proxy.ServicePortName]bool,
-	plans map[proxy.ServicePortName]servicePlan) (map[LBKey]*wantLB, map[LBKey]proxy.ServicePortName) {
+// services with the same external IP and port) is refused and logged. It
+// returns the wanted LBs by key and fills each item's claimed list.
+func (r *syncRun) claim(items []scoped) map[LBKey]*wantLB {
 	p := r.p
-	want := map[LBKey]*wantLB{}
-	owner := map[LBKey]proxy.ServicePortName{}
-	for _, name := range scope {
-		plan := plans[name]
-		for i := range plan.LBs {
-			lb := &plan.LBs[i]
-			if o, ok := owner[lb.Key]; ok {
-				p.log.Info("Two service ports want one HNS load balancer; keeping the first", "key", lb.Key.String(), "kept", o.String(), "refused", name.String())
+	n := 0
+	for i := range items {
+		n += len(items[i].plan.LBs)
+	}
+	want := make(map[LBKey]*wantLB, n)
+	owner := func(key LBKey) proxy.ServicePortName {
+		for i := range items {
+			for _, w := range items[i].claimed {
+				if w.Key == key {
+					return items[i].name
+				}
+			}
+		}
+		return proxy.ServicePortName{}
+	}
+	var inScope map[proxy.ServicePortName]bool // partial syncs, on first use
+	for i := range items {
+		it := &items[i]
+		for j := range it.plan.LBs {
+			lb := &it.plan.LBs[j]
+			if _, ok := want[lb.Key]; ok {
+				p.log.Info("Two service ports want one HNS load balancer; keeping the first", "key", lb.Key.String(), "kept", owner(lb.Key).String(), "refused", it.name.String())
 				continue
 			}
-			if a := p.st.lbs[lb.Key]; a != nil && a.owned && a.owner != name && !inScope[a.owner] {
-				p.log.Info("HNS load balancer held by another service port", "key", lb.Key.String(), "holder", a.owner.String(), "refused", name.String())
-				continue
+			// After a full sync's listing no LB has an owner yet.
+			if a := p.st.lbs[lb.Key]; a != nil && a.owned && a.owner != it.name {
+				if inScope == nil {
+					inScope = make(map[proxy.ServicePortName]bool, len(items))
+					for k := range items {
+						inScope[items[k].name] = true
+					}
+				}
+				if !inScope[a.owner] {
+					p.log.Info("HNS load balancer held by another service port", "key", lb.Key.String(), "holder", a.owner.String(), "refused", it.name.String())
+					continue
+				}
 			}
 			want[lb.Key] = lb
-			owner[lb.Key] = name
+			it.claimed = append(it.claimed, lb)
 		}
 	}
-	return want, owner
+	return want
 }
 
 // ensureRemote makes sure an endpoint with rem's address exists (any
@@ -371,7 +454,8 @@ func (r *syncRun) claim(scope []proxy.ServicePortName, inScope map[proxy.Service
 func (r *syncRun) ensureRemote(rem wantRemote) bool {
 	p := r.p
 	if ep, ok := p.st.endpoints[rem.IP]; ok {
-		if ep.Remote {
+		if ep.Remote && !hasPrefix(ep.Name, RemoteEndpointNamePrefix) {
+			// Not named as ours: ours to delete because we used it.
 			p.st.referenced[rem.IP] = true
 		}
 		return true
@@ -389,7 +473,6 @@ func (r *syncRun) ensureRemote(rem wantRemote) bool {
 		return false
 	}
 	p.st.endpoints[rem.IP] = &ep
-	p.st.referenced[rem.IP] = true
 	return true
 }
 
@@ -404,6 +487,7 @@ func (r *syncRun) target(w *wantLB) LoadBalancer {
 	if w.Key.VIP.IsValid() {
 		lb.FrontendVIPs = []netip.Addr{w.Key.VIP}
 	}
+	lb.EndpointIDs = make([]string, 0, len(w.Backends))
 	for _, b := range w.Backends {
 		ep, ok := r.p.st.endpoints[b.IP]
 		if !ok && b.Local && !r.relisted {
@@ -449,15 +533,6 @@ func (r *syncRun) ensureLB(w *wantLB, owner proxy.ServicePortName) bool {
 		return false
 	}
 	a := p.st.lbs[w.Key]
-	if a == nil && r.listed != nil {
-		// A load balancer for our service's own address and port that we
-		// did not attribute: it holds the port, so take it over.
-		if l, ok := r.listed[w.Key]; ok {
-			a = &appliedLB{lb: l}
-			p.st.lbs[w.Key] = a
-			p.log.Info("Adopting an HNS load balancer for a service address", "key", w.Key.String(), "id", l.ID)
-		}
-	}
 	if a != nil {
 		if sameLB(&a.lb, &target) {
 			a.owner, a.owned = owner, true
@@ -521,16 +596,18 @@ func (r *syncRun) deleteLB(key LBKey) bool {
 // never deleted.
 func (r *syncRun) sweepRemotes() {
 	p := r.p
+	var ips []netip.Addr
 	if r.full {
-		for ip, ep := range p.st.endpoints {
-			if ep.Remote && p.st.remoteRefs[ip] == 0 && (p.st.referenced[ip] || hasPrefix(ep.Name, RemoteEndpointNamePrefix)) {
-				r.unused[ip] = true
+		for _, ep := range r.listedRemotes {
+			if p.st.remoteRefs[ep.IP] == 0 && (hasPrefix(ep.Name, RemoteEndpointNamePrefix) || p.st.referenced[ep.IP]) {
+				ips = append(ips, ep.IP)
 			}
 		}
-	}
-	ips := make([]netip.Addr, 0, len(r.unused))
-	for ip := range r.unused {
-		ips = append(ips, ip)
+	} else {
+		ips = make([]netip.Addr, 0, len(r.unused))
+		for ip := range r.unused {
+			ips = append(ips, ip)
+		}
 	}
 	slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
 	for _, ip := range ips {

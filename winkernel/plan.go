@@ -116,7 +116,7 @@ func planServicePort(env *planEnv, svc proxy.ServicePort, eps []proxy.Endpoint) 
 
 	localDSR := env.dsr && svc.ExternalPolicyLocal()
 	common := wantLB{
-		SourceVIP: env.sourceVIPFor(append(slices.Clone(clusterB), localB...)),
+		SourceVIP: env.sourceVIPFor(clusterB, localB),
 	}
 	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
 		common.Distribution = DistributionSourceIP
@@ -202,17 +202,13 @@ func planServicePort(env *planEnv, svc proxy.ServicePort, eps []proxy.Endpoint) 
 		}
 	}
 
-	// Remote endpoints every LB above needs.
-	seen := map[netip.Addr]bool{}
-	for _, r := range plan.Remotes {
-		seen[r.IP] = true
-	}
+	// Remote endpoints every LB above needs (few: a linear look for
+	// duplicates costs less than a set).
 	for _, lb := range plan.LBs {
 		for _, b := range lb.Backends {
-			if b.Local || seen[b.IP] {
+			if b.Local || slices.ContainsFunc(plan.Remotes, func(r wantRemote) bool { return r.IP == b.IP }) {
 				continue
 			}
-			seen[b.IP] = true
 			plan.Remotes = append(plan.Remotes, env.remoteFor(b.IP))
 		}
 	}
@@ -255,17 +251,19 @@ func (env *planEnv) backends(eps []proxy.Endpoint, plan *servicePlan) ([]backend
 // the node IP when a remote backend is a node's address (a provider
 // address) or outside every remote subnet (a public address), else the
 // configured source VIP.
-func (env *planEnv) sourceVIPFor(backends []backend) netip.Addr {
+func (env *planEnv) sourceVIPFor(sets ...[]backend) netip.Addr {
 	if !env.overlay {
 		return env.sourceVIP
 	}
-	for _, b := range backends {
-		if b.Local {
-			continue
-		}
-		pa, ok := env.network.ProviderAddressFor(b.IP)
-		if !ok || pa == b.IP {
-			return env.nodeIP
+	for _, backends := range sets {
+		for _, b := range backends {
+			if b.Local {
+				continue
+			}
+			pa, ok := env.network.ProviderAddressFor(b.IP)
+			if !ok || pa == b.IP {
+				return env.nodeIP
+			}
 		}
 	}
 	return env.sourceVIP
@@ -291,8 +289,14 @@ func (env *planEnv) remoteFor(ip netip.Addr) wantRemote {
 // the wire, only keeps the endpoints distinct.
 func conjureMAC(ip netip.Addr) string {
 	b := ip.As16()
-	if ip.Is4() || ip.Is4In6() {
-		return fmt.Sprintf("02-11-%02x-%02x-%02x-%02x", b[12], b[13], b[14], b[15])
+	last := [4]byte{b[12], b[13], b[14], b[15]}
+	if !ip.Is4() && !ip.Is4In6() {
+		last = [4]byte{b[15], b[14], b[13], b[12]}
 	}
-	return fmt.Sprintf("02-11-%02x-%02x-%02x-%02x", b[15], b[14], b[13], b[12])
+	const hexDigits = "0123456789abcdef"
+	mac := []byte("02-11-00-00-00-00")
+	for i, x := range last {
+		mac[6+3*i], mac[7+3*i] = hexDigits[x>>4], hexDigits[x&0xf]
+	}
+	return string(mac)
 }

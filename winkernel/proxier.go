@@ -69,13 +69,13 @@ type state struct {
 	endpoints map[netip.Addr]*Endpoint
 	// lbs are our load balancers by key.
 	lbs map[LBKey]*appliedLB
-	// svcKeys and svcRemotes are what each service port was given.
-	svcKeys    map[proxy.ServicePortName][]LBKey
-	svcRemotes map[proxy.ServicePortName][]netip.Addr
-	svcPorts   map[types.NamespacedName]map[proxy.ServicePortName]bool
+	// services are, by service, the ports in the tracker's map and what
+	// each was given.
+	services map[types.NamespacedName][]portState
 	// remoteRefs counts the service ports that use each remote endpoint.
 	remoteRefs map[netip.Addr]int
-	// referenced are remote endpoints this process used (ours to delete).
+	// referenced are remote endpoints this process used that are not
+	// named as ours (RemoteEndpointNamePrefix): ours to delete too.
 	referenced map[netip.Addr]bool
 	// rootIP is the address of the root endpoint (RootHNSEndpointName).
 	rootIP netip.Addr
@@ -84,16 +84,65 @@ type state struct {
 	synced    bool
 }
 
+// portState is what one service port was given: the keys of its LBs and
+// the remote endpoints it holds a reference on.
+type portState struct {
+	name    proxy.ServicePortName
+	keys    []LBKey
+	remotes []netip.Addr
+}
+
 func (s *state) reset() {
 	*s = state{
 		endpoints:  map[netip.Addr]*Endpoint{},
 		lbs:        map[LBKey]*appliedLB{},
-		svcKeys:    map[proxy.ServicePortName][]LBKey{},
-		svcRemotes: map[proxy.ServicePortName][]netip.Addr{},
-		svcPorts:   map[types.NamespacedName]map[proxy.ServicePortName]bool{},
+		services:   map[types.NamespacedName][]portState{},
 		remoteRefs: map[netip.Addr]int{},
 		referenced: map[netip.Addr]bool{},
 		updateOff:  s.updateOff,
+	}
+}
+
+// refreshed starts a full sync's view: the network as listed, no LB yet
+// (refresh adds the listed ones), the remote endpoints we used kept.
+func (s *state) refreshed(n *Network) {
+	referenced := s.referenced
+	s.reset()
+	s.network, s.referenced = n, referenced
+}
+
+// portState returns what the service port was given (zero if nothing).
+func (s *state) portState(name proxy.ServicePortName) portState {
+	for _, ps := range s.services[name.NamespacedName] {
+		if ps.name == name {
+			return ps
+		}
+	}
+	return portState{}
+}
+
+// setPorts records what the sync's service ports (sorted) hold now: on a
+// full sync they are every port, else they replace their services' ports.
+// Ports no longer in the tracker's map are dropped.
+func (s *state) setPorts(full bool, items []scoped, held []portState) {
+	if full {
+		s.services = make(map[types.NamespacedName][]portState, len(s.services))
+	}
+	buf := make([]portState, 0, len(items)) // one backing array
+	for i := 0; i < len(items); {
+		ns := items[i].name.NamespacedName
+		first := len(buf)
+		for ; i < len(items) && items[i].name.NamespacedName == ns; i++ {
+			if items[i].present {
+				buf = append(buf, held[i])
+			}
+		}
+		ports := buf[first:len(buf):len(buf)]
+		if len(ports) > 0 {
+			s.services[ns] = ports
+		} else {
+			delete(s.services, ns)
+		}
 	}
 }
 
