@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -115,7 +116,11 @@ func (f *FakeHNS) removeEndpoint(id string) {
 
 func (f *FakeHNS) newID(kind string) string {
 	f.nextID++
-	return fmt.Sprintf("%s-%04d", kind, f.nextID)
+	n := strconv.Itoa(f.nextID)
+	if len(n) < 4 {
+		n = "0000"[len(n):] + n
+	}
+	return kind + "-" + n
 }
 
 // AddNetwork adds n (an ID is made up when empty) and returns its ID.
@@ -369,11 +374,13 @@ func (f *FakeHNS) validate(lb winkernel.LoadBalancer, self string) error {
 		}
 	}
 	v6 := lb.Flags&winkernel.FlagIPv6 != 0
-	addrs := slices.Clone(lb.FrontendVIPs)
-	if lb.SourceVIP.IsValid() {
-		addrs = append(addrs, lb.SourceVIP)
-	}
-	for _, a := range addrs {
+	for i := 0; i <= len(lb.FrontendVIPs); i++ {
+		a := lb.SourceVIP
+		if i < len(lb.FrontendVIPs) {
+			a = lb.FrontendVIPs[i]
+		} else if !a.IsValid() {
+			break
+		}
 		if isV6 := a.Is6() && !a.Is4In6(); isV6 != v6 {
 			return fmt.Errorf("fake HNS: load balancer %s: address %s with IPv6 flag %v: %w", lb.Key(), a, v6, winkernel.ErrInvalid)
 		}
