@@ -64,6 +64,7 @@ type scoped struct {
 func (p *Proxier) apply(_ context.Context, req *engine.Request) (engine.Result, error) {
 	u := req.Update
 	r := &syncRun{p: p, full: req.Full || !p.st.synced}
+	p.st.remotesHeld = -1
 	if r.full {
 		if err := r.refresh(); err != nil {
 			return engine.Result{}, err

@@ -229,3 +229,33 @@ func BenchmarkRestart(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDriftCheck: the drift check Run makes every DriftCheckInterval
+// (2 s by default) over a synced HNS: two listings, no write.
+func BenchmarkDriftCheck(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			w := newBenchWorld(n, 10)
+			f := w.fakes()
+			p := w.proxier(b, f)
+			ctx := context.Background()
+			if err := p.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			f.HNS.ResetCalls()
+			runtime.GC()
+			var cpu time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c0 := processCPU()
+				drift, err := winkernel.Drifted(ctx, p)
+				cpu += processCPU() - c0
+				if err != nil || drift {
+					b.Fatal(drift, err)
+				}
+			}
+			b.StopTimer()
+			reportCalls(b, f, b.N, cpu)
+		})
+	}
+}

@@ -79,6 +79,9 @@ type state struct {
 	referenced map[netip.Addr]bool
 	// rootIP is the address of the root endpoint (RootHNSEndpointName).
 	rootIP netip.Addr
+	// remotesHeld counts the remote endpoints in remoteRefs (-1: to be
+	// counted again, after a sync), for the drift check.
+	remotesHeld int
 	// updateOff: HNS answered "not implemented" to an update.
 	updateOff bool
 	synced    bool
@@ -94,12 +97,13 @@ type portState struct {
 
 func (s *state) reset() {
 	*s = state{
-		endpoints:  map[netip.Addr]*Endpoint{},
-		lbs:        map[LBKey]*appliedLB{},
-		services:   map[types.NamespacedName][]portState{},
-		remoteRefs: map[netip.Addr]int{},
-		referenced: map[netip.Addr]bool{},
-		updateOff:  s.updateOff,
+		endpoints:   map[netip.Addr]*Endpoint{},
+		lbs:         map[LBKey]*appliedLB{},
+		services:    map[types.NamespacedName][]portState{},
+		remoteRefs:  map[netip.Addr]int{},
+		referenced:  map[netip.Addr]bool{},
+		remotesHeld: -1,
+		updateOff:   s.updateOff,
 	}
 }
 
@@ -207,8 +211,12 @@ func joinErrs(errs []error) error {
 	return errors.Join(errs...)
 }
 
-// drifted lists the load balancers and reports whether one of ours is
-// gone (deleted behind our back).
+// drifted is Hooks.Drifted: one listing of the load balancers and one of
+// our network's endpoints, and drift when one of our LBs, one of the
+// remote endpoints our LBs use, or the overlay source-VIP endpoint is
+// gone (deleted behind our back; the full sync it triggers recreates
+// them). Cost: the two listings, one map look-up per listed LB, per
+// remote endpoint we use and per listed remote endpoint.
 func (p *Proxier) drifted(context.Context) (bool, error) {
 	if !p.st.synced {
 		return false, nil
@@ -217,14 +225,51 @@ func (p *Proxier) drifted(context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ids := make(map[string]bool, len(list))
-	for _, lb := range list {
-		ids[lb.ID] = true
-	}
-	for _, a := range p.st.lbs {
-		if !ids[a.lb.ID] {
-			return true, nil
+	found := 0
+	for i := range list {
+		if a := p.st.lbs[list[i].Key()]; a != nil && a.lb.ID == list[i].ID {
+			found++
 		}
 	}
-	return false, nil
+	if found < len(p.st.lbs) {
+		return true, nil
+	}
+	if p.st.network == nil {
+		return false, nil
+	}
+	eps, err := p.hns.ListEndpoints(p.st.network.ID)
+	if err != nil {
+		return false, err
+	}
+	// Every remote endpoint we hold a reference on, by ID; and the source
+	// VIP endpoint, which the LBs SNAT to.
+	if p.st.remotesHeld < 0 {
+		p.st.remotesHeld = 0
+		for ip := range p.st.remoteRefs {
+			if ep := p.st.endpoints[ip]; ep != nil && ep.Remote {
+				p.st.remotesHeld++ // (a local endpoint with the address serves as well)
+			}
+		}
+	}
+	want := p.st.remotesHeld
+	srcID, srcFound := "", false
+	if p.st.network.Type.IsOverlay() && p.cfg.SourceVIP.IsValid() {
+		if ep := p.st.endpoints[p.cfg.SourceVIP]; ep != nil {
+			srcID = ep.ID
+		}
+	}
+	found, srcFound = 0, srcID == ""
+	for i := range eps {
+		ep := &eps[i]
+		if ep.ID == srcID {
+			srcFound = true
+		}
+		if !ep.Remote || p.st.remoteRefs[ep.IP] == 0 {
+			continue
+		}
+		if held := p.st.endpoints[ep.IP]; held != nil && held.ID == ep.ID {
+			found++
+		}
+	}
+	return found < want || !srcFound, nil
 }
