@@ -131,6 +131,10 @@ func TestRunRefusesBadInput(t *testing.T) {
 			if strings.Contains(errOut, "panic") {
 				t.Errorf("stderr shows a panic:\n%s", errOut)
 			}
+			// Each error is printed once.
+			if tc.wantCode != exitOK && strings.Count(errOut, tc.want[len(tc.want)-1]) != 1 {
+				t.Errorf("%q printed %d times, want once:\n%s", tc.want[len(tc.want)-1], strings.Count(errOut, tc.want[len(tc.want)-1]), errOut)
+			}
 		})
 	}
 }
