@@ -60,26 +60,3 @@ func (d LocalDetector) Validate(family v1.IPFamily) error {
 	}
 	return fmt.Errorf("unknown local detector mode %q", d.Mode)
 }
-
-// IPTablesMatch returns the iptables match for "from a local pod" (negate:
-// "not from a local pod"), or nil when detection is off.
-//
-// Deprecated: use xtables.LocalMatch (package iptables/xtables); this
-// copy stays only while the ipvs engine moves to it, and then goes.
-func (d LocalDetector) IPTablesMatch(negate bool) []string {
-	var flag, value string
-	switch d.Mode {
-	case LocalModeClusterCIDR, LocalModeNodeCIDR:
-		flag, value = "-s", d.CIDR.Masked().String()
-	case LocalModeBridgeInterface:
-		flag, value = "-i", d.Interface
-	case LocalModeInterfaceNamePrefix:
-		flag, value = "-i", d.Interface+"+"
-	default:
-		return nil
-	}
-	if negate {
-		return []string{"!", flag, value}
-	}
-	return []string{flag, value}
-}
