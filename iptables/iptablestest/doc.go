@@ -84,7 +84,9 @@
 //
 // Stats counts restores, lines and bytes written (and keeps the last
 // restore input), for tests asserting how much an engine wrote.
-// FailOn (proxytest.Faults) and SetRestoreHook inject failures.
+// FailOn (proxytest.Faults) and SetRestoreHook inject failures. The Fake
+// is an xtables.TableStamper, as the legacy runner is (every call that
+// may change a table changes every table's stamp).
 //
 // # Tracer
 //

@@ -30,6 +30,8 @@ type Fake struct {
 	randomFully bool
 	stats       Stats
 	restoreHook func(data []byte) error
+	// changes counts the calls that may have changed a table (TableStamp).
+	changes uint64
 
 	// Faults injects failures and counts calls, by method name
 	// ("Restore", "SaveInto", "EnsureRule", ...). A failed call changes
@@ -269,6 +271,7 @@ func (f *Fake) EnsureChain(ctx context.Context, table xtables.Table, chain xtabl
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Commands++
+	f.changes++
 	t, err := f.table(table, true)
 	if err != nil {
 		return false, err
@@ -294,6 +297,7 @@ func (f *Fake) FlushChain(ctx context.Context, table xtables.Table, chain xtable
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Commands++
+	f.changes++
 	t, err := f.table(table, true)
 	if err != nil {
 		return err
@@ -313,6 +317,7 @@ func (f *Fake) DeleteChain(ctx context.Context, table xtables.Table, chain xtabl
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Commands++
+	f.changes++
 	t, err := f.table(table, true)
 	if err != nil {
 		return err
@@ -355,6 +360,7 @@ func (f *Fake) EnsureRule(ctx context.Context, position xtables.RulePosition, ta
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Commands++
+	f.changes++
 	t, err := f.table(table, true)
 	if err != nil {
 		return false, err
@@ -399,6 +405,7 @@ func (f *Fake) DeleteRule(ctx context.Context, table xtables.Table, chain xtable
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Commands++
+	f.changes++
 	t, err := f.table(table, false)
 	if err != nil {
 		return err
@@ -462,12 +469,27 @@ func (f *Fake) Restore(ctx context.Context, data []byte) error {
 		err = f.restoreHook(data)
 	}
 	if err == nil {
+		f.changes++
 		err = f.restore(data)
 	}
 	if err != nil {
 		f.stats.FailedRestores++
 	}
 	return err
+}
+
+var _ xtables.TableStamper = (*Fake)(nil)
+
+// TableStamp implements xtables.TableStamper as the legacy backend's
+// runner does, conservatively: the stamp of every table changes with each
+// call that may have changed any table.
+func (f *Fake) TableStamp(table xtables.Table) (uint64, bool, error) {
+	if err := checkTable(table); err != nil {
+		return 0, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changes, true, nil
 }
 
 // Dump returns the whole state in iptables-save format: every table that

@@ -25,4 +25,7 @@
 //     carrying the input line the tool named, when it named one.
 //   - DeleteRule of a missing rule, or of a rule whose target chain is
 //     missing, is no error.
+//   - With the legacy backend it is a TableStamper: a table's fingerprint
+//     from the kernel in microseconds, where any iptables command parses
+//     the whole table (drift checks use it).
 package xtables
