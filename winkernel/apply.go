@@ -25,9 +25,9 @@ type syncRun struct {
 	// listedRemotes are the remote endpoints of the last listing that the
 	// endpoint cache holds (full syncs only): the sweep's candidates.
 	listedRemotes []*Endpoint
-	// byID are the IDs of our network's endpoints, built on first use by
-	// the ownership rule (see ownsLB).
-	byID map[string]struct{}
+	// owners are the ownership rule's inputs, built on first use (see
+	// ownsLB).
+	owners *ownership
 	// endpointList is the last listing of our network's endpoints.
 	endpointList []Endpoint
 	// relisted: endpoints were listed during this sync already.
@@ -273,7 +273,7 @@ func (r *syncRun) attribute(want map[LBKey]*wantLB) {
 		}
 		if _, ok := want[key]; ok {
 			adopted++
-		} else if !p.ownsLB(lb, r.endpointIDs()) {
+		} else if !p.ownsLB(lb, r.ownership()) {
 			continue
 		}
 		p.st.lbs[key] = &appliedLB{lb: *lb}
@@ -283,16 +283,13 @@ func (r *syncRun) attribute(want map[LBKey]*wantLB) {
 	}
 }
 
-// endpointIDs is the set of our network's endpoint IDs, from the last
-// listing (built once per sync, on first use).
-func (r *syncRun) endpointIDs() map[string]struct{} {
-	if r.byID == nil {
-		r.byID = make(map[string]struct{}, len(r.endpointList))
-		for i := range r.endpointList {
-			r.byID[r.endpointList[i].ID] = struct{}{}
-		}
+// ownership returns the ownership rule's inputs from the last listing
+// (built once per sync, on first use).
+func (r *syncRun) ownership() *ownership {
+	if r.owners == nil {
+		r.owners = r.p.ownership(r.p.st.network, r.endpointList, nil)
 	}
-	return r.byID
+	return r.owners
 }
 
 // setEndpoints replaces the endpoint cache; on duplicate addresses (a
@@ -301,7 +298,7 @@ func (r *syncRun) setEndpoints(eps []Endpoint) {
 	st := &r.p.st
 	st.endpoints = make(map[netip.Addr]*Endpoint, len(eps))
 	st.rootIP = netip.Addr{}
-	r.endpointList, r.byID = eps, nil
+	r.endpointList, r.owners = eps, nil
 	r.listedRemotes = r.listedRemotes[:0]
 	for i := range eps {
 		ep := &eps[i]

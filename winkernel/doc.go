@@ -45,18 +45,25 @@
 //   - Health-check VIP LBs are TCP whatever the service's protocol (the
 //     check is HTTP), and carry the IPv6 flag on IPv6.
 //   - Every full sync (the first, after a failure, hourly, and when the
-//     drift check finds one of our LBs gone) lists the network, its
+//     drift check finds one of our LBs, of the remote endpoints they use
+//     or the source-VIP endpoint gone) lists the network, its
 //     endpoints and every LB, and reconciles: an LB deleted or changed
 //     behind our back is recreated or updated. Partial syncs plan and write
 //     only the changed services' ports.
 //   - Start-up adopts existing LBs instead of deleting every LB on the host.
 //     The ownership rule: an LB is ours when it holds the VIP, protocol and
-//     port of an LB we plan, when this process created it, or when its
-//     source VIP is ours (Config.SourceVIP or the node IP) and the
-//     endpoints it names that still exist are on our network (at least
-//     one). Other LBs are never updated or deleted. A remote endpoint is
-//     ours when we created it (named RemoteEndpointNamePrefix+IP) or this
-//     process used it.
+//     port of an LB we plan, when this process created it, when its
+//     source VIP is ours (Config.SourceVIP or the node IP) and at least
+//     one endpoint it names is on our network, or, on an overlay network,
+//     when its source VIP is Config.SourceVIP (the address of our
+//     network's source-VIP endpoint, not a node IP) and no endpoint it
+//     names exists on any network any more (an LB of an earlier run whose
+//     backends are all gone; this lists every network's endpoints, once,
+//     only when such an LB is found). An LB with the node IP as source VIP
+//     whose endpoints are all gone is not recognised (every network's
+//     proxy may SNAT to the node IP). Other LBs are never updated or
+//     deleted. A remote endpoint is ours when we created it (named
+//     RemoteEndpointNamePrefix+IP) or this process used it.
 //   - A failed delete keeps the LB in the engine's view and fails the sync;
 //     the next (full) sync lists HNS and retries, so no cached ID outlives
 //     the object and no stale LB holds a port unseen.

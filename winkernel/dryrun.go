@@ -115,13 +115,10 @@ func (p *Proxier) cleanup(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing HNS load balancers: %w", err)
 	}
-	byID := make(map[string]struct{}, len(eps))
-	for _, ep := range eps {
-		byID[ep.ID] = struct{}{}
-	}
+	owners := p.ownership(n, eps, nil)
 	var errs []error
 	for _, lb := range lbs {
-		if !p.ownsLB(&lb, byID) {
+		if !p.ownsLB(&lb, owners) {
 			continue
 		}
 		if err := p.hns.DeleteLoadBalancer(lb.ID); err != nil && !errors.Is(err, ErrNotFound) {

@@ -19,7 +19,9 @@ import (
 type HNS interface {
 	// GetNetworkByName returns the named HNS network (ErrNotFound if none).
 	GetNetworkByName(name string) (*Network, error)
-	// ListEndpoints returns every endpoint of the network with that ID.
+	// ListEndpoints returns every endpoint of the network with that ID,
+	// or of every network when networkID is empty (then also endpoints
+	// whose address cannot be read, with their ID and no IP).
 	ListEndpoints(networkID string) ([]Endpoint, error)
 	// CreateEndpoint creates ep on the network: a remote endpoint when
 	// ep.Remote (with ep.ProviderAddress on overlay networks), else a

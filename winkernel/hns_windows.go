@@ -67,7 +67,13 @@ func (realHNS) GetNetworkByName(name string) (*Network, error) {
 }
 
 func (realHNS) ListEndpoints(networkID string) ([]Endpoint, error) {
-	list, err := hcn.ListEndpointsOfNetwork(networkID)
+	var list []hcn.HostComputeEndpoint
+	var err error
+	if networkID == "" {
+		list, err = hcn.ListEndpoints()
+	} else {
+		list, err = hcn.ListEndpointsOfNetwork(networkID)
+	}
 	if err != nil {
 		return nil, wrapErr("list endpoints", err)
 	}
@@ -79,6 +85,10 @@ func (realHNS) ListEndpoints(networkID string) ([]Endpoint, error) {
 		}
 		ep, err := endpointFromHCN(mirror)
 		if err != nil {
+			if networkID == "" {
+				// Every network's: the ID says the endpoint exists.
+				out = append(out, Endpoint{ID: ep.ID, Name: ep.Name, NetworkID: ep.NetworkID})
+			}
 			continue // not an address we can use (no IP configuration we understand)
 		}
 		out = append(out, ep)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -178,13 +179,78 @@ func (p *Proxier) env(nodeLabels map[string]string) *planEnv {
 	return env
 }
 
-// ownsLB is the ownership rule: an LB found in HNS is this engine's when
-// it holds the key of an LB we plan, when we created or adopted it in this
-// process, or when its source VIP is ours (the configured source VIP or
-// the node IP) and every endpoint it names that still exists is on our
-// network, at least one of them. Every other LB (another network's
-// proxy, another program) is never updated or deleted.
-func (p *Proxier) ownsLB(lb *LoadBalancer, byID map[string]struct{}) bool {
+// ownership is what the ownership rule looks at besides the LB itself.
+type ownership struct {
+	// network are the IDs of our network's endpoints.
+	network map[string]struct{}
+	// sourceVIPOnNetwork: Config.SourceVIP is the address of a local
+	// endpoint of our overlay network (the source-VIP endpoint) and not a
+	// node IP, so it is no other network's.
+	sourceVIPOnNetwork bool
+	// anywhere lists the IDs of every network's endpoints (once, on first
+	// use); nil when the listing failed.
+	anywhere func() map[string]struct{}
+}
+
+// ownership builds the rule's inputs from a listing of our network's
+// endpoints (network: their IDs, or nil to build them from eps).
+func (p *Proxier) ownership(n *Network, eps []Endpoint, network map[string]struct{}) *ownership {
+	o := &ownership{network: network}
+	if o.network == nil {
+		o.network = make(map[string]struct{}, len(eps))
+		for i := range eps {
+			o.network[eps[i].ID] = struct{}{}
+		}
+	}
+	vip := p.cfg.SourceVIP
+	if n != nil && n.Type.IsOverlay() && vip.IsValid() && !slices.Contains(p.cfg.NodeIPs, vip) {
+		for i := range eps {
+			if eps[i].IP == vip && !eps[i].Remote {
+				o.sourceVIPOnNetwork = true
+				break
+			}
+		}
+	}
+	var all map[string]struct{}
+	listed := false
+	o.anywhere = func() map[string]struct{} {
+		if !listed {
+			listed = true
+			list, err := p.hns.ListEndpoints("")
+			if err != nil {
+				p.log.Error(err, "Listing every network's HNS endpoints; keeping load balancers whose endpoints are gone")
+				return nil
+			}
+			all = make(map[string]struct{}, len(list))
+			for i := range list {
+				all[list[i].ID] = struct{}{}
+			}
+		}
+		return all
+	}
+	return o
+}
+
+// ownsLB is the ownership rule: an LB found in HNS is this engine's
+//
+//  1. when it holds the key of an LB we plan (see attribute), or when we
+//     created or adopted it in this process;
+//  2. when its source VIP is ours (Config.SourceVIP or the node IP) and
+//     at least one endpoint it names is on our network;
+//  3. when its source VIP is Config.SourceVIP, that address is our overlay
+//     network's source-VIP endpoint (not a node IP), and no endpoint it
+//     names exists on any network any more: an LB of ours from an earlier
+//     run whose backends are all gone. Another network's proxy SNATs to
+//     its own network's address, and an LB of another network with our
+//     source VIP still names endpoints that exist (rule 3 lists every
+//     network's endpoints, once, to see that).
+//
+// Not recognised: an LB whose source VIP is the node IP (l2bridge, or an
+// overlay LB with a backend outside the remote subnets) once its
+// endpoints are all gone, as every network's proxy on the node may use
+// that address. Every other LB (another network's proxy, another
+// program) is never updated or deleted.
+func (p *Proxier) ownsLB(lb *LoadBalancer, o *ownership) bool {
 	if a := p.st.lbs[lb.Key()]; a != nil && a.lb.ID == lb.ID {
 		return true
 	}
@@ -192,13 +258,24 @@ func (p *Proxier) ownsLB(lb *LoadBalancer, byID map[string]struct{}) bool {
 	if src != p.cfg.SourceVIP && src != p.cfg.NodeIP() {
 		return false
 	}
-	found := false
 	for _, id := range lb.EndpointIDs {
-		if _, ok := byID[id]; ok {
-			found = true
+		if _, ok := o.network[id]; ok {
+			return true
 		}
 	}
-	return found
+	if src != p.cfg.SourceVIP || !o.sourceVIPOnNetwork {
+		return false
+	}
+	all := o.anywhere()
+	if all == nil {
+		return false
+	}
+	for _, id := range lb.EndpointIDs {
+		if _, ok := all[id]; ok {
+			return false // on another network
+		}
+	}
+	return true
 }
 
 func joinErrs(errs []error) error {

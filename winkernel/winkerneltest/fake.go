@@ -289,13 +289,13 @@ func (f *FakeHNS) ListEndpoints(networkID string) ([]winkernel.Endpoint, error) 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.networks[networkID]; !ok {
+	if _, ok := f.networks[networkID]; !ok && networkID != "" {
 		return nil, fmt.Errorf("fake HNS: network %s: %w", networkID, winkernel.ErrNotFound)
 	}
-	// In no particular order, as HNS lists them.
+	// In no particular order, as HNS lists them; "" lists every network's.
 	out := make([]winkernel.Endpoint, 0, len(f.endpoints))
 	for _, ep := range f.endpoints {
-		if ep.NetworkID == networkID {
+		if ep.NetworkID == networkID || networkID == "" {
 			out = append(out, ep)
 		}
 	}
