@@ -221,3 +221,45 @@ func (c *endpointChurn) step(p *Proxier) {
 	c.gen[i]++
 	p.OnEndpointSliceUpdate(old, benchSlice(i, c.gen[i]))
 }
+
+// BenchmarkSyncCold is a cold start: per op a new Proxier is fed the n
+// services (outside the timer) and makes its first, full sync. It is the
+// sync whose payload buffer has no size from an earlier one.
+func BenchmarkSyncCold(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			var cpu time.Duration
+			var hw heapWatch
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				cr := &countingRunner{family: v1.IPv4Protocol}
+				p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: cr})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range n {
+					p.OnServiceAdd(benchService(i))
+					p.OnEndpointSliceAdd(benchSlice(i, 0))
+				}
+				p.OnServiceSynced()
+				p.OnEndpointSlicesSynced()
+				runtime.GC()
+				b.StartTimer()
+				c0 := cpuTime()
+				if err := p.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - c0
+				b.StopTimer()
+				hw.sample()
+				runtime.KeepAlive(p)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(hw.peak)/(1<<20), "peak-heap-MiB")
+		})
+	}
+}

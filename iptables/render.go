@@ -77,8 +77,15 @@ type renderStats struct {
 // that are not wanted are deleted.
 func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing map[Chain]struct{}) []byte {
 	r.out.reset()
-	if cap(r.out.buf) < r.sizeHint {
-		r.out.buf = make([]byte, 0, r.sizeHint+r.sizeHint/8)
+	size := r.sizeHint
+	if size == 0 {
+		// First full render: size the payload from the workload rather
+		// than growing it by appending (at 10,000 services that grew it
+		// to 33 MB through ~170 MB of copies).
+		size = fullPayloadEstimate(len(services), countEndpoints(endpoints))
+	}
+	if cap(r.out.buf) < size {
+		r.out.buf = make([]byte, 0, size+size/8)
 	}
 	r.filter.reset()
 	r.decl = r.decl[:0]
@@ -149,6 +156,15 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	}
 	r.pendingFull = plans
 	return r.finish(true)
+}
+
+// fullPayloadEstimate is about the size of a full payload: per endpoint
+// its KUBE-SEP chain (declaration, mark and DNAT rules, ~230 bytes) and
+// its rule in the service chain (~100 bytes); per service port its
+// chains and dispatch rules (~600 bytes). Measured on the benchmark
+// workload: 3.3 MB at 1,000 services, 33 MB at 10,000.
+func fullPayloadEstimate(servicePorts, endpoints int) int {
+	return 330*endpoints + 600*servicePorts
 }
 
 // renderPartial writes only the services named in changed: their chains are
