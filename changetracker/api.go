@@ -28,6 +28,10 @@ type EndpointsMap map[proxy.ServicePortName][]proxy.Endpoint
 type MakeServicePortFunc func(port *v1.ServicePort, service *v1.Service, base *proxy.BaseServicePort) proxy.ServicePort
 
 // MakeEndpointFunc lets an engine wrap the base endpoint with its own data.
+// The hook may keep both pointers but must not modify what they point to:
+// base is shared with the tracker's cache of the slice (a service with one
+// slice hands out the cached values themselves, without a copy), and the
+// name lives in the tracker's per-service result.
 type MakeEndpointFunc func(base *proxy.BaseEndpoint, svcPortName *proxy.ServicePortName) proxy.Endpoint
 
 // ServiceTrackerConfig configures a ServiceChangeTracker. Zero values: see fields.
@@ -127,7 +131,8 @@ const (
 // Update is what Tracker.Update hands the engine for one sync.
 type Update struct {
 	// Services and Endpoints are the tracker's current maps (owned by the
-	// tracker, read-only for the engine until the next Update). With an
+	// tracker, read-only for the engine until the next Update; the
+	// endpoints they hold are never modified, not even after it). With an
 	// active Filter, Services leaves out services with no endpoints of ours.
 	Services  ServicePortMap
 	Endpoints EndpointsMap
