@@ -97,7 +97,11 @@ func (s *Sockets) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		return nil, err
 	}
 	tl := &trackedListener{Listener: ln, s: s}
-	tl.key = s.opened("tcp", netip.MustParseAddrPort(ln.Addr().String()))
+	var bound netip.AddrPort
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
+		bound = ta.AddrPort()
+	}
+	tl.key = s.opened("tcp", bound)
 	return tl, nil
 }
 
@@ -157,6 +161,9 @@ func (s *Sockets) Dump() string {
 	return b.String()
 }
 
+// trackedListener forgets its address in Dump when closed; Accept is the
+// real listener's, so accepted connections are *net.TCPConn and the proxy
+// still splices.
 type trackedListener struct {
 	net.Listener
 	s    *Sockets
@@ -168,7 +175,3 @@ func (l *trackedListener) Close() error {
 	l.once.Do(func() { l.s.closed(l.key) })
 	return l.Listener.Close()
 }
-
-// Accept returns the *net.TCPConn of the real listener, so the proxy still
-// splices.
-func (l *trackedListener) Accept() (net.Conn, error) { return l.Listener.Accept() }
