@@ -296,8 +296,9 @@ func TestFailedDeleteIsRetried(t *testing.T) {
 
 func TestLeakedDeleteConverges(t *testing.T) {
 	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	noUpdate := winkernel.Features{DSR: true, SessionAffinity: true, RemoteSubnet: true} // no in-place update
 	f := newTopoFakes(topo, winkernel.NetworkOverlay)
-	f.SetFeatures(winkernel.Features{DSR: true, SessionAffinity: true, RemoteSubnet: true}) // no in-place update
+	f.SetFeatures(noUpdate)
 	p := newTopoProxier(t, topo, f, nil)
 	feeder := proxytest.NewFeeder(p)
 	objs := world(topo)
@@ -319,6 +320,7 @@ func TestLeakedDeleteConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	clean := newTopoFakes(topo, winkernel.NetworkOverlay)
+	clean.SetFeatures(noUpdate) // (Dump shows the features)
 	pc := newTopoProxier(t, topo, clean, nil)
 	mustSync(t, proxytest.NewFeeder(pc), pc, changed)
 	if got, want := f.Dump(), clean.Dump(); got != want {
@@ -445,5 +447,45 @@ func TestNewLocalPodFoundByRelisting(t *testing.T) {
 	}
 	if !strings.Contains(f.Dump(), "lb 10.96.0.1:80/tcp -> 10.244.1.2:8080 10.244.1.77:8080 ") {
 		t.Errorf("the new pod is not a backend:\n%s", f.Dump())
+	}
+}
+
+// TestRestartOverDumpedState: a fake seeded from the text of the golden
+// states (winkerneltest.NewFakesFromDump) is an HNS a previous run left
+// right: a new proxier adopts it with no write and the same dump.
+func TestRestartOverDumpedState(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		family v1.IPFamily
+		dsr    bool
+	}{
+		{"overlay.golden", v1.IPv4Protocol, false},
+		{"overlay-dsr-ipv6.golden", v1.IPv6Protocol, true},
+		{"l2bridge.golden", v1.IPv4Protocol, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", tc.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := winkerneltest.NewFakesFromDump(tc.family, string(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			topo := proxytest.DefaultTopology(tc.family)
+			p := newTopoProxier(t, topo, f, func(c *winkernel.Config) {
+				c.EnableDSR = tc.dsr
+				if strings.HasPrefix(tc.name, "l2bridge") {
+					c.SourceVIP = netip.Addr{}
+				}
+			})
+			mustSync(t, proxytest.NewFeeder(p), p, world(topo))
+			if n := writes(f); n != 0 {
+				t.Errorf("%d writes over a dumped correct state: %v", n, f.HNS.Calls())
+			}
+			if got := f.Dump(); got != string(data) {
+				t.Errorf("state changed:\n%s\nwant\n%s", got, data)
+			}
+		})
 	}
 }

@@ -4,7 +4,8 @@
 // IPv6 address without the IPv6 flag, updates without the
 // ModifyLoadBalancer feature), counts calls and injects faults with the
 // shared proxytest.Faults verbs, leaks deletes and deletes out of band on
-// request, and renders its state with Dump; and Tracer, which answers
+// request, renders its state with Dump and reads such text back with
+// ParseDump (NewFakesFromDump seeds a kit from it); and Tracer, which answers
 // where a packet goes under the load balancers the fake holds
 // (proxytest.Tracer).
 //

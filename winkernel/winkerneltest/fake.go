@@ -473,21 +473,40 @@ func (f *FakeHNS) DeleteLoadBalancer(id string) error {
 //	endpoint 10.244.1.2 local name=pod-a1
 //	endpoint 10.244.2.2 remote pa=192.168.50.11 mac=02-11-0a-f4-02-02
 //	lb 10.96.0.10:80/tcp -> 10.244.1.2:8080 10.244.2.2:8080 src=10.244.1.250 flags=none dist=none
+//
+// Networks come in the order they were added. A network's features and
+// HNS version are written only when they differ from NewFakes' (every
+// feature, version 15.0); an endpoint's network (net=) only when it is
+// not the first network; a remote endpoint's name only when it is not the
+// engine's (winkernel.RemoteEndpointNamePrefix and its address). Left
+// out: IDs, local endpoints' MACs and provider addresses, remote subnets'
+// isolation IDs and DR MACs. ParseDump reads this text back.
 func (f *FakeHNS) Dump() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var b strings.Builder
-	nets := make([]*winkernel.Network, 0, len(f.networks))
-	for _, n := range f.networks {
-		nets = append(nets, n)
-	}
-	sort.Slice(nets, func(i, j int) bool { return nets[i].Name < nets[j].Name })
+	nets := f.sortedNetworks()
 	for _, n := range nets {
 		fmt.Fprintf(&b, "network %s %s", n.Name, n.Type)
 		for _, rs := range n.RemoteSubnets {
 			fmt.Fprintf(&b, " remote %s via %s", rs.DestinationPrefix, rs.ProviderAddress)
 		}
+		if n.Features != defaultFeatures {
+			fmt.Fprintf(&b, " features=%s", featuresString(n.Features))
+		}
+		if n.Version != defaultVersion {
+			fmt.Fprintf(&b, " version=%d.%d", n.Version.Major, n.Version.Minor)
+		}
 		b.WriteByte('\n')
+	}
+	netSuffix := func(ep *winkernel.Endpoint) string {
+		if len(nets) < 2 || ep.NetworkID == nets[0].ID {
+			return ""
+		}
+		if n := f.networks[ep.NetworkID]; n != nil {
+			return " net=" + n.Name
+		}
+		return " net-id=" + ep.NetworkID
 	}
 	for _, ep := range f.sortedEndpoints() {
 		if ep.Remote {
@@ -496,12 +515,16 @@ func (f *FakeHNS) Dump() string {
 				fmt.Fprintf(&b, " pa=%s", ep.ProviderAddress)
 			}
 			fmt.Fprintf(&b, " mac=%s", ep.MAC)
+			if ep.Name != winkernel.RemoteEndpointNamePrefix+ep.IP.String() {
+				fmt.Fprintf(&b, " name=%s", ep.Name)
+			}
 		} else {
 			fmt.Fprintf(&b, "endpoint %s local", ep.IP)
 			if ep.Name != "" {
 				fmt.Fprintf(&b, " name=%s", ep.Name)
 			}
 		}
+		b.WriteString(netSuffix(&ep))
 		b.WriteByte('\n')
 	}
 	for _, lb := range f.sortedLBs() {
@@ -535,4 +558,20 @@ func (f *FakeHNS) Dump() string {
 		fmt.Fprintf(&b, " src=%s flags=%s dist=%s\n", src, lb.Flags, dist)
 	}
 	return b.String()
+}
+
+// sortedNetworks returns the networks in the order they were added (by
+// ID: made-up IDs count up).
+func (f *FakeHNS) sortedNetworks() []*winkernel.Network {
+	nets := make([]*winkernel.Network, 0, len(f.networks))
+	for _, n := range f.networks {
+		nets = append(nets, n)
+	}
+	sort.Slice(nets, func(i, j int) bool {
+		if len(nets[i].ID) != len(nets[j].ID) {
+			return len(nets[i].ID) < len(nets[j].ID)
+		}
+		return nets[i].ID < nets[j].ID
+	})
+	return nets
 }

@@ -27,12 +27,26 @@ type Fakes struct {
 // Tests add remote subnets with SetNetwork and pods with AddPod.
 func NewFakes(family v1.IPFamily) *Fakes {
 	f := &Fakes{HNS: NewFakeHNS(), Family: family}
-	f.HNS.AddNetwork(winkernel.Network{
-		Name: NetworkName, Type: winkernel.NetworkOverlay,
-		Features: winkernel.Features{DSR: true, SessionAffinity: true, IPv6DualStack: true, ModifyLoadBalancer: true, RemoteSubnet: true},
-		Version:  winkernel.Version{Major: 15, Minor: 0},
-	})
+	f.HNS.AddNetwork(winkernel.Network{Name: NetworkName, Type: winkernel.NetworkOverlay, Features: defaultFeatures, Version: defaultVersion})
 	return f
+}
+
+// The features and HNS version of NewFakes' network (and of the networks
+// ParseDump reads without features= or version=).
+var (
+	defaultFeatures = winkernel.Features{DSR: true, SessionAffinity: true, IPv6DualStack: true, ModifyLoadBalancer: true, RemoteSubnet: true}
+	defaultVersion  = winkernel.Version{Major: 15, Minor: 0}
+)
+
+// NewFakesFromDump returns fakes holding the state dump describes, in
+// the form FakeHNS.Dump writes (see FakeHNS.ParseDump): for tests that
+// start from a given HNS, say a node after an earlier run.
+func NewFakesFromDump(family v1.IPFamily, dump string) (*Fakes, error) {
+	f := &Fakes{HNS: NewFakeHNS(), Family: family}
+	if err := f.HNS.ParseDump(dump); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // Interfaces returns the fakes as a winkernel.Interfaces.
