@@ -91,7 +91,12 @@ func protocolNumber(p v1.Protocol) uint16 {
 }
 
 // planServicePort plans the load balancers and remote endpoints of one
-// service port. Pure: no I/O, input not modified.
+// service port. Pure: no I/O, input not modified. Each kind of address
+// is planned in a file of its own (plan_clusterip.go, plan_nodeport.go,
+// plan_externalip.go, plan_loadbalancer.go, plan_healthcheck.go), from
+// the endpoint selection made here once; the remote endpoints the LBs need
+// are planned last (plan_remote.go). LBs come in this order: cluster IP,
+// node port, external IPs, then each ingress IP and its health check.
 //
 // Endpoint selection is the shared one (proxy.CategorizeEndpoints): ready
 // endpoints, else serving-and-terminating ones, for every kind of LB.
@@ -100,9 +105,41 @@ func protocolNumber(p v1.Protocol) uint16 {
 // Linux modes.
 func planServicePort(env *planEnv, svc proxy.ServicePort, eps []proxy.Endpoint) servicePlan {
 	var plan servicePlan
+	sel := selectBackends(env, svc, eps, &plan)
+	planClusterIP(env, sel, &plan)
+	planNodePort(sel, &plan)
+	planExternalIPs(sel, &plan)
+	planLoadBalancerIngress(env, sel, &plan)
+	planRemotes(env, &plan)
+	return plan
+}
+
+// selection is what every kind of LB of one service port is planned
+// from: its backends, its protocol and the settings all its LBs share.
+type selection struct {
+	svc   proxy.ServicePort
+	proto uint16
+	// common holds the source VIP, distribution and IPv6 flag of every LB.
+	common wantLB
+	// cluster and local are the backends of each policy, with the
+	// internal port of each.
+	cluster, local []backend
+	portC, portL   uint16
+	// hasAny: the service has endpoints at all (health-check VIPs).
+	hasAny bool
+	// preserveDIP: the preserve-destination annotation, with HNS's DSR.
+	preserveDIP bool
+	// externalDSR is FlagDSR for externalTrafficPolicy: Local with DSR.
+	externalDSR LBFlags
+}
+
+// selectBackends makes the endpoint selection and the settings shared by
+// every LB of svc.
+func selectBackends(env *planEnv, svc proxy.ServicePort, eps []proxy.Endpoint, plan *servicePlan) *selection {
 	cluster, local, _, hasAny := proxy.CategorizeEndpoints(eps, svc, env.nodeName, env.nodeLabels)
-	preserveDIP := env.dsr && strings.EqualFold(svc.Annotations()[AnnotationPreserveDestination], "true")
-	if preserveDIP && !svc.UsesLocalEndpoints() {
+	sel := &selection{svc: svc, proto: protocolNumber(svc.Protocol()), hasAny: hasAny,
+		preserveDIP: env.dsr && strings.EqualFold(svc.Annotations()[AnnotationPreserveDestination], "true")}
+	if sel.preserveDIP && !svc.UsesLocalEndpoints() {
 		// No Local policy, so the shared selection made no local set: the
 		// local part of the cluster set.
 		for _, ep := range cluster {
@@ -111,108 +148,54 @@ func planServicePort(env *planEnv, svc proxy.ServicePort, eps []proxy.Endpoint) 
 			}
 		}
 	}
-	clusterB, portC := env.backends(cluster, &plan)
-	localB, portL := env.backends(local, &plan)
-
-	localDSR := env.dsr && svc.ExternalPolicyLocal()
-	common := wantLB{
-		SourceVIP: env.sourceVIPFor(clusterB, localB),
-	}
+	sel.cluster, sel.portC = env.backends(cluster, plan)
+	sel.local, sel.portL = env.backends(local, plan)
+	sel.common.SourceVIP = env.sourceVIPFor(sel.cluster, sel.local)
 	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
-		common.Distribution = DistributionSourceIP
+		sel.common.Distribution = DistributionSourceIP
 	}
 	if env.ipv6 {
-		common.Flags |= FlagIPv6
+		sel.common.Flags |= FlagIPv6
 	}
-	proto := protocolNumber(svc.Protocol())
+	if env.dsr && svc.ExternalPolicyLocal() {
+		sel.externalDSR = FlagDSR
+	}
+	return sel
+}
 
-	add := func(kind lbKind, vip netip.Addr, port int, backends []backend, internal uint16, flags LBFlags) {
-		if len(backends) == 0 || port <= 0 || port > 65535 {
-			return // no LB: HNS has no reject, the traffic is dropped
-		}
-		lb := common
-		lb.Kind = kind
-		lb.Key = LBKey{VIP: vip, Protocol: proto, Port: uint16(port)}
-		lb.Backends = backends
-		lb.InternalPort = internal
-		lb.Flags |= flags
-		plan.LBs = append(plan.LBs, lb)
+// external are the backends of traffic from outside the cluster
+// (externalTrafficPolicy).
+func (sel *selection) external() ([]backend, uint16) {
+	if sel.svc.ExternalPolicyLocal() {
+		return sel.local, sel.portL
 	}
+	return sel.cluster, sel.portC
+}
 
-	// Cluster IP (internalTrafficPolicy: Local takes only local endpoints).
-	if svc.ClusterIP().IsValid() {
-		b, p := clusterB, portC
-		if svc.InternalPolicyLocal() {
-			b, p = localB, portL
-		}
-		var flags LBFlags
-		if env.dsr && env.enableDSR {
-			flags |= FlagDSR
-		}
-		add(kindClusterIP, svc.ClusterIP(), svc.Port(), b, p, flags)
-		if env.overlay && len(b) > 0 {
-			// kube-proxy keeps a remote endpoint for the cluster IP itself
-			// on overlay networks, with the host's MAC and the node IP as
-			// provider address.
-			plan.Remotes = append(plan.Remotes, wantRemote{IP: svc.ClusterIP(), MAC: env.hostMAC, ProviderAddress: env.nodeIP})
-		}
+// nodePortBackends are the backends of node ports and ingress IPs: the
+// external ones, or the local ones with the preserve-destination
+// annotation.
+func (sel *selection) nodePortBackends() ([]backend, uint16) {
+	if sel.preserveDIP {
+		return sel.local, sel.portL
 	}
+	return sel.external()
+}
 
-	// Node port: every host address, routed locally.
-	extB, extP := clusterB, portC
-	if svc.ExternalPolicyLocal() {
-		extB, extP = localB, portL
+// add appends an LB of sel's service port to plan, unless it would have
+// no backend or its port is out of range: then there is no LB (HNS has no
+// reject, the traffic is dropped).
+func (plan *servicePlan) add(sel *selection, kind lbKind, proto uint16, vip netip.Addr, port int, backends []backend, internal uint16, flags LBFlags) {
+	if len(backends) == 0 || port <= 0 || port > 65535 {
+		return
 	}
-	npB, npP := extB, extP
-	if preserveDIP {
-		npB, npP = localB, portL
-	}
-	var extDSR LBFlags
-	if localDSR {
-		extDSR = FlagDSR
-	}
-	if svc.NodePort() > 0 {
-		add(kindNodePort, netip.Addr{}, svc.NodePort(), npB, npP, FlagVipExternalIP|FlagLocalRoutedVIP|extDSR)
-	}
-	for _, ip := range svc.ExternalIPs() {
-		add(kindExternalIP, ip, svc.Port(), extB, extP, FlagVipExternalIP|extDSR)
-	}
-	ingFlags := FlagVipExternalIP | extDSR
-	if preserveDIP {
-		ingFlags |= FlagDSR | FlagUseMux | FlagPreserveDIP
-	}
-	for _, ip := range svc.LoadBalancerVIPs() {
-		add(kindLoadBalancer, ip, svc.Port(), npB, npP, ingFlags)
-		if env.rootIP.IsValid() && hasAny {
-			hc := svc.HealthCheckNodePort()
-			if hc == 0 {
-				hc = env.healthzPort
-			}
-			var hcFlags LBFlags
-			if preserveDIP {
-				hcFlags = FlagUseMux | FlagPreserveDIP
-			}
-			root := []backend{{IP: env.rootIP, Port: uint16(hc), Local: true}}
-			// The health check is HTTP: TCP, whatever the service's protocol
-			// (kube-proxy uses the service's protocol).
-			save := proto
-			proto = ProtocolTCP
-			add(kindHealthCheck, ip, hc, root, uint16(hc), hcFlags)
-			proto = save
-		}
-	}
-
-	// Remote endpoints every LB above needs (few: a linear look for
-	// duplicates costs less than a set).
-	for _, lb := range plan.LBs {
-		for _, b := range lb.Backends {
-			if b.Local || slices.ContainsFunc(plan.Remotes, func(r wantRemote) bool { return r.IP == b.IP }) {
-				continue
-			}
-			plan.Remotes = append(plan.Remotes, env.remoteFor(b.IP))
-		}
-	}
-	return plan
+	lb := sel.common
+	lb.Kind = kind
+	lb.Key = LBKey{VIP: vip, Protocol: proto, Port: uint16(port)}
+	lb.Backends = backends
+	lb.InternalPort = internal
+	lb.Flags |= flags
+	plan.LBs = append(plan.LBs, lb)
 }
 
 // backends turns selected endpoints into LB backends, sorted by address.
@@ -245,58 +228,4 @@ func (env *planEnv) backends(eps []proxy.Endpoint, plan *servicePlan) ([]backend
 		kept = append(kept, b)
 	}
 	return kept, port
-}
-
-// sourceVIPFor picks the LB's source VIP as kube-proxy does: on overlay,
-// the node IP when a remote backend is a node's address (a provider
-// address) or outside every remote subnet (a public address), else the
-// configured source VIP.
-func (env *planEnv) sourceVIPFor(sets ...[]backend) netip.Addr {
-	if !env.overlay {
-		return env.sourceVIP
-	}
-	for _, backends := range sets {
-		for _, b := range backends {
-			if b.Local {
-				continue
-			}
-			pa, ok := env.network.ProviderAddressFor(b.IP)
-			if !ok || pa == b.IP {
-				return env.nodeIP
-			}
-		}
-	}
-	return env.sourceVIP
-}
-
-// remoteFor is the remote endpoint for a backend on another node: on
-// overlay, with the provider address of its remote subnet (the node IP
-// when none holds it); on l2bridge with a MAC made up from the address.
-func (env *planEnv) remoteFor(ip netip.Addr) wantRemote {
-	r := wantRemote{IP: ip, MAC: conjureMAC(ip)}
-	if env.overlay {
-		if pa, ok := env.network.ProviderAddressFor(ip); ok {
-			r.ProviderAddress = pa
-		} else {
-			r.ProviderAddress = env.nodeIP
-		}
-	}
-	return r
-}
-
-// conjureMAC makes a MAC for a remote endpoint from its address, as
-// kube-proxy does ("02-11-" and the last four bytes): it is never sent on
-// the wire, only keeps the endpoints distinct.
-func conjureMAC(ip netip.Addr) string {
-	b := ip.As16()
-	last := [4]byte{b[12], b[13], b[14], b[15]}
-	if !ip.Is4() && !ip.Is4In6() {
-		last = [4]byte{b[15], b[14], b[13], b[12]}
-	}
-	const hexDigits = "0123456789abcdef"
-	mac := []byte("02-11-00-00-00-00")
-	for i, x := range last {
-		mac[6+3*i], mac[7+3*i] = hexDigits[x>>4], hexDigits[x&0xf]
-	}
-	return string(mac)
 }
