@@ -19,7 +19,7 @@ import (
 	"github.com/svcproxy/svcproxy/proxy/runner"
 )
 
-// ErrClosed is returned by Sync, DryRun and Cleanup after Close.
+// ErrClosed is returned by Sync and DryRun after Close.
 var ErrClosed = errors.New("proxier closed")
 
 // ErrNoDryRun is returned by DryRun for an engine that has no dry run.
@@ -41,8 +41,10 @@ type Hooks struct {
 	DryRun func(ctx context.Context, req *Request) (string, error)
 	// Drifted, if set, cheaply checks that the node still holds what the
 	// last sync wrote (a canary chain, say). Run calls it every
-	// Common.DriftCheckInterval after the first successful full sync; true
-	// makes the next sync full and starts it at once.
+	// Common.DriftCheckInterval after the first successful full sync, on
+	// the goroutine that called Run (so in Run's network namespace), never
+	// concurrently with the other hooks; true makes the next sync full and
+	// starts it at once.
 	Drifted func(ctx context.Context) (bool, error)
 	// Cleanup removes everything this engine's mode may have left on the
 	// node, ours or an earlier run's; nil means there is nothing to clean.
@@ -172,15 +174,21 @@ type Base struct {
 	tracker *changetracker.Tracker
 	loop    *runner.Runner
 	closed  atomic.Bool
+	// wanted: a change, a request or a requeue asked for a sync that has
+	// not started yet; driftDue: the drift ticker asked for a check.
+	wanted   atomic.Bool
+	driftDue atomic.Bool
 
 	mu         sync.Mutex // serializes syncs and the hooks; guards below
 	needFull   bool
 	fullReason Reason
 	lastFull   time.Time
-	pendingCT  []conntrack.Filter
-	stats      Stats
-	requeue    clock.Timer
-	runCtx     context.Context
+	// lastAttempt is when the last sync started, failed or not.
+	lastAttempt time.Time
+	pendingCT   []conntrack.Filter
+	stats       Stats
+	requeue     clock.Timer
+	runCtx      context.Context
 }
 
 // New returns a Base for cfg (defaults applied) and hooks. Nothing touches
@@ -247,6 +255,12 @@ func (b *Base) onChange(kind changetracker.Change) {
 		hs.QueuedUpdate(b.cfg.IPFamily)
 	}
 	m.SetLastQueued(b.cfg.IPFamily, b.cfg.Clock.Now())
+	b.trigger()
+}
+
+// trigger asks the loop for a sync.
+func (b *Base) trigger() {
+	b.wanted.Store(true)
 	b.loop.Trigger()
 }
 
@@ -331,11 +345,18 @@ func (b *Base) Run(ctx context.Context) error {
 			b.watchDrift(ctx)
 		}()
 	}
-	b.loop.Trigger()
+	b.trigger()
 	return b.loop.Run(ctx)
 }
 
 func (b *Base) runOnce(ctx context.Context) error {
+	if b.driftDue.Swap(false) {
+		// A drift check runs here, on Run's goroutine (inside the network
+		// namespace Run was called in), never on a goroutine of its own.
+		if drifted := b.checkDrift(ctx); !drifted && !b.syncDue() {
+			return nil // only the check was due
+		}
+	}
 	err := b.Sync(ctx)
 	if errors.Is(err, proxy.ErrNotSynced) || errors.Is(err, ErrClosed) {
 		return nil // the handlers trigger again once synced
@@ -343,8 +364,19 @@ func (b *Base) runOnce(ctx context.Context) error {
 	return err
 }
 
-// watchDrift asks the engine every DriftCheckInterval whether the node
-// still holds what it wrote.
+// syncDue reports whether a loop run must sync: something asked for one,
+// the last sync failed, or SyncPeriod has passed since the last one.
+func (b *Base) syncDue() bool {
+	if b.wanted.Load() {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats.ConsecutiveFailures > 0 || b.cfg.Clock.Since(b.lastAttempt) >= b.cfg.SyncPeriod
+}
+
+// watchDrift marks a drift check due every DriftCheckInterval and wakes
+// the loop, which runs it.
 func (b *Base) watchDrift(ctx context.Context) {
 	t := b.cfg.Clock.NewTicker(b.cfg.DriftCheckInterval)
 	defer t.Stop()
@@ -357,24 +389,31 @@ func (b *Base) watchDrift(ctx context.Context) {
 		if b.closed.Load() {
 			return
 		}
-		b.mu.Lock()
-		if b.lastFull.IsZero() || b.needFull {
-			b.mu.Unlock()
-			continue // nothing written yet, or a full sync is due anyway
-		}
-		drifted, err := b.hooks.Drifted(ctx)
-		if drifted {
-			b.needFull, b.fullReason = true, ReasonDrift
-		}
-		b.mu.Unlock()
-		switch {
-		case err != nil:
-			b.log.Error(err, "Checking the node for drift")
-		case drifted:
-			b.log.Info("The node no longer holds what the last sync wrote; syncing in full", "engine", b.hooks.Name)
-			b.loop.Trigger()
-		}
+		b.driftDue.Store(true)
+		b.loop.Trigger()
 	}
+}
+
+// checkDrift asks the engine whether the node still holds what it wrote;
+// on drift the next sync is full.
+func (b *Base) checkDrift(ctx context.Context) bool {
+	b.mu.Lock()
+	if b.lastFull.IsZero() || b.needFull || b.closed.Load() {
+		b.mu.Unlock()
+		return false // nothing written yet, or a full sync is due anyway
+	}
+	drifted, err := b.hooks.Drifted(ctx)
+	if drifted {
+		b.needFull, b.fullReason = true, ReasonDrift
+	}
+	b.mu.Unlock()
+	switch {
+	case err != nil:
+		b.log.Error(err, "Checking the node for drift")
+	case drifted:
+		b.log.Info("The node no longer holds what the last sync wrote; syncing in full", "engine", b.hooks.Name)
+	}
+	return drifted
 }
 
 // RequestFullSync makes the next sync full (it does not start one; Run's
@@ -385,7 +424,7 @@ func (b *Base) RequestFullSync() {
 		b.needFull, b.fullReason = true, ReasonRequested
 	}
 	b.mu.Unlock()
-	b.loop.Trigger()
+	b.trigger()
 }
 
 // Sync programs the node now: when it returns nil, the node reflects every
@@ -414,6 +453,8 @@ func (b *Base) Sync(ctx context.Context) error {
 func (b *Base) syncLocked(ctx context.Context) SyncOutcome {
 	clk, m, fam := b.cfg.Clock, b.cfg.Metrics, b.cfg.IPFamily
 	start := clk.Now()
+	b.wanted.Store(false)
+	b.lastAttempt = start
 	u := b.tracker.Update()
 	b.setPendingMetrics()
 	b.pendingCT = StaleUDPFilters(&u, b.pendingCT)
@@ -465,8 +506,10 @@ func (b *Base) syncLocked(ctx context.Context) SyncOutcome {
 	b.stats.Last = out
 	b.stats.LastSuccess = start
 	b.stats.Skipped = b.tracker.Skipped()
-	b.log.V(2).Info("Synced", "engine", b.hooks.Name, "full", out.Full, "reason", out.Reason,
-		"services", out.Services, "changed", out.Changed, "writes", res.Writes, "elapsed", out.Duration)
+	if v := b.log.V(2); v.Enabled() { // not boxing the values on every sync when off
+		v.Info("Synced", "engine", b.hooks.Name, "full", out.Full, "reason", out.Reason,
+			"services", out.Services, "changed", out.Changed, "writes", res.Writes, "elapsed", out.Duration)
+	}
 	b.scheduleRequeue(res.RequeueAfter)
 	return out
 }
@@ -527,7 +570,7 @@ func (b *Base) scheduleRequeue(d time.Duration) {
 	go func() {
 		select {
 		case <-t.C():
-			b.loop.Trigger()
+			b.trigger()
 		case <-ctx.Done():
 		}
 	}()
@@ -559,11 +602,9 @@ func (b *Base) DryRun(ctx context.Context) (string, error) {
 
 // Cleanup removes everything this engine's mode may have left on the node
 // (rules, virtual servers, sets, addresses), ours or an earlier run's, and
-// makes the next sync full. It does not need the initial lists synced.
+// makes the next sync full. It does not need the initial lists synced, and
+// works after Close too (stop serving, then clean up).
 func (b *Base) Cleanup(ctx context.Context) error {
-	if b.closed.Load() {
-		return ErrClosed
-	}
 	if b.hooks.Cleanup == nil {
 		return nil
 	}
@@ -573,8 +614,8 @@ func (b *Base) Cleanup(ctx context.Context) error {
 	return b.hooks.Cleanup(ctx)
 }
 
-// Close releases what the engine holds; afterwards Sync, DryRun and
-// Cleanup return ErrClosed and Run's loop stops syncing. What was written
+// Close releases what the engine holds; afterwards Sync and DryRun return
+// ErrClosed and Run's loop stops syncing. What was written
 // to the node stays (Cleanup removes it). Close is idempotent.
 func (b *Base) Close() error {
 	if b.closed.Swap(true) {

@@ -323,6 +323,42 @@ func TestDryRunCloseAndCleanup(t *testing.T) {
 	if err := b.Sync(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Sync after Close = %v, want ErrClosed", err)
 	}
+	if err := b.Cleanup(context.Background()); err != nil || cleaned != 2 {
+		t.Fatalf("Cleanup after Close = %v, cleaned %d times; want it to run", err, cleaned)
+	}
+}
+
+// With drift checks every few milliseconds, Run still syncs every
+// SyncPeriod (the checks do not postpone the periodic sync), and a check
+// that finds nothing causes no sync.
+func TestDriftChecksKeepPeriodicSyncs(t *testing.T) {
+	r := &recorder{syncs: make(chan Request, 64)}
+	var checks sync.WaitGroup
+	checks.Add(5)
+	h := r.hooks()
+	var n int
+	h.Drifted = func(context.Context) (bool, error) {
+		if n++; n <= 5 {
+			checks.Done()
+		}
+		return false, nil
+	}
+	b, err := New(Common{Logger: testr.New(t), MinSyncPeriod: -1, SyncPeriod: 200 * time.Millisecond, DriftCheckInterval: 2 * time.Millisecond}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	synced(b)
+	waitFor(t, r.syncs, func(req Request) bool { return req.Reason == ReasonInitial })
+	checks.Wait() // five checks found nothing...
+	// ...and the next sync is the periodic one, partial, with no change.
+	waitFor(t, r.syncs, func(req Request) bool { return !req.Full && len(req.Update.ChangedServices) == 0 })
+	if s := b.Stats(); s.Syncs > 3 {
+		t.Errorf("%d syncs: drift checks that found nothing caused syncs", s.Syncs)
+	}
 }
 
 func TestRunRepairsDriftAndRequeues(t *testing.T) {
