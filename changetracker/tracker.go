@@ -287,7 +287,7 @@ func (t *Tracker) Update() Update {
 // so that filling them does not grow them step by step.
 func (t *Tracker) presize() {
 	const worth = 64
-	if len(t.serviceMap) == 0 {
+	if len(t.serviceMap) == 0 && len(t.portsByName) == 0 {
 		if n := t.services.Pending(); n > worth {
 			t.serviceMap = make(ServicePortMap, n)
 			t.portsByName = make(map[types.NamespacedName][]proxy.ServicePortName, n)
