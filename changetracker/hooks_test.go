@@ -1,6 +1,7 @@
 package changetracker
 
 import (
+	"net/netip"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -67,4 +68,45 @@ func portOf(t *testing.T, name string) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// TestFirstUpdateLarge: the first Update of many services (where the
+// tracker sizes its maps for the pending changes) gives the same view as
+// small ones, with and without a Filter, and later updates still apply.
+func TestFirstUpdateLarge(t *testing.T) {
+	for _, filtered := range []bool{false, true} {
+		cfg := Config{IPFamily: v1.IPv4Protocol, NodeName: "node-1"}
+		if filtered {
+			cfg.Filter.IncludeCIDRs = []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}
+		}
+		tr := New(cfg)
+		const n = 300
+		for i := 0; i < n; i++ {
+			name := "svc" + itoa(i)
+			tr.OnServiceAdd(makeService("ns", name, []string{"172.30.1." + itoa(i%250+1)}, []int32{80}, v1.ProtocolTCP))
+			net := "10.1."
+			if i%2 == 1 {
+				net = "10.2."
+			}
+			tr.OnEndpointSliceAdd(makeSlice("ns", name, name+"-a", []int32{80}, v1.ProtocolTCP, epSpec{ip: net + itoa(i/250) + "." + itoa(i%250+1)}))
+		}
+		u := tr.Update()
+		wantSvcs, wantEps := n, n
+		if filtered {
+			wantSvcs, wantEps = n/2, n/2
+		}
+		if len(u.Services) != wantSvcs || len(u.Endpoints) != wantEps || len(u.ServicePorts) != n || u.ChangedServices.Len() != n {
+			t.Fatalf("filtered=%v: %d services, %d endpoint lists, %d indexed, %d changed; want %d, %d, %d, %d",
+				filtered, len(u.Services), len(u.Endpoints), len(u.ServicePorts), u.ChangedServices.Len(), wantSvcs, wantEps, n, n)
+		}
+		// Service 1 (odd: out of a filter's scope) gets an endpoint in scope.
+		tr.OnEndpointSliceUpdate(nil, makeSlice("ns", "svc1", "svc1-a", []int32{80}, v1.ProtocolTCP, epSpec{ip: "10.1.9.9"}))
+		u = tr.Update()
+		if filtered {
+			wantSvcs++
+		}
+		if len(u.Services) != wantSvcs || u.ChangedServices.Len() != 1 || len(u.Endpoints[spn("ns", "svc1", "p80", v1.ProtocolTCP)]) != 1 {
+			t.Fatalf("filtered=%v, after an update: %d services (want %d), %d changed, endpoints %v", filtered, len(u.Services), wantSvcs, u.ChangedServices.Len(), u.Endpoints[spn("ns", "svc1", "p80", v1.ProtocolTCP)])
+		}
+	}
 }
