@@ -292,11 +292,25 @@ func (r *syncRun) ownership() *ownership {
 	return r.owners
 }
 
+// endpointRef is what the endpoint cache keeps of an endpoint: small and
+// inline in the map, so that resolving 100,000 backends touches the map
+// only.
+type endpointRef struct {
+	ID     string
+	Remote bool
+	// Named: a remote endpoint named as ours (RemoteEndpointNamePrefix).
+	Named bool
+}
+
+func refOf(ep *Endpoint) endpointRef {
+	return endpointRef{ID: ep.ID, Remote: ep.Remote, Named: ep.Remote && hasPrefix(ep.Name, RemoteEndpointNamePrefix)}
+}
+
 // setEndpoints replaces the endpoint cache; on duplicate addresses (a
 // Windows Server 2019 bug) a local endpoint wins over a remote one.
 func (r *syncRun) setEndpoints(eps []Endpoint) {
 	st := &r.p.st
-	st.endpoints = make(map[netip.Addr]*Endpoint, len(eps))
+	st.endpoints = make(map[netip.Addr]endpointRef, len(eps))
 	st.rootIP = netip.Addr{}
 	r.endpointList, r.owners = eps, nil
 	r.listedRemotes = r.listedRemotes[:0]
@@ -311,7 +325,7 @@ func (r *syncRun) setEndpoints(eps []Endpoint) {
 		if prev, ok := st.endpoints[ep.IP]; ok && !prev.Remote {
 			continue
 		}
-		st.endpoints[ep.IP] = ep
+		st.endpoints[ep.IP] = refOf(ep)
 		if ep.Remote {
 			r.listedRemotes = append(r.listedRemotes, ep)
 		}
@@ -352,7 +366,7 @@ func (r *syncRun) ensureSourceVIP() error {
 	if err != nil {
 		return fmt.Errorf("creating the source VIP endpoint %s: %w", vip, err)
 	}
-	p.st.endpoints[vip] = &ep
+	p.st.endpoints[vip] = refOf(&ep)
 	return nil
 }
 
@@ -452,7 +466,7 @@ func (r *syncRun) claim(items []scoped) map[LBKey]*wantLB {
 func (r *syncRun) ensureRemote(rem wantRemote) bool {
 	p := r.p
 	if ep, ok := p.st.endpoints[rem.IP]; ok {
-		if ep.Remote && !hasPrefix(ep.Name, RemoteEndpointNamePrefix) {
+		if ep.Remote && !ep.Named {
 			// Not named as ours: ours to delete because we used it.
 			p.st.referenced[rem.IP] = true
 		}
@@ -470,7 +484,7 @@ func (r *syncRun) ensureRemote(rem wantRemote) bool {
 		r.fail(fmt.Errorf("creating remote endpoint %s: %w", rem.IP, err))
 		return false
 	}
-	p.st.endpoints[rem.IP] = &ep
+	p.st.endpoints[rem.IP] = refOf(&ep)
 	return true
 }
 
@@ -497,7 +511,8 @@ func (r *syncRun) target(w *wantLB) LoadBalancer {
 			lb.EndpointIDs = append(lb.EndpointIDs, ep.ID)
 		}
 	}
-	slices.Sort(lb.EndpointIDs)
+	// In backend (address) order: the order we created the LB with, so
+	// sameLB's comparison is mostly the fast, ordered one.
 	return lb
 }
 

@@ -28,7 +28,7 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 	saved := p.st
 	defer func() { p.st = saved }()
 	p.st.network = n
-	p.st.endpoints = map[netip.Addr]*Endpoint{}
+	p.st.endpoints = map[netip.Addr]endpointRef{}
 	p.st.rootIP = netip.Addr{}
 	for i := range eps {
 		ep := &eps[i]
@@ -36,7 +36,7 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 			p.st.rootIP = ep.IP
 		}
 		if prev, ok := p.st.endpoints[ep.IP]; !ok || prev.Remote {
-			p.st.endpoints[ep.IP] = ep
+			p.st.endpoints[ep.IP] = refOf(ep)
 		}
 	}
 	env := p.env(req.Update.NodeLabels)

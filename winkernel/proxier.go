@@ -67,7 +67,7 @@ type state struct {
 	network *Network
 	// endpoints of our network by address, from the last listing plus
 	// what we created since.
-	endpoints map[netip.Addr]*Endpoint
+	endpoints map[netip.Addr]endpointRef
 	// lbs are our load balancers by key.
 	lbs map[LBKey]*appliedLB
 	// services are, by service, the ports in the tracker's map and what
@@ -98,7 +98,7 @@ type portState struct {
 
 func (s *state) reset() {
 	*s = state{
-		endpoints:   map[netip.Addr]*Endpoint{},
+		endpoints:   map[netip.Addr]endpointRef{},
 		lbs:         map[LBKey]*appliedLB{},
 		services:    map[types.NamespacedName][]portState{},
 		remoteRefs:  map[netip.Addr]int{},
@@ -323,7 +323,7 @@ func (p *Proxier) drifted(context.Context) (bool, error) {
 	if p.st.remotesHeld < 0 {
 		p.st.remotesHeld = 0
 		for ip := range p.st.remoteRefs {
-			if ep := p.st.endpoints[ip]; ep != nil && ep.Remote {
+			if ep, ok := p.st.endpoints[ip]; ok && ep.Remote {
 				p.st.remotesHeld++ // (a local endpoint with the address serves as well)
 			}
 		}
@@ -331,7 +331,7 @@ func (p *Proxier) drifted(context.Context) (bool, error) {
 	want := p.st.remotesHeld
 	srcID, srcFound := "", false
 	if p.st.network.Type.IsOverlay() && p.cfg.SourceVIP.IsValid() {
-		if ep := p.st.endpoints[p.cfg.SourceVIP]; ep != nil {
+		if ep, ok := p.st.endpoints[p.cfg.SourceVIP]; ok {
 			srcID = ep.ID
 		}
 	}
@@ -344,7 +344,7 @@ func (p *Proxier) drifted(context.Context) (bool, error) {
 		if !ep.Remote || p.st.remoteRefs[ep.IP] == 0 {
 			continue
 		}
-		if held := p.st.endpoints[ep.IP]; held != nil && held.ID == ep.ID {
+		if held, ok := p.st.endpoints[ep.IP]; ok && held.ID == ep.ID {
 			found++
 		}
 	}
