@@ -5,6 +5,7 @@ package nftables_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -74,6 +75,9 @@ func kernelSyncBench(b *testing.B, n, eps int, full bool) {
 		b.Fatal(err)
 	}
 	coldStart := time.Since(start)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
 	p.RequestFullSync()
 	start = time.Now()
 	if err := p.Sync(ctx); err != nil {
@@ -106,6 +110,7 @@ func kernelSyncBench(b *testing.B, n, eps int, full bool) {
 	}
 	b.ReportMetric(coldStart.Seconds(), "first-sync-s")
 	b.ReportMetric(restart.Seconds(), "restart-s")
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-heap-MiB")
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(writes)/float64(b.N), "writes/op")
 	if err := p.Cleanup(ctx); err != nil {

@@ -81,6 +81,7 @@ func TestKernelRestartFlushForeign(t *testing.T) {
 		foreign := nft(t, "list table ip foreign")
 
 		c := makeCluster(200, 5)
+		c.services = append(c.services, makeService(200)) // no endpoints: reject
 		p := realProxier(t)
 		c.feed(p)
 		mustSync(t, p)
@@ -127,8 +128,8 @@ func TestKernelRestartFlushForeign(t *testing.T) {
 	})
 }
 
-// stripStale drops empty chains (flushed, deleted a second later) from
-// an "nft list table" output.
+// stripStale drops empty chains (flushed, deleted a second later) and
+// blank lines from an "nft list table" output.
 func stripStale(s string) string {
 	lines := strings.Split(s, "\n")
 	var out []string
@@ -136,6 +137,9 @@ func stripStale(s string) string {
 		l := strings.TrimSpace(lines[i])
 		if strings.HasPrefix(l, "chain ") && i+1 < len(lines) && strings.TrimSpace(lines[i+1]) == "}" {
 			i++
+			continue
+		}
+		if l == "" {
 			continue
 		}
 		out = append(out, lines[i])

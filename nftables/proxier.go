@@ -165,7 +165,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	}
 	first.diffChains(st, static.chains, nil)
 	first.diffElems(st, static.elems, nil)
-	p.removeUnwanted(first, st, want, static)
+	p.removeUnwanted(first, st, want, static, req.Now)
 	pending := first.staleDeletes(st, req.Now)
 
 	total := 0
@@ -193,7 +193,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 
 // removeUnwanted adds to cs the removal of per-service chains, affinity
 // sets and container elements in st that neither want nor static holds.
-func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.NamespacedName]*servicePlan, static *staticPlan) {
+func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.NamespacedName]*servicePlan, static *staticPlan, now time.Time) {
 	chains := map[string]bool{}
 	sets := map[string]bool{}
 	elems := map[string]bool{}
@@ -217,9 +217,11 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 			continue
 		}
 		if h == "" {
-			// Already empty (flushed by an earlier run): only delete it.
+			// Already empty (flushed by an earlier run, or by hand): delete
+			// it a moment later, as any stale chain (an element this sync
+			// deletes may still point at it).
 			delete(st.chains, n)
-			st.stale[n] = time.Time{}
+			st.stale[n] = now
 			continue
 		}
 		flush = append(flush, n)

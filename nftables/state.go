@@ -126,6 +126,14 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 		if containerIsSet(c) {
 			typ = "set"
 		}
+		if el, ok := lister.(ElementLister); ok {
+			m, err := el.ListContainer(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			st.elems[c] = m
+			continue
+		}
 		elems, err := nft.ListElements(ctx, typ, c)
 		if err != nil && !isNotFound(err) {
 			return nil, err
