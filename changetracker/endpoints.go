@@ -275,13 +275,6 @@ func (t *EndpointsChangeTracker) Pending() int {
 	return t.pendingCount
 }
 
-// pendingServices returns the number of services with a pending change.
-func (t *EndpointsChangeTracker) pendingServices() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.dirty.Len()
-}
-
 func sliceInfoEqual(a, b *sliceInfo) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -674,8 +667,8 @@ func anyServing(eps []proxy.Endpoint) bool {
 // are all shutting down fails the load balancer's health check.
 func localReadyIPs(s serviceEndpoints) int {
 	if len(s) == 1 {
-		// One port: the list is sorted by address (then port), so
-		// copies of an address are adjacent.
+		// One port (most services): the list is sorted by address, so
+		// copies of an address are adjacent and no set is needed.
 		n, last := 0, netip.Addr{}
 		for _, ep := range s[0].eps {
 			if ep.IsLocal() && ep.IsReady() && (n == 0 || ep.IP() != last) {

@@ -50,18 +50,14 @@ type namedPort struct {
 // port).
 type servicePorts []namedPort
 
-func (s servicePorts) has(name proxy.ServicePortName) bool {
-	return slices.ContainsFunc(s, func(p namedPort) bool { return p.name == name })
-}
-
-// get returns the named port, or nil.
-func (s servicePorts) get(name proxy.ServicePortName) proxy.ServicePort {
+// get returns the named port and whether the service has it.
+func (s servicePorts) get(name proxy.ServicePortName) (proxy.ServicePort, bool) {
 	for i := range s {
 		if s[i].name == name {
-			return s[i].port
+			return s[i].port, true
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // NewServiceChangeTracker returns a tracker for cfg.IPFamily. An unknown
@@ -157,11 +153,11 @@ func (m ServicePortMap) apply(t *ServiceChangeTracker) (UpdateServiceMapResult, 
 	for nn, change := range changes {
 		res.UpdatedServices.Insert(nn)
 		for _, prev := range change.previous {
-			cur := change.current.get(prev.name)
-			if prev.name.Protocol == v1.ProtocolUDP && (cur == nil || cur.ClusterIP() != prev.port.ClusterIP()) {
+			cur, still := change.current.get(prev.name)
+			if prev.name.Protocol == v1.ProtocolUDP && (!still || cur.ClusterIP() != prev.port.ClusterIP()) {
 				res.DeletedUDPClusterIPs.Insert(prev.port.ClusterIP())
 			}
-			if cur == nil {
+			if !still {
 				delete(m, prev.name)
 			}
 		}
@@ -274,7 +270,7 @@ func (t *ServiceChangeTracker) servicePorts(svc *v1.Service, report bool) servic
 			continue
 		}
 		name := proxy.ServicePortName{NamespacedName: nn, Port: port.Name, Protocol: proto}
-		if m.has(name) {
+		if _, dup := m.get(name); dup {
 			log.skip("Skipping duplicate service port", "servicePort", name)
 			continue
 		}

@@ -297,7 +297,7 @@ func (t *Tracker) presize() {
 		}
 	}
 	if len(t.endpointsMap) == 0 {
-		if n := t.slices.pendingServices(); n > worth {
+		if n := t.slices.Pending(); n > worth { // slices: at least one per service
 			t.endpointsMap = make(EndpointsMap, n)
 		}
 	}
