@@ -70,20 +70,20 @@ func kernelSyncBench(b *testing.B, n, eps int, full bool) {
 	c := makeCluster(n, eps)
 	c.feed(p)
 	ctx := context.Background()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTimeWithChildren()
 	if err := p.Sync(ctx); err != nil {
 		b.Fatal(err)
 	}
-	coldStart := time.Since(start)
+	coldStart, coldCPU := time.Since(start), cpuTimeWithChildren()-cpu0
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	p.RequestFullSync()
-	start = time.Now()
+	start, cpu0 = time.Now(), cpuTimeWithChildren()
 	if err := p.Sync(ctx); err != nil {
 		b.Fatal(err)
 	}
-	restart := time.Since(start)
+	restart, restartCPU := time.Since(start), cpuTimeWithChildren()-cpu0
 	gen := 0
 	var cpu time.Duration
 	writes := 0
@@ -109,7 +109,9 @@ func kernelSyncBench(b *testing.B, n, eps int, full bool) {
 		b.Error("the resync was not full")
 	}
 	b.ReportMetric(coldStart.Seconds(), "first-sync-s")
+	b.ReportMetric(coldCPU.Seconds(), "first-sync-cpu-s")
 	b.ReportMetric(restart.Seconds(), "restart-s")
+	b.ReportMetric(restartCPU.Seconds(), "restart-cpu-s")
 	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-heap-MiB")
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(writes)/float64(b.N), "writes/op")

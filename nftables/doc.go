@@ -22,11 +22,16 @@
 //     against what the last successful transactions committed (kept in
 //     memory) and writes only the chains whose content changed and the map
 //     elements added or removed;
-//   - a full sync (start, FullSyncPeriod, after a failure or detected
-//     drift) lists the table once; the first rule of every chain the engine
-//     writes carries a hash of the chain's content in its comment, so only
-//     chains, sets and elements that differ are written: a restart over a
-//     correct table writes nothing for unchanged services;
+//   - a full sync lists the table once and writes only the chains, sets
+//     and elements that differ: the first rule of every chain the engine
+//     writes carries a hash of the chain's content in its comment. At
+//     start, after a failure, detected drift, Cleanup or RequestFullSync
+//     every chain's hash is read (Interfaces.Comments: one netlink rule
+//     dump per chain), so a restart over a correct table writes nothing
+//     for unchanged services and a table left by upstream kube-proxy is
+//     adopted in one transaction per chunk; the periodic resync
+//     (FullSyncPeriod) and node-label changes list only object names and
+//     elements and trust the recorded hashes of chains that still exist;
 //   - a full sync that writes many services (a cold start) is split into
 //     transactions of about Config.MaxTransactionOps operations, whole
 //     services each, so traffic to the first services flows before the

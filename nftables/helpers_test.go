@@ -46,7 +46,7 @@ func makeService(i int) *v1.Service {
 	}
 	if i%10 == 0 {
 		svc.Spec.Type = v1.ServiceTypeNodePort
-		svc.Spec.Ports[0].NodePort = int32(30000 + i%20000)
+		svc.Spec.Ports[0].NodePort = int32(30000 + i/10)
 	}
 	return svc
 }

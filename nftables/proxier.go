@@ -103,7 +103,17 @@ func (p *proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	if err != nil {
 		return engine.Result{}, err
 	}
+	p.logConflicts(*cs.conflicts)
 	return engine.Result{Writes: writes, RequeueAfter: requeue(pending)}, nil
+}
+
+// logConflicts reports services that asked for a set or map key another
+// service already holds (two services with the same node port or the same
+// external IP and port): the first one keeps it.
+func (p *proxier) logConflicts(n int) {
+	if n > 0 {
+		p.log.Info("Services claim nftables keys other services already hold; the first keeps each", "conflicts", n)
+	}
 }
 
 func requeue(pending bool) time.Duration {
@@ -178,7 +188,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 			if err != nil {
 				return engine.Result{}, err
 			}
-			cs = newChangeSet()
+			cs = cs.next()
 		}
 		cs.diffService(p.state, n, nil, want[n])
 	}
@@ -188,6 +198,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		return engine.Result{}, err
 	}
 	p.static = static
+	p.logConflicts(*cs.conflicts)
 	return engine.Result{Writes: total, RequeueAfter: requeue(pending || len(p.state.stale) > 0)}, nil
 }
 

@@ -56,7 +56,7 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 		if !ok {
 			return st, nil
 		}
-	} else {
+	} else if known == nil {
 		// nft reports a missing table as not found (the netlink listing
 		// behind ListAll does not say so in a form that can be tested).
 		var err error
@@ -69,6 +69,9 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 		}
 	}
 	all, err := nft.ListAll(ctx)
+	if isNotFound(err) {
+		return st, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -166,10 +169,24 @@ type changeSet struct {
 	elemAdds    []elemSpec
 	plans       map[types.NamespacedName]*servicePlan
 	seenWritten map[string]bool
+	// claimed are the container keys this sync added (shared by the
+	// chunks of one full sync): a second service asking for the same key
+	// (two services with one node port, say) is skipped and counted in
+	// conflicts, never added twice (nft would fail the transaction).
+	claimed   map[string]string // key → value
+	conflicts *int
 }
 
 func newChangeSet() *changeSet {
-	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{}}
+	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{},
+		claimed: map[string]string{}, conflicts: new(int)}
+}
+
+// next returns an empty change set for the next chunk of the same sync.
+func (cs *changeSet) next() *changeSet {
+	n := newChangeSet()
+	n.claimed, n.conflicts = cs.claimed, cs.conflicts
+	return n
 }
 
 func (cs *changeSet) empty() bool {
@@ -252,6 +269,14 @@ func containsSet(ss []setSpec, name string) bool {
 
 func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 	for _, e := range want {
+		ck := e.container + "\x00" + e.key
+		if v, ok := cs.claimed[ck]; ok {
+			if v != e.value {
+				*cs.conflicts++
+			}
+			continue // the same element twice (a cluster IP of two ports)
+		}
+		cs.claimed[ck] = e.value
 		v, ok := st.elems[e.container][e.key]
 		switch {
 		case !ok:

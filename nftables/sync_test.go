@@ -7,12 +7,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // Partial syncs never list the kernel and write only what changed.
@@ -208,4 +211,72 @@ func TestCleanup(t *testing.T) {
 func withoutTableLine(dump string) string {
 	_, rest, _ := strings.Cut(dump, "\n")
 	return rest
+}
+
+// The periodic full resync lists names and elements only (the recorded
+// content hashes are trusted for chains that still exist): no rule
+// listing, nothing written for an unchanged table.
+func TestPeriodicResyncTrustsRecord(t *testing.T) {
+	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
+	clk := clocktesting.NewFakeClock(time.Now())
+	cfg := testConfig()
+	cfg.Clock = clk
+	p := newTestProxier(t, fakes, cfg)
+	makeCluster(20, 2).feed(p)
+	mustSync(t, p)
+	want := fakes.Dump()
+
+	fakes.NFTables.ResetCalls()
+	clk.Step(2 * time.Hour)
+	out := mustSync(t, p)
+	if !out.Full || out.Reason != engine.ReasonPeriodic || out.Result.Writes != 0 {
+		t.Errorf("resync: full=%v reason=%s writes=%d", out.Full, out.Reason, out.Result.Writes)
+	}
+	if n := fakes.NFTables.CallsOf("ListRules"); n != 0 {
+		t.Errorf("periodic resync listed rules %d times", n)
+	}
+
+	// Flush an endpoint chain by hand: the periodic resync trusts the
+	// record of what the chain holds (it still exists); a requested full
+	// sync reads every chain's hash and repairs it.
+	ctx := context.Background()
+	var victim string
+	for name := range fakes.NFTables.Table.Chains {
+		if strings.HasPrefix(name, "endpoint-") {
+			victim = name
+			break
+		}
+	}
+	tx := fakes.NFTables.NewTransaction()
+	tx.Flush(&knftables.Chain{Name: victim})
+	if err := fakes.NFTables.Run(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	p.RequestFullSync()
+	mustSync(t, p)
+	if got := fakes.Dump(); got != want {
+		t.Errorf("not repaired by a requested full sync:\n%s", got)
+	}
+}
+
+// Two services with the same node port (bad input the API server should
+// have refused): the first keeps it, the sync does not fail, and the
+// second's other addresses work.
+func TestConflictingNodePorts(t *testing.T) {
+	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
+	c := makeCluster(3, 1)
+	c.services[1].Spec.Type = v1.ServiceTypeNodePort
+	c.services[1].Spec.Ports[0].NodePort = c.services[0].Spec.Ports[0].NodePort
+	p := newTestProxier(t, fakes, testConfig())
+	c.feed(p)
+	mustSync(t, p)
+	if !strings.Contains(fakes.Dump(), "10.96.0.1 . tcp . 80 : goto service-") {
+		t.Errorf("second service's cluster IP missing:\n%s", fakes.Dump())
+	}
+	// Restart: same outcome, nothing written.
+	q := newTestProxier(t, fakes, testConfig())
+	c.feed(q)
+	if out := mustSync(t, q); out.Result.Writes != 0 {
+		t.Errorf("restart wrote %d", out.Result.Writes)
+	}
 }
