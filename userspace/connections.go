@@ -36,6 +36,8 @@ type connTracker struct {
 	mu     sync.Mutex
 	active map[*activeConn]struct{}
 	timers map[clock.Timer]struct{}
+
+	pipes pipePool // spliced TCP's pipes between bursts
 }
 
 func (c *connTracker) init(clk clock.WithTicker) {
@@ -44,6 +46,7 @@ func (c *connTracker) init(clk clock.WithTicker) {
 	c.closingCtx, c.cancelClosing = context.WithCancel(context.Background())
 	c.active = map[*activeConn]struct{}{}
 	c.timers = map[clock.Timer]struct{}{}
+	c.pipes.init()
 }
 
 // shutdown stops new goroutines and connections; idempotent.
@@ -75,6 +78,7 @@ func (c *connTracker) closeAll() {
 		ac.close()
 	}
 	c.wg.Wait()
+	c.pipes.closeIdle()
 }
 
 // goTracked runs fn in a goroutine that Close waits for; false after Close.

@@ -3,7 +3,6 @@ package userspace
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -99,7 +98,7 @@ func (t *tcpProxy) handle(client net.Conn) {
 		client.Close()
 		return
 	}
-	pair := &tcpPair{client: client, backend: conn, halfCloseTimeout: p.cfg.TCPHalfCloseTimeout}
+	pair := &tcpPair{client: client, backend: conn, halfCloseTimeout: p.cfg.TCPHalfCloseTimeout, pipes: &p.conns.pipes}
 	ac := &activeConn{key: t.key, backend: backend, close: pair.closeBoth}
 	if !p.conns.register(ac) {
 		pair.closeBoth()
@@ -151,6 +150,7 @@ func (p *Proxier) dialBackend(key BalancerKey, client netip.Addr) (netip.AddrPor
 // tcpPair copies both directions of one proxied connection.
 type tcpPair struct {
 	client, backend net.Conn
+	pipes           *pipePool
 	once            sync.Once
 	// halfCloseTimeout (<0: none): after one direction ended cleanly, the
 	// other may be silent this long before both sides are reset.
@@ -202,9 +202,9 @@ func (c *tcpPair) abort() {
 
 func (c *tcpPair) copy(dst, src net.Conn) {
 	for {
-		// With dst and src both *net.TCPConn, io.Copy uses dst.ReadFrom,
-		// which splices on Linux.
-		n, err := io.Copy(dst, src)
+		// Splices on Linux, holding a pipe only while data is in flight
+		// (see copyStream).
+		n, err := copyStream(c.pipes, dst, src)
 		if err == nil {
 			break
 		}

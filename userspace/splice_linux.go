@@ -1,0 +1,179 @@
+package userspace
+
+import (
+	"io"
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// Splicing both directions of a proxied connection.
+//
+// io.Copy between two *net.TCPConn splices too, but it takes a pipe (two
+// descriptors) for the whole copy, so an idle proxied connection held six
+// descriptors: its two sockets and one pipe per direction. Here a pipe is
+// taken only once the source has data, and given back as soon as that
+// burst has been written out, so an idle connection holds just its two
+// sockets and the pipes in use are bounded by the bursts in flight.
+
+const (
+	// spliceMax is the most one splice(2) moves, and the pipe size asked
+	// for (fs.pipe-max-size's default).
+	spliceMax = 1 << 20
+	// idlePipes bounds the empty pipes kept for the next burst.
+	idlePipes = 16
+)
+
+type splicePipe struct{ r, w int }
+
+// pipePool keeps up to idlePipes empty pipes of one proxier for the next
+// burst; Close closes them.
+type pipePool struct{ free chan *splicePipe }
+
+func (pp *pipePool) init() { pp.free = make(chan *splicePipe, idlePipes) }
+
+func (pp *pipePool) get() (*splicePipe, error) {
+	select {
+	case p := <-pp.free:
+		return p, nil
+	default:
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	// A smaller pipe works too, with more calls.
+	unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, spliceMax)
+	return &splicePipe{r: fds[0], w: fds[1]}, nil
+}
+
+// put keeps an empty pipe for reuse (or closes it).
+func (pp *pipePool) put(p *splicePipe) {
+	select {
+	case pp.free <- p:
+	default:
+		p.close()
+	}
+}
+
+// closeIdle closes the kept pipes; call once no copy runs.
+func (pp *pipePool) closeIdle() {
+	for {
+		select {
+		case p := <-pp.free:
+			p.close()
+		default:
+			return
+		}
+	}
+}
+
+func (p *splicePipe) close() {
+	unix.Close(p.r)
+	unix.Close(p.w)
+}
+
+// copyStream copies src to dst until src's EOF (nil error) or an error,
+// like io.Copy; it reports the bytes copied.
+func copyStream(pool *pipePool, dst, src net.Conn) (int64, error) {
+	d, ok1 := dst.(*net.TCPConn)
+	s, ok2 := src.(*net.TCPConn)
+	if !ok1 || !ok2 {
+		return io.Copy(dst, src)
+	}
+	rs, err := s.SyscallConn()
+	if err != nil {
+		return io.Copy(dst, src)
+	}
+	rd, err := d.SyscallConn()
+	if err != nil {
+		return io.Copy(dst, src)
+	}
+	var (
+		total int64
+		pipe  *splicePipe
+		n     int  // bytes in pipe
+		eof   bool // src ended
+		opErr error
+	)
+	// fill waits for src to have data (or EOF) and moves it into a pipe,
+	// taken only then.
+	fill := func(fd uintptr) bool {
+		for {
+			if pipe == nil {
+				if pipe, opErr = pool.get(); opErr != nil {
+					return true
+				}
+			}
+			m, err := unix.Splice(int(fd), nil, pipe.w, nil, spliceMax, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				// Nothing to read: wait without holding the pipe.
+				pool.put(pipe)
+				pipe = nil
+				return false
+			case err != nil:
+				opErr = err
+			case m == 0:
+				eof = true
+			default:
+				n = int(m)
+			}
+			return true
+		}
+	}
+	// drain writes the pipe's n bytes to dst.
+	drain := func(fd uintptr) bool {
+		for n > 0 {
+			m, err := unix.Splice(pipe.r, nil, int(fd), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				return false // dst is full: wait until writable
+			case err != nil:
+				opErr = err
+				return true
+			}
+			n -= int(m)
+			total += m
+		}
+		return true
+	}
+	for {
+		opErr = nil
+		if err := rs.Read(fill); err != nil {
+			// A deadline or a close, while waiting without a pipe.
+			return total, err
+		}
+		if opErr != nil {
+			if pipe != nil {
+				pool.put(pipe) // the failed splice moved nothing
+			}
+			return total, wrapOp("read", src, opErr)
+		}
+		if eof {
+			if pipe != nil {
+				pool.put(pipe)
+			}
+			return total, nil
+		}
+		werr := rd.Write(drain)
+		if werr == nil && opErr != nil {
+			werr = wrapOp("write", dst, opErr)
+		}
+		if werr != nil {
+			// Bytes may be left in the pipe: do not reuse it.
+			pipe.close()
+			return total, werr
+		}
+		pool.put(pipe)
+		pipe = nil
+	}
+}
+
+func wrapOp(op string, c net.Conn, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
