@@ -2,6 +2,7 @@ package iptables_test
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 
@@ -10,8 +11,8 @@ import (
 	. "github.com/svcproxy/svcproxy/iptables"
 )
 
-// A full sync over chains the kernel already has declares each of them
-// right before the rules of its service (the chain exists, so the
+// A full sync over chains the kernel already has (with other content)
+// declares each of them right before the rules of its service (the chain exists, so the
 // declaration only flushes it), and only new chains in the sorted block
 // after "*nat"; the resulting tables are the same as from a first sync.
 func TestFullSyncDeclaresExistingChainsWithTheirService(t *testing.T) {
@@ -29,6 +30,15 @@ func TestFullSyncDeclaresExistingChainsWithTheirService(t *testing.T) {
 	}
 	for _, c := range chains {
 		existing[string(c)] = true
+		// Full syncs skip the chains the kernel holds as planned: empty
+		// a's service chains so that they differ and get rewritten.
+		// (KUBE-POSTROUTING too, so that its rules separate the block
+		// from the first service.)
+		if strings.HasPrefix(string(c), "KUBE-SVC-") || strings.HasPrefix(string(c), "KUBE-EXT-") || c == "KUBE-POSTROUTING" {
+			if err := fake.FlushChain(context.Background(), TableNAT, c); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 
 	addB := func(p *Proxier) {

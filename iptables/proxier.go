@@ -33,6 +33,10 @@ type Proxier struct {
 	save bytes.Buffer
 	// wrote is set once a full sync succeeded (the canaries exist).
 	wrote bool
+	// kernel digests the nat and filter chains of the listings a full sync
+	// just read (transient): the full payload is reduced to the chains
+	// whose content differs (chaindiff.go).
+	kernel map[Table]tableSums
 	// stamps are the xtables.TableStamper stamps of the tables as last
 	// written or verified to hold the canary (none: check with a command).
 	stamps map[Table]uint64
@@ -105,6 +109,12 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		p.r.setTail(p.cfg.IPFamily, p.cfg.NodePortAddresses, p.localAddresses())
 		p.r.randomFull = p.ipt.HasRandomFully()
 		payload = p.r.renderFull(u.Services, u.Endpoints, existing)
+		if p.kernel != nil {
+			var written, skipped int
+			payload, written, skipped = reducePayload(payload, p.kernel)
+			p.kernel = nil
+			p.log.V(2).Info("Full sync: writing only the chains that differ from the kernel's", "written", written, "unchanged", skipped)
+		}
 	} else {
 		payload = p.r.renderPartial(u.Services, u.Endpoints, u.ChangedServices, u.ServicePorts)
 	}
@@ -122,7 +132,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 			}
 			return engine.Result{}, fmt.Errorf("restore: %w", err)
 		}
-		res.Writes = p.r.natLines + p.r.filterLines
+		res.Writes = bytes.Count(payload, []byte("\n"))
 	}
 	p.r.commit()
 	p.r.releaseLarge()
@@ -256,6 +266,7 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 func (p *Proxier) ensureBase(ctx context.Context) (map[Chain]struct{}, error) {
 	var existing map[Chain]struct{}
 	listed := map[Table]*xtables.Listing{}
+	p.kernel = nil
 	for _, t := range canaryTables {
 		p.save.Reset()
 		if err := p.ipt.SaveInto(ctx, t, &p.save); err != nil {
@@ -270,6 +281,12 @@ func (p *Proxier) ensureBase(ctx context.Context) (map[Chain]struct{}, error) {
 			existing = l.Chains
 		}
 		listed[t] = l
+		if t == TableNAT || t == TableFilter {
+			if p.kernel == nil {
+				p.kernel = map[Table]tableSums{}
+			}
+			p.kernel[t] = sumListing(p.save.Bytes(), t)
+		}
 		if !l.HasChain(ChainKubeProxyCanary) && p.wrote {
 			p.log.Info("Canary chain missing: the tables were flushed behind our back; rewriting everything", "table", t)
 		}
