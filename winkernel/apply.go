@@ -287,7 +287,7 @@ func (r *syncRun) attribute(want map[LBKey]*wantLB) {
 // (built once per sync, on first use).
 func (r *syncRun) ownership() *ownership {
 	if r.owners == nil {
-		r.owners = r.p.ownership(r.p.st.network, r.endpointList, nil)
+		r.owners = r.p.ownership(r.p.st.network, r.endpointList)
 	}
 	return r.owners
 }

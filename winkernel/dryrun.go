@@ -115,7 +115,7 @@ func (p *Proxier) cleanup(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing HNS load balancers: %w", err)
 	}
-	owners := p.ownership(n, eps, nil)
+	owners := p.ownership(n, eps)
 	var errs []error
 	for _, lb := range lbs {
 		if !p.ownsLB(&lb, owners) {

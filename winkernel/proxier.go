@@ -193,14 +193,11 @@ type ownership struct {
 }
 
 // ownership builds the rule's inputs from a listing of our network's
-// endpoints (network: their IDs, or nil to build them from eps).
-func (p *Proxier) ownership(n *Network, eps []Endpoint, network map[string]struct{}) *ownership {
-	o := &ownership{network: network}
-	if o.network == nil {
-		o.network = make(map[string]struct{}, len(eps))
-		for i := range eps {
-			o.network[eps[i].ID] = struct{}{}
-		}
+// endpoints.
+func (p *Proxier) ownership(n *Network, eps []Endpoint) *ownership {
+	o := &ownership{network: make(map[string]struct{}, len(eps))}
+	for i := range eps {
+		o.network[eps[i].ID] = struct{}{}
 	}
 	vip := p.cfg.SourceVIP
 	if n != nil && n.Type.IsOverlay() && vip.IsValid() && !slices.Contains(p.cfg.NodeIPs, vip) {
