@@ -99,7 +99,7 @@ func TestDriftRepairsKubeIPVS0(t *testing.T) {
 func TestNoDriftNoFullSync(t *testing.T) {
 	e, stop := runDriftEnv(t)
 	e.resetCalls()
-	eventually(t, "drift checks", func() bool { return e.ipt.CallsOf("SaveInto") >= 20 })
+	eventually(t, "three drift checks", func() bool { return e.ipt.CallsOf("SaveInto") >= 6 })
 	stop()
 	if st := e.p.Stats(); st.FullSyncs != 1 {
 		t.Errorf("%d full syncs over an untouched node, want 1: %+v", st.FullSyncs, st.Last)
