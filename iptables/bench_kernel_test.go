@@ -253,3 +253,36 @@ func kernelResyncBench(b *testing.B, backend string, n int, restart bool) {
 		b.Errorf("Cleanup: %v", err)
 	}
 }
+
+// BenchmarkKernelColdStart is the first sync of a new Proxier into an
+// empty network namespace: on iptables-nft it restores in chunks of
+// chunkChains new chains (chunk.go). Each op gets a namespace of its own.
+// Reported: wall time per op (ns/op) and cpu-s/op (the tools included).
+// nft at 10,000 services needs SVCPROXY_BENCH_NFT_10K=1.
+func BenchmarkKernelColdStart(b *testing.B) {
+	for _, backend := range []string{xtables.BackendLegacy, xtables.BackendNFT} {
+		for _, n := range []int{1000, 5000, 10000} {
+			b.Run(fmt.Sprintf("backend=%s/services=%d", backend, n), func(b *testing.B) {
+				if backend == xtables.BackendNFT && n >= 10000 && os.Getenv("SVCPROXY_BENCH_NFT_10K") == "" {
+					b.Skip("nft at 10,000 services: set SVCPROXY_BENCH_NFT_10K=1")
+				}
+				var cpu time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					inFreshNetns(b, func() {
+						p, _ := kernelBenchProxier(b, backend, n)
+						runtime.GC()
+						c0 := cpuTimeWithChildren()
+						b.StartTimer()
+						if err := p.Sync(context.Background()); err != nil {
+							b.Fatal(err)
+						}
+						b.StopTimer()
+						cpu += cpuTimeWithChildren() - c0
+					})
+				}
+				b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+			})
+		}
+	}
+}

@@ -6,3 +6,7 @@ import "context"
 // goroutine: real-kernel tests call it inside their namespace, where
 // Run's own drift goroutine would not be.
 func Drifted(ctx context.Context, p *Proxier) (bool, error) { return p.drifted(ctx) }
+
+// SetChunkChains makes p's full syncs restore in chunks creating at most n
+// new nat chains each, whatever its backend (0: one restore).
+func SetChunkChains(p *Proxier, n int) { p.chunk = n }

@@ -33,6 +33,9 @@ type Proxier struct {
 	save bytes.Buffer
 	// wrote is set once a full sync succeeded (the canaries exist).
 	wrote bool
+	// chunk is the most new nat chains one restore of a full sync creates
+	// (0: no limit); iptables-nft only (chunk.go).
+	chunk int
 	// kernel digests the nat and filter chains of the listings a full sync
 	// just read (transient): the full payload is reduced to the chains
 	// whose content differs (chaindiff.go).
@@ -57,6 +60,9 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	p := &Proxier{cfg: cfg, ipt: ifs.IPTables, log: cfg.Logger.WithValues("ipFamily", cfg.IPFamily)}
 	p.r.env = newPlanEnv(&cfg)
 	p.r.mark = p.r.env.masqMark
+	if b, ok := ifs.IPTables.(xtables.Backender); ok && b.Backend() == xtables.BackendNFT {
+		p.chunk = chunkChains
+	}
 	p.Base, err = engine.New(cfg.Common, engine.Hooks{
 		Name:            "iptables",
 		Apply:           p.apply,
@@ -123,7 +129,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		before = p.tableStamps()
 	}
 	if len(payload) > 0 {
-		if err := p.ipt.Restore(ctx, payload); err != nil {
+		if err := p.restore(ctx, payload, full); err != nil {
 			p.r.discard()
 			p.r.releaseLarge()
 			p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
@@ -147,6 +153,27 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	m.SetIPTablesRulesLastSync(fam, string(TableFilter), p.r.filterLines)
 	p.log.V(4).Info("Restored iptables rules", "full", full, "lines", p.r.out.lines, "bytes", len(payload))
 	return res, nil
+}
+
+// restore applies a payload: one iptables-restore, or for a full payload
+// that creates more than p.chunk nat chains, one per chunk (chunk.go).
+func (p *Proxier) restore(ctx context.Context, payload []byte, full bool) error {
+	if !full || p.chunk <= 0 {
+		return p.ipt.Restore(ctx, payload)
+	}
+	chunks := splitPayload(payload, p.chunk)
+	for i, c := range chunks {
+		if err := p.ipt.Restore(ctx, c); err != nil {
+			if len(chunks) > 1 {
+				return fmt.Errorf("chunk %d of %d: %w", i+1, len(chunks), err)
+			}
+			return err
+		}
+	}
+	if len(chunks) > 1 {
+		p.log.V(2).Info("Full sync restored in chunks", "chunks", len(chunks), "chainsPerChunk", p.chunk)
+	}
+	return nil
 }
 
 // largeClusterEndpoints is kube-proxy's threshold for terse rules.

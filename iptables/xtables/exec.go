@@ -155,7 +155,16 @@ func (r *execRunner) TableStamp(table Table) (uint64, bool, error) {
 	return legacyTableStamp(r.family, table)
 }
 
-func (r *execRunner) Family() v1.IPFamily  { return r.family }
+func (r *execRunner) Family() v1.IPFamily { return r.family }
+
+// Backend is BackendLegacy or BackendNFT (xtables.Backender).
+func (r *execRunner) Backend() string {
+	if r.legacy {
+		return BackendLegacy
+	}
+	return BackendNFT
+}
+
 func (r *execRunner) HasRandomFully() bool { return r.randomFully }
 
 // resourceProblem is the iptables tools' exit code for "could not get a

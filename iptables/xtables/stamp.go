@@ -17,3 +17,9 @@ type TableStamper interface {
 	// rules change (not their counters), and ok=false when there is none.
 	TableStamp(table Table) (stamp uint64, ok bool, err error)
 }
+
+// Backender is implemented by Runners that know which backend their tools
+// drive: BackendNFT or BackendLegacy. The real Runner implements it.
+type Backender interface {
+	Backend() string
+}
