@@ -80,8 +80,10 @@
 //     keeps its source port follows every change.
 //   - TCP: a backend that refuses or times out (Config.TCPDialTimeout) is
 //     skipped and the next one tried, up to Config.MaxRetries more times with
-//     doubling backoff. Data is copied with io.Copy between *net.TCPConn, so
-//     Linux splices it; a clean EOF is passed on as a half-close, an error in
+//     doubling backoff. On Linux the data is spliced (splice_linux.go)
+//     through a pipe taken only while a burst is in flight, so an idle
+//     proxied connection holds two descriptors (its two sockets) and two
+//     goroutines; elsewhere it is copied with io.Copy. A clean EOF is passed on as a half-close, an error in
 //     either direction resets both sides, and so does silence: once one side
 //     has finished, the other must send at least every
 //     Config.TCPHalfCloseTimeout (10s), so a client that left a backend that

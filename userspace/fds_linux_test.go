@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -136,4 +137,45 @@ func TestSplicedStreamIntegrity(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), data) {
 		t.Fatalf("got %d bytes back, want the %d sent, identical", got.Len(), len(data))
 	}
+}
+
+// Connections accepted by OSSockets have Go's default keepalive, inherited
+// from the listening socket.
+func TestAcceptedConnectionsKeepAlive(t *testing.T) {
+	ln, err := OSSockets{}.ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	rc, err := a.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Control(func(fd uintptr) {
+		for _, o := range []struct {
+			name       string
+			level, opt int
+			want       int
+		}{
+			{"SO_KEEPALIVE", unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
+			{"TCP_KEEPIDLE", unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, 15},
+			{"TCP_KEEPINTVL", unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15},
+			{"TCP_KEEPCNT", unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 9},
+			{"TCP_NODELAY", unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
+		} {
+			if v, err := unix.GetsockoptInt(int(fd), o.level, o.opt); err != nil || v != o.want {
+				t.Errorf("%s = %d (%v), want %d", o.name, v, err, o.want)
+			}
+		}
+	})
 }

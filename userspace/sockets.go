@@ -29,7 +29,7 @@ var _ Sockets = OSSockets{}
 
 // ListenTCP implements Sockets.
 func (OSSockets) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
-	return net.ListenTCP(tcpNetwork(addr.Addr()), net.TCPAddrFromAddrPort(addr))
+	return listenTCP(tcpNetwork(addr.Addr()), net.TCPAddrFromAddrPort(addr))
 }
 
 // ListenUDP implements Sockets.

@@ -176,9 +176,11 @@ func (c *tcpPair) run() bool {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		c.copy(c.backend, c.client)
+		c.copy(c.client, c.backend)
 	}()
-	c.copy(c.client, c.backend)
+	// The client's request is likely waiting already: this goroutine
+	// forwards it at once, before the new one runs.
+	c.copy(c.backend, c.client)
 	wg.Wait()
 	c.closeBoth()
 	return c.timedOut.Load()
