@@ -16,6 +16,7 @@ import (
 
 	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
@@ -75,7 +76,7 @@ func kernelBenchProxier(b *testing.B, backend string, n int) (*Proxier, xtables.
 	if err != nil {
 		b.Skipf("backend %s: %v", backend, err)
 	}
-	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: ipt})
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: ipt})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -173,10 +174,10 @@ func driftCheckBench(b *testing.B, backend string, n int) {
 	b.StopTimer()
 	b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu-ms/op")
 	const rounds = 3
-	for _, t := range []Table{TableNAT, TableFilter, TableMangle} {
+	for _, t := range []xtables.Table{xtables.TableNAT, xtables.TableFilter, xtables.TableMangle} {
 		t0 := time.Now()
 		for range rounds {
-			if ok, err := ipt.ChainExists(ctx, t, ChainKubeProxyCanary); err != nil || !ok {
+			if ok, err := ipt.ChainExists(ctx, t, xtables.ChainKubeProxyCanary); err != nil || !ok {
 				b.Fatalf("canary in %s: %v %v", t, ok, err)
 			}
 		}
@@ -267,8 +268,8 @@ func BenchmarkKernelColdStart(b *testing.B) {
 					b.Skip("nft at 10,000 services: set SVCPROXY_BENCH_NFT_10K=1")
 				}
 				var cpu time.Duration
-				for b.Loop() {
-					b.StopTimer()
+				b.StopTimer()
+				for range b.N {
 					inFreshNetns(b, func() {
 						p, _ := kernelBenchProxier(b, backend, n)
 						runtime.GC()

@@ -15,6 +15,7 @@ import (
 
 	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
@@ -30,20 +31,22 @@ type countingRunner struct {
 }
 
 func (c *countingRunner) Family() v1.IPFamily { return c.family }
-func (c *countingRunner) EnsureChain(context.Context, Table, Chain) (bool, error) {
+func (c *countingRunner) EnsureChain(context.Context, xtables.Table, xtables.Chain) (bool, error) {
 	return true, nil
 }
-func (c *countingRunner) FlushChain(context.Context, Table, Chain) error  { return nil }
-func (c *countingRunner) DeleteChain(context.Context, Table, Chain) error { return nil }
-func (c *countingRunner) ChainExists(context.Context, Table, Chain) (bool, error) {
+func (c *countingRunner) FlushChain(context.Context, xtables.Table, xtables.Chain) error  { return nil }
+func (c *countingRunner) DeleteChain(context.Context, xtables.Table, xtables.Chain) error { return nil }
+func (c *countingRunner) ChainExists(context.Context, xtables.Table, xtables.Chain) (bool, error) {
 	return true, nil
 }
-func (c *countingRunner) EnsureRule(context.Context, xtables.RulePosition, Table, Chain, ...string) (bool, error) {
+func (c *countingRunner) EnsureRule(context.Context, xtables.RulePosition, xtables.Table, xtables.Chain, ...string) (bool, error) {
 	return true, nil
 }
-func (c *countingRunner) DeleteRule(context.Context, Table, Chain, ...string) error { return nil }
-func (c *countingRunner) SaveInto(context.Context, Table, *bytes.Buffer) error      { return nil }
-func (c *countingRunner) HasRandomFully() bool                                      { return true }
+func (c *countingRunner) DeleteRule(context.Context, xtables.Table, xtables.Chain, ...string) error {
+	return nil
+}
+func (c *countingRunner) SaveInto(context.Context, xtables.Table, *bytes.Buffer) error { return nil }
+func (c *countingRunner) HasRandomFully() bool                                         { return true }
 func (c *countingRunner) Restore(_ context.Context, data []byte) error {
 	c.restores++
 	c.lastBytes = len(data)
@@ -101,7 +104,7 @@ func benchProxier(b *testing.B, n int) (*Proxier, *countingRunner) { return benc
 func benchProxierT(b testing.TB, n int) (*Proxier, *countingRunner) {
 	b.Helper()
 	cr := &countingRunner{family: v1.IPv4Protocol}
-	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: cr})
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: cr})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -235,7 +238,7 @@ func BenchmarkSyncCold(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				cr := &countingRunner{family: v1.IPv4Protocol}
-				p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: cr})
+				p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: cr})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"bytes"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"math"
 	"strconv"
 )
@@ -57,7 +58,7 @@ func (s chainSum) same(k chainSum, tailLast bool) bool {
 // unorderedChain reports whether the order of chain's rules carries no
 // meaning (the shared dispatch chains), and whether its last rule must
 // stay last.
-func unorderedChain(table Table, chain []byte) (unordered, tailLast bool) {
+func unorderedChain(table xtables.Table, chain []byte) (unordered, tailLast bool) {
 	for _, sc := range sharedChains {
 		if sc.table == table && string(sc.chain) == string(chain) {
 			return true, sc.insert
@@ -71,7 +72,7 @@ func unorderedChain(table Table, chain []byte) (unordered, tailLast bool) {
 type tableSums map[string]*chainSum
 
 // sumListing digests an iptables-save listing of table.
-func sumListing(data []byte, table Table) tableSums {
+func sumListing(data []byte, table xtables.Table) tableSums {
 	sums := tableSums{}
 	var cur []byte
 	var cs *chainSum
@@ -123,22 +124,22 @@ func splitChain(s []byte) (chain, rest []byte) {
 // reloads and re-commits the whole table). It returns the reduced payload
 // (nil: nothing to write) and how many declared chains were kept and
 // skipped.
-func reducePayload(payload []byte, kernel map[Table]tableSums) (out []byte, written, skipped int) {
+func reducePayload(payload []byte, kernel map[xtables.Table]tableSums) (out []byte, written, skipped int) {
 	// Pass 1: digest the payload's chains, note declarations and deletions.
 	type tableInfo struct {
 		sums    tableSums
 		deleted map[string]bool
 	}
-	info := map[Table]*tableInfo{}
+	info := map[xtables.Table]*tableInfo{}
 	var ti *tableInfo
-	var table Table
+	var table xtables.Table
 	var cur []byte
 	var cs *chainSum
 	var unordered bool
 	eachLine(payload, func(line []byte) {
 		switch {
 		case len(line) > 1 && line[0] == '*':
-			table = Table(line[1:])
+			table = xtables.Table(line[1:])
 			ti = &tableInfo{sums: tableSums{}, deleted: map[string]bool{}}
 			info[table] = ti
 			cs = nil
@@ -170,7 +171,7 @@ func reducePayload(payload []byte, kernel map[Table]tableSums) (out []byte, writ
 		}
 	})
 	// Which declared chains to skip.
-	skip := map[Table]map[string]bool{}
+	skip := map[xtables.Table]map[string]bool{}
 	for t, ti := range info {
 		k := kernel[t]
 		if k == nil {
@@ -207,7 +208,7 @@ func reducePayload(payload []byte, kernel map[Table]tableSums) (out []byte, writ
 	eachLine(payload, func(line []byte) {
 		switch {
 		case len(line) > 1 && line[0] == '*':
-			sk = skip[Table(line[1:])]
+			sk = skip[xtables.Table(line[1:])]
 			sectionStart, sectionLines = len(out), 0
 		case bytes.Equal(line, []byte("COMMIT")):
 			if sectionLines == 0 {

@@ -58,7 +58,7 @@ func TestFullSyncWritesOnlyChainsThatDifferKernel(t *testing.T) {
 					}
 					save := func() string {
 						var b bytes.Buffer
-						for _, tb := range []Table{TableNAT, TableFilter} {
+						for _, tb := range []xtables.Table{xtables.TableNAT, xtables.TableFilter} {
 							if err := real.SaveInto(ctx, tb, &b); err != nil {
 								t.Fatal(err)
 							}

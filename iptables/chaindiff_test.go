@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // A full sync over a ruleset that already matches the plan writes nothing:
@@ -46,11 +47,11 @@ func TestFullSyncWritesOnlyChainsThatDiffer(t *testing.T) {
 			}
 
 			// One chain emptied by hand: only it is rewritten.
-			chains, err := fake.Chains(TableNAT)
+			chains, err := fake.Chains(xtables.TableNAT)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var victim Chain
+			var victim xtables.Chain
 			for _, c := range chains {
 				if strings.HasPrefix(string(c), "KUBE-SVC-") {
 					victim = c
@@ -60,7 +61,7 @@ func TestFullSyncWritesOnlyChainsThatDiffer(t *testing.T) {
 			if victim == "" {
 				t.Fatal("test setup: no KUBE-SVC chain")
 			}
-			if err := fake.FlushChain(context.Background(), TableNAT, victim); err != nil {
+			if err := fake.FlushChain(context.Background(), xtables.TableNAT, victim); err != nil {
 				t.Fatal(err)
 			}
 			q.RequestFullSync()

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"bytes"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"slices"
 	"strings"
 )
@@ -111,7 +112,7 @@ func splitPayload(payload []byte, max int) [][]byte {
 		shared := false
 		if len(line) > 3 && line[0] == '-' && (line[1] == 'A' || line[1] == 'I') && line[2] == ' ' {
 			chain, rest := splitChain(line[3:])
-			shared = string(chain) == string(ChainKubeServices) || string(chain) == string(ChainKubeNodePorts)
+			shared = string(chain) == string(xtables.ChainKubeServices) || string(chain) == string(ChainKubeNodePorts)
 			if !shared && prevShared && len(decl) >= max {
 				flush(false)
 			}

@@ -31,18 +31,18 @@ func cleanupRules(ctx context.Context, ipt xtables.Runner) error {
 	}
 	var buf bytes.Buffer
 	var w lineWriter
-	for _, table := range []Table{TableNAT, TableFilter, TableMangle} {
+	for _, table := range []xtables.Table{xtables.TableNAT, xtables.TableFilter, xtables.TableMangle} {
 		buf.Reset()
 		if err := ipt.SaveInto(ctx, table, &buf); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		existing := xtables.ParseListing(buf.Bytes(), table).Chains
-		var doomed []Chain
+		var doomed []xtables.Chain
 		for c := range existing {
-			if isServiceChain(string(c)) || c == ChainKubeProxyCanary ||
-				(table == TableNAT && slices.Contains(fixedNATChains, c)) ||
-				(table == TableFilter && slices.Contains(fixedFilterChains, c)) {
+			if isServiceChain(string(c)) || c == xtables.ChainKubeProxyCanary ||
+				(table == xtables.TableNAT && slices.Contains(fixedNATChains, c)) ||
+				(table == xtables.TableFilter && slices.Contains(fixedFilterChains, c)) {
 				doomed = append(doomed, c)
 			}
 		}

@@ -68,7 +68,7 @@ func TestCleanupKernel(t *testing.T) {
 func kubeLines(t *testing.T, ipt xtables.Runner) int {
 	t.Helper()
 	n := 0
-	for _, table := range []Table{TableNAT, TableFilter, TableMangle} {
+	for _, table := range []xtables.Table{xtables.TableNAT, xtables.TableFilter, xtables.TableMangle} {
 		var buf bytes.Buffer
 		if err := ipt.SaveInto(context.Background(), table, &buf); err != nil {
 			t.Fatal(err)

@@ -14,22 +14,6 @@ import (
 // DefaultMasqueradeBit is the fwmark bit of Config's zero MasqueradeBit.
 const DefaultMasqueradeBit = 14
 
-// Local-traffic detection is shared with the other engines; see
-// proxy.LocalDetector.
-type (
-	LocalMode     = proxy.LocalMode
-	LocalDetector = proxy.LocalDetector
-)
-
-// The local-traffic detection modes (proxy.LocalMode).
-const (
-	LocalModeNone                = proxy.LocalModeNone
-	LocalModeClusterCIDR         = proxy.LocalModeClusterCIDR
-	LocalModeNodeCIDR            = proxy.LocalModeNodeCIDR
-	LocalModeBridgeInterface     = proxy.LocalModeBridgeInterface
-	LocalModeInterfaceNamePrefix = proxy.LocalModeInterfaceNamePrefix
-)
-
 // Config configures a Proxier: the fields every engine shares in Common
 // (node, periods, logger, clock, metrics, health, conntrack, OnSync; see
 // engine.Common), and the iptables mode's own. Every zero value is
@@ -45,7 +29,7 @@ type Config struct {
 	// (0: 14, as kube-proxy). Use -1 to mean bit 0.
 	MasqueradeBit int
 	// LocalDetector says which traffic comes from local pods (zero: none).
-	LocalDetector LocalDetector
+	LocalDetector proxy.LocalDetector
 	// NodePortAddresses restricts node ports to the local addresses inside
 	// these CIDRs (other families are ignored). Empty, or a CIDR covering
 	// the whole family, means every local address of the family (matched

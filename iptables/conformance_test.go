@@ -20,7 +20,7 @@ func conformanceConfig(topo proxytest.Topology, opts proxytest.Options) Config {
 	return Config{
 		Common:            engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
 		MasqueradeAll:     opts.MasqueradeAll,
-		LocalDetector:     LocalDetector{Mode: LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+		LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
 		NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
 		LocalAddresses: func() ([]netip.Addr, error) {
 			return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil

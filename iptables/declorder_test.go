@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // A full sync over chains the kernel already has (with other content)
@@ -24,7 +25,7 @@ func TestFullSyncDeclaresExistingChainsWithTheirService(t *testing.T) {
 	load(p)
 	mustSync(t, p)
 	existing := map[string]bool{}
-	chains, err := fake.Chains(TableNAT)
+	chains, err := fake.Chains(xtables.TableNAT)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestFullSyncDeclaresExistingChainsWithTheirService(t *testing.T) {
 		// (KUBE-POSTROUTING too, so that its rules separate the block
 		// from the first service.)
 		if strings.HasPrefix(string(c), "KUBE-SVC-") || strings.HasPrefix(string(c), "KUBE-EXT-") || c == "KUBE-POSTROUTING" {
-			if err := fake.FlushChain(context.Background(), TableNAT, c); err != nil {
+			if err := fake.FlushChain(context.Background(), xtables.TableNAT, c); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -18,10 +18,17 @@
 //     node's labels and the Config, split by concern (plan_clusterip.go,
 //     plan_nodeport.go, plan_loadbalancer.go, plan_externalip.go,
 //     plan_affinity.go, plan_masquerade.go). Render exposes it.
-//   - diff: a full sync writes every chain and deletes the per-service
-//     chains no longer wanted (those it wrote before, and those the kernel
-//     lists); a partial sync writes only the services that changed.
-//   - apply: one iptables-restore --noflush call. Every nat chain the
+//   - diff: a full sync renders every chain, then keeps only the chains
+//     whose content differs from the kernel's listing (rules compared in
+//     a normal form both our rendering and iptables-save reduce to; see
+//     chaindiff.go), and deletes the per-service chains no longer wanted
+//     (those it wrote before, and those the kernel lists). A restart over
+//     a correct ruleset, or a resync of an unchanged one, restores
+//     nothing. A partial sync writes only the services that changed.
+//   - apply: one iptables-restore --noflush call (on iptables-nft, a full
+//     sync that creates more than 5,000 nat chains is split into several,
+//     in order, ending at service boundaries: the tool's cost grows faster
+//     than linearly with the chains of one restore; see chunk.go). Every nat chain the
 //     payload creates, flushes or deletes is declared in one block ahead
 //     of the rules, in descending name order: both iptables-restore
 //     backends insert chains into a sorted list, and this order is several

@@ -23,7 +23,7 @@ type chainExistsCounter struct {
 	calls int
 }
 
-func (c *chainExistsCounter) ChainExists(ctx context.Context, t Table, ch Chain) (bool, error) {
+func (c *chainExistsCounter) ChainExists(ctx context.Context, t xtables.Table, ch xtables.Chain) (bool, error) {
 	c.calls++
 	return c.Runner.ChainExists(ctx, t, ch)
 }
@@ -66,7 +66,7 @@ func TestDriftCheckKernel(t *testing.T) {
 				if err := p.Sync(ctx); err != nil {
 					return err
 				}
-				_, stamped, _ := stamper.TableStamp(TableNAT)
+				_, stamped, _ := stamper.TableStamp(xtables.TableNAT)
 				ipt.calls = 0
 				check("right after a full sync", false)
 				check("again", false)
@@ -78,7 +78,7 @@ func TestDriftCheckKernel(t *testing.T) {
 				}
 
 				// Another program changes filter: checked again, no drift.
-				if _, err := real.EnsureChain(ctx, TableFilter, "OTHER-SOFTWARE"); err != nil {
+				if _, err := real.EnsureChain(ctx, xtables.TableFilter, "OTHER-SOFTWARE"); err != nil {
 					return err
 				}
 				ipt.calls = 0
@@ -115,7 +115,7 @@ func TestDriftCheckKernel(t *testing.T) {
 				}
 
 				// Only the filter canary deleted.
-				if err := real.DeleteChain(ctx, TableFilter, ChainKubeProxyCanary); err != nil {
+				if err := real.DeleteChain(ctx, xtables.TableFilter, xtables.ChainKubeProxyCanary); err != nil {
 					return err
 				}
 				check("after deleting the filter canary", true)

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // The drift check runs canary commands only for tables changed since the
@@ -32,7 +33,7 @@ func TestDriftCheckSkipsUnchangedTables(t *testing.T) {
 	}
 	check("after the first sync", false, false)
 
-	if _, err := fake.EnsureChain(ctx, TableFilter, "OTHER-SOFTWARE"); err != nil {
+	if _, err := fake.EnsureChain(ctx, xtables.TableFilter, "OTHER-SOFTWARE"); err != nil {
 		t.Fatal(err)
 	}
 	check("after another program's change", false, true)
@@ -42,14 +43,14 @@ func TestDriftCheckSkipsUnchangedTables(t *testing.T) {
 	mustSync(t, p)
 	check("after our partial sync", false, false)
 
-	if _, err := fake.EnsureChain(ctx, TableNAT, "OTHER-SOFTWARE"); err != nil {
+	if _, err := fake.EnsureChain(ctx, xtables.TableNAT, "OTHER-SOFTWARE"); err != nil {
 		t.Fatal(err)
 	}
 	p.OnServiceAdd(svc("ns", "c", "172.30.0.3"))
 	mustSync(t, p)
 	check("after another program's change, then our partial sync", false, true)
 
-	if err := fake.DeleteChain(ctx, TableNAT, ChainKubeProxyCanary); err != nil {
+	if err := fake.DeleteChain(ctx, xtables.TableNAT, xtables.ChainKubeProxyCanary); err != nil {
 		t.Fatal(err)
 	}
 	check("after the nat canary was deleted", true, true)

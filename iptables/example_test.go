@@ -12,6 +12,8 @@ import (
 
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
@@ -23,7 +25,7 @@ func Example() {
 	fakes := iptablestest.NewFakes(v1.IPv4Protocol)
 	p, err := iptables.NewProxier(iptables.Config{
 		Common:        engine.Common{NodeName: "node-a"},
-		LocalDetector: iptables.LocalDetector{Mode: iptables.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")},
+		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")},
 	}, fakes.Interfaces())
 	if err != nil {
 		panic(err)
@@ -49,7 +51,7 @@ func Example() {
 	if err := p.Sync(context.Background()); err != nil {
 		panic(err)
 	}
-	rules, _ := fakes.IPTables.Rules(iptables.TableNAT, iptables.ChainKubeServices)
+	rules, _ := fakes.IPTables.Rules(xtables.TableNAT, xtables.ChainKubeServices)
 	fmt.Println(rules[0])
 
 	tr := iptablestest.NewTracer(fakes, iptablestest.TracerConfig{})

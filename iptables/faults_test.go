@@ -123,13 +123,13 @@ func TestCanaryRepairWithinDriftCheckInterval(t *testing.T) {
 	want := fake.Dump()
 
 	// Someone flushes nat and deletes the canaries.
-	for _, c := range []Chain{ChainKubeServices, ChainKubeNodePorts, ChainKubePostrouting} {
-		if err := fake.FlushChain(ctx, TableNAT, c); err != nil {
+	for _, c := range []xtables.Chain{xtables.ChainKubeServices, ChainKubeNodePorts, xtables.ChainKubePostrouting} {
+		if err := fake.FlushChain(ctx, xtables.TableNAT, c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, tb := range []Table{TableMangle, TableNAT, TableFilter} {
-		if err := fake.DeleteChain(ctx, tb, ChainKubeProxyCanary); err != nil {
+	for _, tb := range []xtables.Table{xtables.TableMangle, xtables.TableNAT, xtables.TableFilter} {
+		if err := fake.DeleteChain(ctx, tb, xtables.ChainKubeProxyCanary); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -214,20 +214,20 @@ func wantHas(t *testing.T, got []conntrack.Filter, want ...conntrack.Filter) {
 func TestCleanup(t *testing.T) {
 	p, fake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
 	ctx := context.Background()
-	if _, err := fake.EnsureChain(ctx, TableNAT, ChainKubeletCanary); err != nil {
+	if _, err := fake.EnsureChain(ctx, xtables.TableNAT, xtables.ChainKubeletCanary); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fake.EnsureChain(ctx, TableFilter, "OTHER"); err != nil {
+	if _, err := fake.EnsureChain(ctx, xtables.TableFilter, "OTHER"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fake.EnsureRule(ctx, xtables.Append, TableFilter, ChainInput, "-s", "1.2.3.4", "-j", "OTHER"); err != nil {
+	if _, err := fake.EnsureRule(ctx, xtables.Append, xtables.TableFilter, xtables.ChainInput, "-s", "1.2.3.4", "-j", "OTHER"); err != nil {
 		t.Fatal(err)
 	}
 	// (Touch mangle so that the table exists in both dumps.)
-	if _, err := fake.EnsureChain(ctx, TableMangle, "TMP"); err != nil {
+	if _, err := fake.EnsureChain(ctx, xtables.TableMangle, "TMP"); err != nil {
 		t.Fatal(err)
 	}
-	if err := fake.DeleteChain(ctx, TableMangle, "TMP"); err != nil {
+	if err := fake.DeleteChain(ctx, xtables.TableMangle, "TMP"); err != nil {
 		t.Fatal(err)
 	}
 	before := fake.Dump()
@@ -261,7 +261,7 @@ func TestFullSyncEnsuresOnlyWhatIsMissing(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	if err := fake.DeleteRule(ctx, TableNAT, ChainPrerouting, "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"); err != nil {
+	if err := fake.DeleteRule(ctx, xtables.TableNAT, xtables.ChainPrerouting, "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"); err != nil {
 		t.Fatal(err)
 	}
 	if fake.Dump() == want {

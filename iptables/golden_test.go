@@ -11,6 +11,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
@@ -33,7 +34,7 @@ func (s state) load(p *Proxier) {
 
 var ipv4Config = Config{
 	Common:        engine.Common{NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}},
-	LocalDetector: LocalDetector{Mode: LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.0.0.0/8")},
+	LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.0.0.0/8")},
 }
 
 // goldenStates are representative states; each one's whole rendered
@@ -78,7 +79,7 @@ var goldenStates = []struct {
 	},
 	{
 		name: "policies-affinity-udp", family: v1.IPv4Protocol,
-		cfg: Config{MasqueradeAll: true, LocalDetector: LocalDetector{Mode: LocalModeInterfaceNamePrefix, Interface: "veth"}},
+		cfg: Config{MasqueradeAll: true, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: "veth"}},
 		state: state{
 			services: []*v1.Service{
 				svc("ns1", "itplocal", "172.30.0.51", itpLocal),
@@ -103,7 +104,7 @@ var goldenStates = []struct {
 			LocalAddresses: func() ([]netip.Addr, error) {
 				return []netip.Addr{netip.MustParseAddr("fd00:1::2"), netip.MustParseAddr("::1"), netip.MustParseAddr("fd00:2::2"), netip.MustParseAddr("10.1.1.1")}, nil
 			},
-			LocalDetector: LocalDetector{Mode: LocalModeNodeCIDR, CIDR: netip.MustParsePrefix("fd00:10:1::/64")},
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeNodeCIDR, CIDR: netip.MustParsePrefix("fd00:10:1::/64")},
 		},
 		state: state{
 			services: []*v1.Service{

@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"strconv"
 	"strings"
 )
@@ -19,14 +20,14 @@ func (w *lineWriter) reset() {
 }
 
 // rule starts "-A chain".
-func (w *lineWriter) rule(chain Chain) *lineWriter {
+func (w *lineWriter) rule(chain xtables.Chain) *lineWriter {
 	w.buf = append(w.buf, "-A "...)
 	w.buf = append(w.buf, chain...)
 	return w
 }
 
 // op starts "<op> chain", op being -A, -I or -D.
-func (w *lineWriter) op(op string, chain Chain) *lineWriter {
+func (w *lineWriter) op(op string, chain xtables.Chain) *lineWriter {
 	w.buf = append(w.buf, op...)
 	w.buf = append(w.buf, ' ')
 	w.buf = append(w.buf, chain...)
@@ -101,7 +102,7 @@ func (w *lineWriter) raw(line string) {
 
 // chainLine appends ":chain - [0:0]", which creates the chain, or flushes
 // it when it exists (iptables-restore --noflush).
-func (w *lineWriter) chainLine(chain Chain) {
+func (w *lineWriter) chainLine(chain xtables.Chain) {
 	w.buf = append(w.buf, ':')
 	w.buf = append(w.buf, chain...)
 	w.buf = append(w.buf, " - [0:0]"...)

@@ -9,22 +9,14 @@ import (
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
-// Fixed chains, named as kube-proxy's iptables mode names them, so that
-// switching between kube-proxy and this engine (either way) leaves no
-// duplicate rules behind. Those the ipvs mode shares are package xtables'.
+// The fixed chains only this engine writes, named as kube-proxy's iptables
+// mode names them, so that switching between kube-proxy and this engine
+// (either way) leaves no duplicate rules behind. Those other engines share
+// (KUBE-SERVICES, KUBE-POSTROUTING, KUBE-MARK-MASQ, KUBE-FORWARD,
+// KUBE-PROXY-FIREWALL, the canaries) are package xtables'.
 const (
-	ChainKubeServices               = xtables.ChainKubeServices
-	ChainKubeExternalServices Chain = "KUBE-EXTERNAL-SERVICES"
-	ChainKubeNodePorts        Chain = "KUBE-NODEPORTS"
-	ChainKubePostrouting            = xtables.ChainKubePostrouting
-	ChainKubeMarkMasq               = xtables.ChainKubeMarkMasq
-	ChainKubeForward                = xtables.ChainKubeForward
-	ChainKubeProxyFirewall          = xtables.ChainKubeProxyFirewall
-	// ChainKubeProxyCanary is created empty in mangle, nat and filter; its
-	// disappearance means someone flushed the tables behind our back.
-	ChainKubeProxyCanary = xtables.ChainKubeProxyCanary
-	// ChainKubeletCanary belongs to the kubelet; this engine never touches it.
-	ChainKubeletCanary = xtables.ChainKubeletCanary
+	ChainKubeExternalServices xtables.Chain = "KUBE-EXTERNAL-SERVICES"
+	ChainKubeNodePorts        xtables.Chain = "KUBE-NODEPORTS"
 )
 
 // Prefixes of the per-service chains (all in the nat table).
@@ -55,7 +47,7 @@ func chainHash(s string) string {
 
 // serviceChainNames are the four per-service-port chain names.
 type serviceChainNames struct {
-	cluster, local, external, firewall Chain
+	cluster, local, external, firewall xtables.Chain
 }
 
 // makeServiceChainNames hashes servicePortName + lower-case protocol, as
@@ -63,14 +55,14 @@ type serviceChainNames struct {
 func makeServiceChainNames(name proxy.ServicePortName) serviceChainNames {
 	base := chainHash(name.String() + strings.ToLower(string(name.Protocol)))
 	return serviceChainNames{
-		cluster:  Chain(prefixServiceCluster + base),
-		local:    Chain(prefixServiceLocal + base),
-		external: Chain(prefixServiceExt + base),
-		firewall: Chain(prefixServiceFW + base),
+		cluster:  xtables.Chain(prefixServiceCluster + base),
+		local:    xtables.Chain(prefixServiceLocal + base),
+		external: xtables.Chain(prefixServiceExt + base),
+		firewall: xtables.Chain(prefixServiceFW + base),
 	}
 }
 
 // endpointChainName hashes servicePortName + lower-case protocol + "ip:port".
-func endpointChainName(name proxy.ServicePortName, endpoint string) Chain {
-	return Chain(prefixEndpoint + chainHash(name.String()+strings.ToLower(string(name.Protocol))+endpoint))
+func endpointChainName(name proxy.ServicePortName, endpoint string) xtables.Chain {
+	return xtables.Chain(prefixEndpoint + chainHash(name.String()+strings.ToLower(string(name.Protocol))+endpoint))
 }

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -27,18 +28,18 @@ const (
 )
 
 var sharedChains = [numShared]struct {
-	table Table
-	chain Chain
+	table xtables.Table
+	chain xtables.Chain
 	// insert: new rules go first (-I), to stay ahead of the tail rule that
 	// must remain last in nat KUBE-SERVICES.
 	insert bool
 }{
-	natServices:            {TableNAT, ChainKubeServices, true},
-	natNodePorts:           {TableNAT, ChainKubeNodePorts, false},
-	filterServices:         {TableFilter, ChainKubeServices, false},
-	filterExternalServices: {TableFilter, ChainKubeExternalServices, false},
-	filterNodePorts:        {TableFilter, ChainKubeNodePorts, false},
-	filterFirewall:         {TableFilter, ChainKubeProxyFirewall, false},
+	natServices:            {xtables.TableNAT, xtables.ChainKubeServices, true},
+	natNodePorts:           {xtables.TableNAT, ChainKubeNodePorts, false},
+	filterServices:         {xtables.TableFilter, xtables.ChainKubeServices, false},
+	filterExternalServices: {xtables.TableFilter, ChainKubeExternalServices, false},
+	filterNodePorts:        {xtables.TableFilter, ChainKubeNodePorts, false},
+	filterFirewall:         {xtables.TableFilter, xtables.ChainKubeProxyFirewall, false},
 }
 
 // servicePlan is the desired state of one service port, apart from the
@@ -49,14 +50,14 @@ type servicePlan struct {
 	shared [numShared][]string
 	// chains are the nat chains this service port owns (KUBE-SVC/SVL/EXT/
 	// FW/SEP), in the order they are declared.
-	chains []Chain
+	chains []xtables.Chain
 	// sticky records ClientIP affinity, on which the KUBE-SEP chains'
 	// content depends.
 	sticky bool
 	// decl are the chains whose rules planService wrote (transient: the
 	// render declares them, then drops the slice). A KUBE-SEP chain that
 	// exists with the same content is kept, not rewritten.
-	decl []Chain
+	decl []xtables.Chain
 }
 
 func (p *servicePlan) reset() {
@@ -80,7 +81,7 @@ type planEnv struct {
 	masqMark            string // "0x4000"
 	// keepEndpointChains, when set, are KUBE-SEP chains that exist with the
 	// content planService would write (partial syncs).
-	keepEndpointChains []Chain
+	keepEndpointChains []xtables.Chain
 	// terse leaves out the per-endpoint comments (large clusters).
 	terse bool
 	spec  specBuilder
@@ -97,14 +98,14 @@ type decision struct {
 	usesLocalChain   bool
 
 	// internal (cluster IP) traffic
-	internalChain        Chain
+	internalChain        xtables.Chain
 	hasInternalEndpoints bool
 	// external (node port, external IP, load balancer) traffic
-	externalPolicyChain  Chain
+	externalPolicyChain  xtables.Chain
 	hasExternalEndpoints bool
 	usesExternalChain    bool
 	// load-balancer traffic enters the firewall chain when source ranges apply
-	loadBalancerChain Chain
+	loadBalancerChain xtables.Chain
 	usesFirewallChain bool
 
 	// filter-table verdicts for traffic with nowhere to go

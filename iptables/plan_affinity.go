@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -16,7 +17,7 @@ import (
 //
 // In large clusters (env.terse) the per-endpoint comments are left out, as
 // kube-proxy does above 1,000 endpoints: they are a third of the bytes.
-func planServiceToEndpoints(env *planEnv, svc *servicePortInfo, chain Chain, endpoints []proxy.Endpoint, rules *lineWriter) {
+func planServiceToEndpoints(env *planEnv, svc *servicePortInfo, chain xtables.Chain, endpoints []proxy.Endpoint, rules *lineWriter) {
 	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
 		timeout := strconv.Itoa(svc.StickyMaxAgeSeconds())
 		for _, ep := range endpoints {
@@ -48,13 +49,13 @@ func planServiceToEndpoints(env *planEnv, svc *servicePortInfo, chain Chain, end
 // planEndpointChain writes a KUBE-SEP chain: hairpin traffic (the endpoint
 // reaching itself through the service) is masqueraded, the client is
 // recorded for session affinity, and the packet is DNATed.
-func planEndpointChain(env *planEnv, svc *servicePortInfo, ep proxy.Endpoint, rules *lineWriter) Chain {
+func planEndpointChain(env *planEnv, svc *servicePortInfo, ep proxy.Endpoint, rules *lineWriter) xtables.Chain {
 	epChain, epStr, epIP := epStrings(svc.name, ep)
 	w := rules.rule(epChain)
 	if !env.terse {
 		w.comment(svc.nameStr)
 	}
-	w.w("-s", epIP).jump(string(ChainKubeMarkMasq))
+	w.w("-s", epIP).jump(string(xtables.ChainKubeMarkMasq))
 	w = rules.rule(epChain)
 	if !env.terse {
 		w.comment(svc.nameStr)

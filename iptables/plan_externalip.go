@@ -1,5 +1,7 @@
 package iptables
 
+import "github.com/svcproxy/svcproxy/iptables/xtables"
+
 // planExternalIPs captures traffic to spec.externalIPs into the EXT chain,
 // and rejects or drops what has no external endpoint in filter
 // KUBE-EXTERNAL-SERVICES.
@@ -30,14 +32,14 @@ func planExternalChain(env *planEnv, svc *servicePortInfo, d *decision, rules *l
 	ext := svc.chains.external
 	if !svc.ExternalPolicyLocal() {
 		rules.rule(ext).comment("masquerade traffic for ", svc.nameStr, " external destinations").
-			jump(string(ChainKubeMarkMasq))
+			jump(string(xtables.ChainKubeMarkMasq))
 	} else if d.usesClusterChain {
 		if env.ifLocal != nil {
 			rules.rule(ext).comment("pod traffic for ", svc.nameStr, " external destinations").
 				w(env.ifLocal...).jump(string(svc.chains.cluster))
 		}
 		rules.rule(ext).comment("masquerade LOCAL traffic for ", svc.nameStr, " external destinations").
-			w("-m", "addrtype", "--src-type", "LOCAL").jump(string(ChainKubeMarkMasq))
+			w("-m", "addrtype", "--src-type", "LOCAL").jump(string(xtables.ChainKubeMarkMasq))
 		rules.rule(ext).comment("route LOCAL traffic for ", svc.nameStr, " external destinations").
 			w("-m", "addrtype", "--src-type", "LOCAL").jump(string(svc.chains.cluster))
 	}

@@ -23,7 +23,7 @@ func planInternalMasquerade(env *planEnv, svc *servicePortInfo, d *decision, rul
 	if !env.masqueradeAll {
 		w.w(env.ifNotLocal...)
 	}
-	w.jump(string(ChainKubeMarkMasq))
+	w.jump(string(xtables.ChainKubeMarkMasq))
 }
 
 // masqMark renders the fwmark of bit as "0x4000".
@@ -35,47 +35,47 @@ func masqMark(bit int) string {
 // marked by KUBE-MARK-MASQ are masqueraded in KUBE-POSTROUTING (the mark is
 // cleared first so that a re-traversal does not masquerade twice).
 func writeFixedNATRules(w *lineWriter, mark string, randomFully bool) {
-	w.rule(ChainKubePostrouting).w("-m", "mark", "!", "--mark", mark+"/"+mark).jump("RETURN")
-	w.rule(ChainKubePostrouting).w("-j", "MARK", "--xor-mark", mark).end()
-	m := w.rule(ChainKubePostrouting).comment("kubernetes service traffic requiring SNAT").w("-j", "MASQUERADE")
+	w.rule(xtables.ChainKubePostrouting).w("-m", "mark", "!", "--mark", mark+"/"+mark).jump("RETURN")
+	w.rule(xtables.ChainKubePostrouting).w("-j", "MARK", "--xor-mark", mark).end()
+	m := w.rule(xtables.ChainKubePostrouting).comment("kubernetes service traffic requiring SNAT").w("-j", "MASQUERADE")
 	if randomFully {
 		m.w("--random-fully")
 	}
 	m.end()
-	w.rule(ChainKubeMarkMasq).w("-j", "MARK", "--or-mark", mark).end()
+	w.rule(xtables.ChainKubeMarkMasq).w("-j", "MARK", "--or-mark", mark).end()
 }
 
 // writeFixedFilterRules writes KUBE-FORWARD: invalid conntrack state is
 // dropped (a spurious retransmit must not reach the pod un-NATed), marked
 // and established traffic is accepted even when the FORWARD policy is DROP.
 func writeFixedFilterRules(w *lineWriter, mark string) {
-	w.rule(ChainKubeForward).w("-m", "conntrack", "--ctstate", "INVALID").jump("DROP")
-	w.rule(ChainKubeForward).comment("kubernetes forwarding rules").w("-m", "mark", "--mark", mark+"/"+mark).jump("ACCEPT")
-	w.rule(ChainKubeForward).comment("kubernetes forwarding conntrack rule").w("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED").jump("ACCEPT")
+	w.rule(xtables.ChainKubeForward).w("-m", "conntrack", "--ctstate", "INVALID").jump("DROP")
+	w.rule(xtables.ChainKubeForward).comment("kubernetes forwarding rules").w("-m", "mark", "--mark", mark+"/"+mark).jump("ACCEPT")
+	w.rule(xtables.ChainKubeForward).comment("kubernetes forwarding conntrack rule").w("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED").jump("ACCEPT")
 }
 
 // fixedChains are declared (and so flushed) by every full sync.
-var fixedFilterChains = []Chain{ChainKubeNodePorts, ChainKubeServices, ChainKubeExternalServices, ChainKubeForward, ChainKubeProxyFirewall}
-var fixedNATChains = []Chain{ChainKubeNodePorts, ChainKubeServices, ChainKubeMarkMasq, ChainKubePostrouting}
+var fixedFilterChains = []xtables.Chain{ChainKubeNodePorts, xtables.ChainKubeServices, ChainKubeExternalServices, xtables.ChainKubeForward, xtables.ChainKubeProxyFirewall}
+var fixedNATChains = []xtables.Chain{ChainKubeNodePorts, xtables.ChainKubeServices, xtables.ChainKubeMarkMasq, xtables.ChainKubePostrouting}
 
 // jumpRules are kube-proxy's: the same tables, chains, matches and comments,
 // so that either can clean up after the other.
 var jumpRules = []xtables.JumpRule{
-	{Table: TableFilter, From: ChainInput, To: ChainKubeExternalServices, Comment: "kubernetes externally-visible service portals", Match: ctNew},
-	{Table: TableFilter, From: ChainForward, To: ChainKubeExternalServices, Comment: "kubernetes externally-visible service portals", Match: ctNew},
-	{Table: TableFilter, From: ChainInput, To: ChainKubeNodePorts, Comment: "kubernetes health check service ports"},
-	{Table: TableFilter, From: ChainForward, To: ChainKubeServices, Comment: "kubernetes service portals", Match: ctNew},
-	{Table: TableFilter, From: ChainOutput, To: ChainKubeServices, Comment: "kubernetes service portals", Match: ctNew},
-	{Table: TableFilter, From: ChainForward, To: ChainKubeForward, Comment: "kubernetes forwarding rules"},
-	{Table: TableFilter, From: ChainInput, To: ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
-	{Table: TableFilter, From: ChainOutput, To: ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
-	{Table: TableFilter, From: ChainForward, To: ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
-	{Table: TableNAT, From: ChainOutput, To: ChainKubeServices, Comment: "kubernetes service portals"},
-	{Table: TableNAT, From: ChainPrerouting, To: ChainKubeServices, Comment: "kubernetes service portals"},
-	{Table: TableNAT, From: ChainPostrouting, To: ChainKubePostrouting, Comment: "kubernetes postrouting rules"},
+	{Table: xtables.TableFilter, From: xtables.ChainInput, To: ChainKubeExternalServices, Comment: "kubernetes externally-visible service portals", Match: ctNew},
+	{Table: xtables.TableFilter, From: xtables.ChainForward, To: ChainKubeExternalServices, Comment: "kubernetes externally-visible service portals", Match: ctNew},
+	{Table: xtables.TableFilter, From: xtables.ChainInput, To: ChainKubeNodePorts, Comment: "kubernetes health check service ports"},
+	{Table: xtables.TableFilter, From: xtables.ChainForward, To: xtables.ChainKubeServices, Comment: "kubernetes service portals", Match: ctNew},
+	{Table: xtables.TableFilter, From: xtables.ChainOutput, To: xtables.ChainKubeServices, Comment: "kubernetes service portals", Match: ctNew},
+	{Table: xtables.TableFilter, From: xtables.ChainForward, To: xtables.ChainKubeForward, Comment: "kubernetes forwarding rules"},
+	{Table: xtables.TableFilter, From: xtables.ChainInput, To: xtables.ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
+	{Table: xtables.TableFilter, From: xtables.ChainOutput, To: xtables.ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
+	{Table: xtables.TableFilter, From: xtables.ChainForward, To: xtables.ChainKubeProxyFirewall, Comment: "kubernetes load balancer firewall", Match: ctNew},
+	{Table: xtables.TableNAT, From: xtables.ChainOutput, To: xtables.ChainKubeServices, Comment: "kubernetes service portals"},
+	{Table: xtables.TableNAT, From: xtables.ChainPrerouting, To: xtables.ChainKubeServices, Comment: "kubernetes service portals"},
+	{Table: xtables.TableNAT, From: xtables.ChainPostrouting, To: xtables.ChainKubePostrouting, Comment: "kubernetes postrouting rules"},
 }
 
 var ctNew = []string{"-m", "conntrack", "--ctstate", "NEW"}
 
 // canaryTables hold KUBE-PROXY-CANARY.
-var canaryTables = []Table{TableMangle, TableNAT, TableFilter}
+var canaryTables = []xtables.Table{xtables.TableMangle, xtables.TableNAT, xtables.TableFilter}

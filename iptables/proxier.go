@@ -39,10 +39,10 @@ type Proxier struct {
 	// kernel digests the nat and filter chains of the listings a full sync
 	// just read (transient): the full payload is reduced to the chains
 	// whose content differs (chaindiff.go).
-	kernel map[Table]tableSums
+	kernel map[xtables.Table]tableSums
 	// stamps are the xtables.TableStamper stamps of the tables as last
 	// written or verified to hold the canary (none: check with a command).
-	stamps map[Table]uint64
+	stamps map[xtables.Table]uint64
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
@@ -124,7 +124,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	} else {
 		payload = p.r.renderPartial(u.Services, u.Endpoints, u.ChangedServices, u.ServicePorts)
 	}
-	var before map[Table]uint64
+	var before map[xtables.Table]uint64
 	if !full && len(payload) > 0 {
 		before = p.tableStamps()
 	}
@@ -149,8 +149,8 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		p.recordStamps(full, before)
 	}
 	m, fam := p.cfg.Metrics, p.cfg.IPFamily
-	m.SetIPTablesRulesLastSync(fam, string(TableNAT), p.r.natLines)
-	m.SetIPTablesRulesLastSync(fam, string(TableFilter), p.r.filterLines)
+	m.SetIPTablesRulesLastSync(fam, string(xtables.TableNAT), p.r.natLines)
+	m.SetIPTablesRulesLastSync(fam, string(xtables.TableFilter), p.r.filterLines)
 	p.log.V(4).Info("Restored iptables rules", "full", full, "lines", p.r.out.lines, "bytes", len(payload))
 	return res, nil
 }
@@ -211,7 +211,7 @@ func (p *Proxier) drifted(ctx context.Context) (bool, error) {
 				continue // unchanged since it held the canary
 			}
 		}
-		ok, err := p.ipt.ChainExists(ctx, t, ChainKubeProxyCanary)
+		ok, err := p.ipt.ChainExists(ctx, t, xtables.ChainKubeProxyCanary)
 		if err != nil {
 			return false, err
 		}
@@ -221,7 +221,7 @@ func (p *Proxier) drifted(ctx context.Context) (bool, error) {
 		}
 		if stamped {
 			if p.stamps == nil {
-				p.stamps = map[Table]uint64{}
+				p.stamps = map[xtables.Table]uint64{}
 			}
 			p.stamps[t] = stamp
 		}
@@ -235,9 +235,9 @@ func (p *Proxier) drifted(ctx context.Context) (bool, error) {
 // before the restore (before) still matched its verified stamp held the
 // canary then and still does; any other table is checked with a command
 // at the next drift check.
-func (p *Proxier) recordStamps(full bool, before map[Table]uint64) {
+func (p *Proxier) recordStamps(full bool, before map[xtables.Table]uint64) {
 	after := p.tableStamps()
-	verified := make(map[Table]uint64, len(after))
+	verified := make(map[xtables.Table]uint64, len(after))
 	for t, stamp := range after {
 		old, ok := p.stamps[t]
 		if full || (ok && before[t] == old) {
@@ -249,12 +249,12 @@ func (p *Proxier) recordStamps(full bool, before map[Table]uint64) {
 
 // tableStamps returns the current stamp of each table that has one (nil
 // when the Runner is no xtables.TableStamper).
-func (p *Proxier) tableStamps() map[Table]uint64 {
+func (p *Proxier) tableStamps() map[xtables.Table]uint64 {
 	stamper, ok := p.ipt.(xtables.TableStamper)
 	if !ok {
 		return nil
 	}
-	out := make(map[Table]uint64, len(driftTables))
+	out := make(map[xtables.Table]uint64, len(driftTables))
 	for _, t := range driftTables {
 		if stamp, ok, err := stamper.TableStamp(t); err == nil && ok {
 			out[t] = stamp
@@ -264,7 +264,7 @@ func (p *Proxier) tableStamps() map[Table]uint64 {
 }
 
 // driftTables are canaryTables in the order drifted checks them.
-var driftTables = []Table{TableNAT, TableFilter, TableMangle}
+var driftTables = []xtables.Table{xtables.TableNAT, xtables.TableFilter, xtables.TableMangle}
 
 // dryRun is the DryRun hook: the iptables-restore input a full sync would
 // apply now, touching nothing (no listing either, so deleting chains left
@@ -290,9 +290,9 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 // in one pass (its chains, and the rules of the chains jump rules start
 // from): searching the 33 MB nat listing of 10,000 services once per
 // check cost 50 ms a search. If a listing fails, every check runs.
-func (p *Proxier) ensureBase(ctx context.Context) (map[Chain]struct{}, error) {
-	var existing map[Chain]struct{}
-	listed := map[Table]*xtables.Listing{}
+func (p *Proxier) ensureBase(ctx context.Context) (map[xtables.Chain]struct{}, error) {
+	var existing map[xtables.Chain]struct{}
+	listed := map[xtables.Table]*xtables.Listing{}
 	p.kernel = nil
 	for _, t := range canaryTables {
 		p.save.Reset()
@@ -304,17 +304,17 @@ func (p *Proxier) ensureBase(ctx context.Context) (map[Chain]struct{}, error) {
 			continue
 		}
 		l := xtables.ParseListing(p.save.Bytes(), t, xtables.JumpSources(jumpRules, t)...)
-		if t == TableNAT {
+		if t == xtables.TableNAT {
 			existing = l.Chains
 		}
 		listed[t] = l
-		if t == TableNAT || t == TableFilter {
+		if t == xtables.TableNAT || t == xtables.TableFilter {
 			if p.kernel == nil {
-				p.kernel = map[Table]tableSums{}
+				p.kernel = map[xtables.Table]tableSums{}
 			}
 			p.kernel[t] = sumListing(p.save.Bytes(), t)
 		}
-		if !l.HasChain(ChainKubeProxyCanary) && p.wrote {
+		if !l.HasChain(xtables.ChainKubeProxyCanary) && p.wrote {
 			p.log.Info("Canary chain missing: the tables were flushed behind our back; rewriting everything", "table", t)
 		}
 	}
@@ -325,10 +325,10 @@ func (p *Proxier) ensureBase(ctx context.Context) (map[Chain]struct{}, error) {
 		return nil, err
 	}
 	for _, t := range canaryTables {
-		if l := listed[t]; l != nil && l.HasChain(ChainKubeProxyCanary) {
+		if l := listed[t]; l != nil && l.HasChain(xtables.ChainKubeProxyCanary) {
 			continue
 		}
-		if _, err := p.ipt.EnsureChain(ctx, t, ChainKubeProxyCanary); err != nil {
+		if _, err := p.ipt.EnsureChain(ctx, t, xtables.ChainKubeProxyCanary); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/svcproxy/svcproxy/changetracker"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -38,7 +39,7 @@ type renderer struct {
 	// declarations interleaved with rules, or in ascending order, make
 	// that scan quadratic (measured: 10,000 services 24 s -> 7 s with
 	// legacy; 1,000 services 7.3 s -> 2.0 s with nft).
-	decl []Chain
+	decl []xtables.Chain
 	// existing are the nat chains the kernel has (full syncs, from
 	// iptables-save). Those a service rewrites are declared just before its
 	// rules instead of in the block: iptables-restore announces every
@@ -48,7 +49,7 @@ type renderer struct {
 	// buckets twice as full on average. Declaring an existing chain only
 	// flushes it, which costs the same anywhere in the payload (measured,
 	// legacy re-apply at 10,000 services: 7.4-7.6 s -> 5.6-6.5 s).
-	existing map[Chain]struct{}
+	existing map[xtables.Chain]struct{}
 	svcOut   lineWriter // one service's own rules, before they join out
 	staleX   lineWriter // deletions, after every rule referencing them is gone
 	tail     []string   // nat KUBE-SERVICES tail rules (to KUBE-NODEPORTS)
@@ -75,7 +76,7 @@ type renderStats struct {
 // renderFull writes every service. existing are the nat chains known to
 // exist in the kernel (from iptables-save); the service chains among them
 // that are not wanted are deleted.
-func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing map[Chain]struct{}) []byte {
+func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing map[xtables.Chain]struct{}) []byte {
 	r.out.reset()
 	size := r.sizeHint
 	if size == 0 {
@@ -113,7 +114,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 		r.names = append(r.names, name)
 	}
 	slices.SortFunc(r.names, compareServicePortNames)
-	var gone []Chain
+	var gone []xtables.Chain
 	for _, name := range r.names {
 		p := &servicePlan{}
 		r.writeService(name, services[name], endpoints[name], p, nil)
@@ -137,7 +138,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 		}
 	}
 	if len(existing) > 0 {
-		wanted := make(map[Chain]struct{}, len(plans)*4)
+		wanted := make(map[xtables.Chain]struct{}, len(plans)*4)
 		for _, p := range plans {
 			for _, c := range p.chains {
 				wanted[c] = struct{}{}
@@ -266,7 +267,7 @@ func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePor
 	}
 }
 
-func (r *renderer) declSize(chains []Chain) int {
+func (r *renderer) declSize(chains []xtables.Chain) int {
 	n := 0
 	for _, c := range chains {
 		n += len(c) + len(": - [0:0]\n")
@@ -316,7 +317,7 @@ func (r *renderer) diffShared(old, p *servicePlan) {
 }
 
 func (r *renderer) writerFor(i sharedChain) *lineWriter {
-	if sharedChains[i].table == TableFilter {
+	if sharedChains[i].table == xtables.TableFilter {
 		return &r.filter
 	}
 	return &r.out
@@ -324,7 +325,7 @@ func (r *renderer) writerFor(i sharedChain) *lineWriter {
 
 // deleteChain flushes (by declaring) and deletes a nat chain, at the end of
 // the nat section, after every rule that referenced it was rewritten.
-func (r *renderer) deleteChain(c Chain) {
+func (r *renderer) deleteChain(c xtables.Chain) {
 	r.decl = append(r.decl, c)
 	r.staleX.op("-X", c).end()
 }
@@ -371,7 +372,7 @@ func (r *renderer) insertDecls() {
 	if len(r.decl) == 0 {
 		return
 	}
-	slices.SortFunc(r.decl, func(a, b Chain) int { return strings.Compare(string(b), string(a)) })
+	slices.SortFunc(r.decl, func(a, b xtables.Chain) int { return strings.Compare(string(b), string(a)) })
 	r.decl = slices.Compact(r.decl)
 	const at = len("*nat\n")
 	size := r.declSize(r.decl)

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -45,7 +46,7 @@ type endpointInfo struct {
 	*proxy.BaseEndpoint
 	str   string // "ip:port"
 	ipStr string
-	chain Chain
+	chain xtables.Chain
 }
 
 func newEndpointInfo(base *proxy.BaseEndpoint, name *proxy.ServicePortName) *endpointInfo {
@@ -96,7 +97,7 @@ func baseFromServicePort(s proxy.ServicePort) *proxy.BaseServicePort {
 }
 
 // epChain returns the endpoint's chain name and strings.
-func epStrings(name proxy.ServicePortName, ep proxy.Endpoint) (chain Chain, str, ip string) {
+func epStrings(name proxy.ServicePortName, ep proxy.Endpoint) (chain xtables.Chain, str, ip string) {
 	if e, ok := ep.(*endpointInfo); ok {
 		return e.chain, e.str, e.ipStr
 	}

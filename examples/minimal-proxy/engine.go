@@ -241,7 +241,7 @@ func masqBit(b *int32) int {
 }
 
 // localDetector turns detectLocalMode into the engine's detector for family.
-func localDetector(cfg *KubeProxyConfiguration, family v1.IPFamily, node *v1.Node) (iptables.LocalDetector, error) {
+func localDetector(cfg *KubeProxyConfiguration, family v1.IPFamily, node *v1.Node) (proxy.LocalDetector, error) {
 	mode := cfg.DetectLocalMode
 	if mode == "" {
 		mode = detectClusterCIDR
@@ -250,18 +250,18 @@ func localDetector(cfg *KubeProxyConfiguration, family v1.IPFamily, node *v1.Nod
 	case detectClusterCIDR:
 		cidrs, err := parseCIDRList(cfg.ClusterCIDR)
 		if err != nil {
-			return iptables.LocalDetector{}, fmt.Errorf("clusterCIDR: %w", err)
+			return proxy.LocalDetector{}, fmt.Errorf("clusterCIDR: %w", err)
 		}
 		for _, c := range cidrs {
 			if c.Addr().Is4() == (family == v1.IPv4Protocol) {
-				return iptables.LocalDetector{Mode: iptables.LocalModeClusterCIDR, CIDR: c}, nil
+				return proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: c}, nil
 			}
 		}
 		// As kube-proxy: no cluster CIDR of this family, no detection.
-		return iptables.LocalDetector{}, nil
+		return proxy.LocalDetector{}, nil
 	case detectNodeCIDR:
 		if node == nil {
-			return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode: %s needs this node's Node object (its spec.podCIDRs), and there is none", detectNodeCIDR)
+			return proxy.LocalDetector{}, fmt.Errorf("detectLocalMode: %s needs this node's Node object (its spec.podCIDRs), and there is none", detectNodeCIDR)
 		}
 		cidrs := node.Spec.PodCIDRs
 		if len(cidrs) == 0 && node.Spec.PodCIDR != "" {
@@ -270,19 +270,19 @@ func localDetector(cfg *KubeProxyConfiguration, family v1.IPFamily, node *v1.Nod
 		for _, c := range cidrs {
 			pfx, err := netip.ParsePrefix(c)
 			if err != nil {
-				return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode %s: Node %s has an unparsable podCIDR %q", detectNodeCIDR, node.Name, c)
+				return proxy.LocalDetector{}, fmt.Errorf("detectLocalMode %s: Node %s has an unparsable podCIDR %q", detectNodeCIDR, node.Name, c)
 			}
 			if pfx.Addr().Is4() == (family == v1.IPv4Protocol) {
-				return iptables.LocalDetector{Mode: iptables.LocalModeNodeCIDR, CIDR: pfx.Masked()}, nil
+				return proxy.LocalDetector{Mode: proxy.LocalModeNodeCIDR, CIDR: pfx.Masked()}, nil
 			}
 		}
-		return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode %s: Node %s has no %s podCIDR (spec.podCIDRs %v)", detectNodeCIDR, node.Name, family, cidrs)
+		return proxy.LocalDetector{}, fmt.Errorf("detectLocalMode %s: Node %s has no %s podCIDR (spec.podCIDRs %v)", detectNodeCIDR, node.Name, family, cidrs)
 	case detectBridgeInterface:
-		return iptables.LocalDetector{Mode: iptables.LocalModeBridgeInterface, Interface: cfg.DetectLocal.BridgeInterface}, nil
+		return proxy.LocalDetector{Mode: proxy.LocalModeBridgeInterface, Interface: cfg.DetectLocal.BridgeInterface}, nil
 	case detectInterfaceNamePrefix:
-		return iptables.LocalDetector{Mode: iptables.LocalModeInterfaceNamePrefix, Interface: cfg.DetectLocal.InterfaceNamePrefix}, nil
+		return proxy.LocalDetector{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: cfg.DetectLocal.InterfaceNamePrefix}, nil
 	}
-	return iptables.LocalDetector{}, fmt.Errorf("detectLocalMode: unknown mode %q", mode)
+	return proxy.LocalDetector{}, fmt.Errorf("detectLocalMode: unknown mode %q", mode)
 }
 
 // nodePortAddresses parses nodePortAddresses; "primary" means the node IPs.
