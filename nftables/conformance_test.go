@@ -35,22 +35,8 @@ func conformanceConfig(topo proxytest.Topology, opts proxytest.Options) nftables
 }
 
 // conformanceQuirks are where nftables mode legitimately differs from the
-// table, as upstream kube-proxy's nftables mode does.
-var conformanceQuirks = func() []proxytest.Quirk {
-	const unservedPort = "nftables mode rejects new connections to ports a cluster IP does not serve (upstream's cluster-ips-check chain)"
-	rejected := func(proxytest.Result) proxytest.Result { return proxytest.Result{Verdict: proxytest.Rejected} }
-	dropped := func(proxytest.Result) proxytest.Result { return proxytest.Result{Verdict: proxytest.Dropped} }
-	return []proxytest.Quirk{
-		{Scenario: "cluster-ip", Check: "other-port", Reason: unservedPort, Adjust: rejected},
-		{Scenario: "cluster-ip", Check: "other-protocol", Reason: unservedPort, Adjust: rejected},
-		{Scenario: "udp", Check: "pod-tcp-same-port", Reason: unservedPort, Adjust: rejected},
-		{Scenario: "multiple-ports", Step: "metrics-port-removed", Check: "metrics", Reason: unservedPort, Adjust: rejected},
-		{Scenario: "changes-over-time", Check: "old-port", Reason: unservedPort, Adjust: rejected},
-		{Scenario: "external-traffic-policy-local", Step: "remote-only", Check: "node-lb", Adjust: dropped,
-			Reason: "nftables mode drops the node's own connections to a load-balancer IP of an eTP Local service without local endpoints: " +
-				"filter-output (priority dstnat-10) checks no-endpoint-services before nat-output short-circuits them (as upstream)"},
-	}
-}()
+// table (nftablestest.ConformanceQuirks, which the e2e uses too).
+var conformanceQuirks = nftablestest.ConformanceQuirks(proxytest.Topology{})
 
 func conformanceHarness(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
 	fakes := nftablestest.NewFakes(topo.Family)

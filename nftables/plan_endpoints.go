@@ -4,7 +4,6 @@ package nftables
 
 import (
 	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -50,23 +49,36 @@ func (p *planner) planPolicyChains(sp *servicePlan, pp *portPlan) {
 				rules = append(rules, ruleSpec{text: p.ipX + " saddr @" + n.affinity + " goto " + n.chain})
 			}
 		}
-		var b strings.Builder
-		b.WriteString("numgen random mod ")
-		b.WriteString(strconv.Itoa(len(c.eps)))
-		b.WriteString(" vmap {")
-		for i, ep := range c.eps {
-			if i > 0 {
-				b.WriteString(" ,")
-			}
-			b.WriteString(" ")
-			b.WriteString(strconv.Itoa(i))
-			b.WriteString(" : goto ")
-			b.WriteString(endpointNames(pp.spn, ep).chain)
-		}
-		b.WriteString(" }")
-		rules = append(rules, ruleSpec{text: b.String()})
+		rules = append(rules, dispatchRules(pp.spn, c.eps)...)
 		sp.addChain(chainSpec{name: c.name, rules: rules})
 	}
+}
+
+// dispatchRules pick one of eps at random, each with probability 1/len(eps):
+// rule i (of n) goes to endpoint i with probability 1/(n-i), the last
+// always, as kube-proxy's iptables mode does with statistic matches.
+//
+// Upstream's nftables mode writes one rule, "numgen random mod N vmap { 0 :
+// goto A, 1 : goto B, ... }", but every such inline vmap is an anonymous
+// set in the kernel, and the kernel names a new anonymous set by scanning
+// every set of the table (nf_tables_set_alloc_name, a sscanf per set),
+// while nft's cache reads them all before every transaction: with one per
+// service a cold start is quadratic in the number of services (40,000
+// chains: 35 s in the kernel, against 1.5 s with these rules) and every
+// partial sync pays for the whole table (see BENCHMARKS.md). Tables left by
+// upstream are adopted all the same: their chains carry no content hash, so
+// the first full sync rewrites them.
+func dispatchRules(spn proxy.ServicePortName, eps []proxy.Endpoint) []ruleSpec {
+	rules := make([]ruleSpec, 0, len(eps))
+	for i, ep := range eps {
+		chain := endpointNames(spn, ep).chain
+		if left := len(eps) - i; left > 1 {
+			rules = append(rules, ruleSpec{text: "numgen random mod " + strconv.Itoa(left) + " 0 goto " + chain})
+		} else {
+			rules = append(rules, ruleSpec{text: "goto " + chain})
+		}
+	}
+	return rules
 }
 
 // planEndpointChains writes one chain per reachable endpoint: masquerade

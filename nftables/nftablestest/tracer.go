@@ -408,8 +408,26 @@ func (ev *evaluator) rule(text string, p pkt) ([]branch, error) {
 		}
 		tk = rest
 		if numgen > 0 {
-			// numgen random mod N vmap { i : goto X, ... }
-			if len(tk) == 0 || tk[0] != "vmap" {
+			if len(tk) > 0 && tk[0] != "vmap" {
+				// numgen random mod N [==] K goto X: the rule may go to X
+				// or on to the next rule (this engine's dispatch).
+				if tk[0] == "==" {
+					tk = tk[1:]
+				}
+				k, err := strconv.Atoi(tk[0])
+				if err != nil || k < 0 || k >= numgen {
+					return nil, fmt.Errorf("numgen random mod %d compared with %q", numgen, tk[0])
+				}
+				if len(tk) != 3 || (tk[1] != "goto" && tk[1] != "jump") {
+					return nil, fmt.Errorf("numgen match without a jump or goto: %v", tk[1:])
+				}
+				if numgen == 1 {
+					return []branch{{p: p, action: tk[1], target: tk[2]}}, nil
+				}
+				return []branch{{p: p, action: tk[1], target: tk[2]}, {p: p}}, nil
+			}
+			// numgen random mod N vmap { i : goto X, ... } (upstream's dispatch)
+			if len(tk) == 0 {
 				return nil, fmt.Errorf("numgen without vmap")
 			}
 			m, rest, err := inlineMap(tk[1:])
