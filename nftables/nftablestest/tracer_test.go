@@ -97,3 +97,27 @@ func TestFakeFaults(t *testing.T) {
 		t.Errorf("calls: %v", f.NFTables.Calls())
 	}
 }
+
+// The engine's own dispatch, "numgen random mod N 0 goto X" rules ending in
+// a plain goto, reaches every endpoint, as upstream's inline vmap does.
+func TestTracerCascadedNumgen(t *testing.T) {
+	f := nftablestest.NewFakes(v1.IPv4Protocol)
+	table := strings.Replace(handTable, "add rule ip kube-proxy svc numgen random mod 2 vmap { 0 : goto ep1 , 1 : goto ep2 }\n",
+		"add rule ip kube-proxy svc numgen random mod 3 0 goto ep1\nadd rule ip kube-proxy svc numgen random mod 2 == 0 goto ep2\nadd rule ip kube-proxy svc goto ep3\n", 1)
+	table = strings.Replace(table, "add chain ip kube-proxy masq\n", "add chain ip kube-proxy masq\nadd chain ip kube-proxy ep3\n", 1) +
+		"add rule ip kube-proxy ep3 meta l4proto tcp dnat to 10.244.3.2:8080\n"
+	if err := f.NFTables.ParseDump(table); err != nil {
+		t.Fatal(err)
+	}
+	tr := nftablestest.NewTracer(f, nftablestest.TracerConfig{PodInterface: "veth1", ExternalInterface: "eth0"})
+	got, err := tr.Trace(proxytest.Packet{Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.244.1.9"),
+		Dst: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: v1.ProtocolTCP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proxytest.ForwardedTo(false, netip.MustParseAddrPort("10.244.1.2:8080"),
+		netip.MustParseAddrPort("10.244.2.2:8080"), netip.MustParseAddrPort("10.244.3.2:8080"))
+	if why := proxytest.Match(want, got, false); why != "" {
+		t.Errorf("got %s, want %s: %s", got, want, why)
+	}
+}
