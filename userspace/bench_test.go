@@ -229,7 +229,8 @@ func BenchmarkUDP(b *testing.B) {
 // each, then nothing, all kept open) and reports heap+stack per
 // connection, direct (client and backend, both in this process) and
 // proxied (the same plus the proxy); the difference is the proxy's cost
-// per idle connection.
+// per idle connection. It also reports open descriptors per connection
+// (Linux).
 func BenchmarkIdleConnectionMemory(b *testing.B) {
 	env := newBenchEnv(b, v1.ProtocolTCP)
 	measure := func() uint64 {
@@ -245,6 +246,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 	}{{"direct", env.direct}, {"proxied", env.proxied}} {
 		b.Run(bc.name, func(b *testing.B) {
 			before := measure()
+			fds0 := countFDs()
 			conns := make([]net.Conn, 0, b.N)
 			defer func() {
 				for _, c := range conns {
@@ -265,6 +267,11 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			b.StopTimer()
 			after := measure()
 			b.ReportMetric(float64(int64(after)-int64(before))/float64(b.N), "B/conn")
+			if fds0 >= 0 {
+				// Client and backend sockets (2 per connection, both in
+				// this process), plus the proxy's when proxied.
+				b.ReportMetric(float64(countFDs()-fds0)/float64(b.N), "fds/conn")
+			}
 		})
 	}
 }

@@ -26,6 +26,8 @@ const (
 
 type splicePipe struct{ r, w int }
 
+var pipe2 = unix.Pipe2 // tests make it fail
+
 // pipePool keeps up to idlePipes empty pipes of one proxier for the next
 // burst; Close closes them.
 type pipePool struct{ free chan *splicePipe }
@@ -39,7 +41,7 @@ func (pp *pipePool) get() (*splicePipe, error) {
 	default:
 	}
 	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+	if err := pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return nil, err
 	}
 	// A smaller pipe works too, with more calls.
@@ -90,18 +92,22 @@ func copyStream(pool *pipePool, dst, src net.Conn) (int64, error) {
 		return io.Copy(dst, src)
 	}
 	var (
-		total int64
-		pipe  *splicePipe
-		n     int  // bytes in pipe
-		eof   bool // src ended
-		opErr error
+		total  int64
+		pipe   *splicePipe
+		n      int  // bytes in pipe
+		eof    bool // src ended
+		noPipe bool // src is readable but no pipe could be had
+		buf    []byte
+		opErr  error
 	)
 	// fill waits for src to have data (or EOF) and moves it into a pipe,
 	// taken only then.
 	fill := func(fd uintptr) bool {
 		for {
 			if pipe == nil {
-				if pipe, opErr = pool.get(); opErr != nil {
+				var err error
+				if pipe, err = pool.get(); err != nil {
+					noPipe = true // out of descriptors, say
 					return true
 				}
 			}
@@ -147,6 +153,29 @@ func copyStream(pool *pipePool, dst, src net.Conn) (int64, error) {
 		if err := rs.Read(fill); err != nil {
 			// A deadline or a close, while waiting without a pipe.
 			return total, err
+		}
+		if noPipe {
+			// Copy this burst through user space and try a pipe again
+			// for the next.
+			noPipe = false
+			if buf == nil {
+				buf = make([]byte, 32<<10)
+			}
+			m, rerr := src.Read(buf)
+			if m > 0 {
+				w, werr := dst.Write(buf[:m])
+				total += int64(w)
+				if werr != nil {
+					return total, werr
+				}
+			}
+			if rerr == io.EOF {
+				return total, nil
+			}
+			if rerr != nil {
+				return total, rerr
+			}
+			continue
 		}
 		if opErr != nil {
 			if pipe != nil {
