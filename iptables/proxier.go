@@ -36,6 +36,9 @@ type Proxier struct {
 	// chunk is the most new nat chains one restore of a full sync creates
 	// (0: no limit); iptables-nft only (chunk.go).
 	chunk int
+	// saveAll: full syncs list every table in one iptables-save
+	// (iptables-nft, where that costs what listing nat alone does).
+	saveAll bool
 	// kernel digests the nat and filter chains of the listings a full sync
 	// just read (transient): the full payload is reduced to the chains
 	// whose content differs (chaindiff.go).
@@ -62,6 +65,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	p.r.mark = p.r.env.masqMark
 	if b, ok := ifs.IPTables.(xtables.Backender); ok && b.Backend() == xtables.BackendNFT {
 		p.chunk = chunkChains
+		_, p.saveAll = ifs.IPTables.(xtables.AllSaver)
 	}
 	p.Base, err = engine.New(cfg.Common, engine.Hooks{
 		Name:            "iptables",
@@ -294,16 +298,36 @@ func (p *Proxier) ensureBase(ctx context.Context) (map[xtables.Chain]struct{}, e
 	var existing map[xtables.Chain]struct{}
 	listed := map[xtables.Table]*xtables.Listing{}
 	p.kernel = nil
-	for _, t := range canaryTables {
+	// iptables-nft: one listing of every table costs what the nat one
+	// alone does (xtables.AllSaver).
+	var all []byte
+	if p.saveAll {
 		p.save.Reset()
-		if err := p.ipt.SaveInto(ctx, t, &p.save); err != nil {
+		if err := p.ipt.(xtables.AllSaver).SaveAllInto(ctx, &p.save); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			p.log.Error(err, "Listing a table; checking its chains and jump rules one by one", "table", t)
-			continue
+			p.log.Error(err, "Listing every table; listing them one by one")
+		} else {
+			all = p.save.Bytes()
 		}
-		l := xtables.ParseListing(p.save.Bytes(), t, xtables.JumpSources(jumpRules, t)...)
+	}
+	for _, t := range canaryTables {
+		var listing []byte
+		if all != nil {
+			listing = xtables.Section(all, t) // nil: the table has nothing
+		} else {
+			p.save.Reset()
+			if err := p.ipt.SaveInto(ctx, t, &p.save); err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				p.log.Error(err, "Listing a table; checking its chains and jump rules one by one", "table", t)
+				continue
+			}
+			listing = p.save.Bytes()
+		}
+		l := xtables.ParseListing(listing, t, xtables.JumpSources(jumpRules, t)...)
 		if t == xtables.TableNAT {
 			existing = l.Chains
 		}
@@ -312,7 +336,7 @@ func (p *Proxier) ensureBase(ctx context.Context) (map[xtables.Chain]struct{}, e
 			if p.kernel == nil {
 				p.kernel = map[xtables.Table]tableSums{}
 			}
-			p.kernel[t] = sumListing(p.save.Bytes(), t)
+			p.kernel[t] = sumListing(listing, t)
 		}
 		if !l.HasChain(xtables.ChainKubeProxyCanary) && p.wrote {
 			p.log.Info("Canary chain missing: the tables were flushed behind our back; rewriting everything", "table", t)

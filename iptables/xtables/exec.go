@@ -326,6 +326,21 @@ func (r *execRunner) SaveInto(ctx context.Context, table Table, buf *bytes.Buffe
 	return nil
 }
 
+// SaveAllInto runs iptables-save for every table (xtables.AllSaver).
+func (r *execRunner) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error {
+	cmd := exec.CommandContext(ctx, r.save)
+	var stderr bytes.Buffer
+	cmd.Stdout = buf
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("%s: %w: %s", r.save, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
 var restoreLineRE = regexp.MustCompile(`line (\d+)`)
 
 func (r *execRunner) Restore(ctx context.Context, data []byte) error {

@@ -1,5 +1,10 @@
 package xtables
 
+import (
+	"bytes"
+	"context"
+)
+
 // TableStamper is implemented by Runners that can fingerprint a table
 // without listing it. The legacy backend's tables live in the kernel as
 // one blob per table, and any iptables command (iptables -L of one empty
@@ -22,4 +27,30 @@ type TableStamper interface {
 // drive: BackendNFT or BackendLegacy. The real Runner implements it.
 type Backender interface {
 	Backend() string
+}
+
+// AllSaver is implemented by Runners that can list every table in one
+// iptables-save call. With the nft backend each iptables-save fetches the
+// rules of every table whichever it prints (measured at 1,000 services:
+// nat 10.5 s, filter 1.5 s, mangle 2.0 s, all tables at once 10.5 s), so
+// one listing of everything costs what the nat one alone does. The real
+// Runner implements it.
+type AllSaver interface {
+	// SaveAllInto appends the iptables-save output of every table to buf.
+	SaveAllInto(ctx context.Context, buf *bytes.Buffer) error
+}
+
+// Section returns the part of an iptables-save listing of several tables
+// that lists table ("*table" to its "COMMIT"), or nil.
+func Section(listing []byte, table Table) []byte {
+	head := []byte("*" + string(table) + "\n")
+	i := bytes.Index(listing, head)
+	if i < 0 || (i > 0 && listing[i-1] != '\n') {
+		return nil
+	}
+	rest := listing[i:]
+	if j := bytes.Index(rest, []byte("\nCOMMIT\n")); j >= 0 {
+		return rest[:j+len("\nCOMMIT\n")]
+	}
+	return rest
 }
