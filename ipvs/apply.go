@@ -24,6 +24,19 @@ func (p *Proxier) execute(ops opList) (engine.Result, error) {
 	var first error
 	failed := 0
 	r := &reaper{q: p.graceful, ipvs: p.ifs.IPVS, now: p.cfg.Clock.Now()}
+	if len(p.owned) == 0 {
+		// the first apply (a cold start adds every virtual server): size
+		// the map of the ones we own once
+		n := 0
+		for i := range ops {
+			if ops[i].kind == opAddVS {
+				n++
+			}
+		}
+		if n > 0 {
+			p.owned = make(map[VirtualServerKey]struct{}, n)
+		}
+	}
 	for i := range ops {
 		wrote, err := p.applyOp(&ops[i], r, &res)
 		if err != nil {
@@ -48,21 +61,21 @@ func (p *Proxier) applyOp(o *op, r *reaper, res *engine.Result) (wrote bool, err
 	ipvs := p.ifs.IPVS
 	switch o.kind {
 	case opCreateSet:
-		if err := p.ifs.IPSet.CreateSet(o.set); err != nil && !isExists(err) {
+		if err := p.ifs.IPSet.CreateSet(*o.set); err != nil && !isExists(err) {
 			return true, err
 		}
 	case opAddVS:
 		p.owned[o.vs.Key()] = struct{}{}
-		err := ipvs.AddVirtualServer(&o.vs)
+		err := ipvs.AddVirtualServer(o.vs)
 		if isExists(err) {
-			err = ipvs.UpdateVirtualServer(&o.vs)
+			err = ipvs.UpdateVirtualServer(o.vs)
 		}
 		return true, err
 	case opUpdateVS:
-		return true, ipvs.UpdateVirtualServer(&o.vs)
+		return true, ipvs.UpdateVirtualServer(o.vs)
 	case opDelVS:
 		p.graceful.removeVS(o.vs.Key())
-		if err := ipvs.DeleteVirtualServer(&o.vs); err != nil && !isNotFound(err) {
+		if err := ipvs.DeleteVirtualServer(o.vs); err != nil && !isNotFound(err) {
 			p.owned[o.vs.Key()] = struct{}{}
 			return true, err
 		}
@@ -71,48 +84,48 @@ func (p *Proxier) applyOp(o *op, r *reaper, res *engine.Result) (wrote bool, err
 			res.Conntrack = append(res.Conntrack, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port)})
 		}
 	case opAddRS:
-		err := ipvs.AddRealServer(&o.vs, &o.rs)
+		err := ipvs.AddRealServer(o.vs, &o.rs)
 		if isExists(err) {
-			err = ipvs.UpdateRealServer(&o.vs, &o.rs)
+			err = ipvs.UpdateRealServer(o.vs, &o.rs)
 		}
 		if err == nil {
 			p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
 		}
 		return true, err
 	case opUpdateRS:
-		if err := ipvs.UpdateRealServer(&o.vs, &o.rs); err != nil {
+		if err := ipvs.UpdateRealServer(o.vs, &o.rs); err != nil {
 			return true, err
 		}
 		if o.rs.Weight == 0 {
-			p.graceful.add(o.vs, o.rs, r.now.Add(p.cfg.GracefulTerminationPeriod))
+			p.graceful.add(*o.vs, o.rs, r.now.Add(p.cfg.GracefulTerminationPeriod))
 		} else {
 			p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
 		}
 	case opDelRS:
 		p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
-		if err := ipvs.DeleteRealServer(&o.vs, &o.rs); err != nil && !isNotFound(err) {
+		if err := ipvs.DeleteRealServer(o.vs, &o.rs); err != nil && !isNotFound(err) {
 			return true, err
 		}
 		if o.vs.Protocol == v1.ProtocolUDP {
 			res.Conntrack = append(res.Conntrack, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port), ReplySrc: o.rs.Address})
 		}
 	case opBind:
-		_, err := p.ifs.Netlink.EnsureAddressBind(o.addr, DummyDevice)
+		_, err := p.ifs.Netlink.EnsureAddressBind(o.addr(), DummyDevice)
 		return true, err
 	case opUnbind:
-		if err := p.ifs.Netlink.UnbindAddress(o.addr, DummyDevice); err != nil && !isNotFound(err) {
+		if err := p.ifs.Netlink.UnbindAddress(o.addr(), DummyDevice); err != nil && !isNotFound(err) {
 			return true, err
 		}
 	case opAddEntry:
-		if err := p.ifs.IPSet.AddEntry(o.set.Name, o.entry); err != nil && !isExists(err) {
+		if err := p.ifs.IPSet.AddEntry(o.set.Name, *o.entry); err != nil && !isExists(err) {
 			return true, err
 		}
 	case opDelEntry:
-		if err := p.ifs.IPSet.DelEntry(o.set.Name, o.entry); err != nil && !isNotFound(err) {
+		if err := p.ifs.IPSet.DelEntry(o.set.Name, *o.entry); err != nil && !isNotFound(err) {
 			return true, err
 		}
 	case opAdoptDrain:
-		p.graceful.add(o.vs, o.rs, r.now.Add(p.cfg.GracefulTerminationPeriod))
+		p.graceful.add(*o.vs, o.rs, r.now.Add(p.cfg.GracefulTerminationPeriod))
 		return false, nil
 	case opReapRS:
 		return r.reap(o)

@@ -24,16 +24,23 @@ type vsEntry struct {
 	claims []vsClaim
 }
 
+// vsClaim points into its owner's plan (plans are never written once
+// made), so the dataplane holds no copy of them, and ops may point at the
+// active virtual server.
 type vsClaim struct {
 	owner proxy.ServicePortName
-	pvs   plannedVS
+	pvs   *plannedVS
 }
 
-func newDataplane() *dataplane {
+func newDataplane() *dataplane { return newDataplaneSized(0, 0, 0) }
+
+// newDataplaneSized makes a dataplane with room for vss virtual servers,
+// addrs addresses and entries set entries.
+func newDataplaneSized(vss, addrs, entries int) *dataplane {
 	return &dataplane{
-		vss:     make(map[VirtualServerKey]*vsEntry),
-		addrs:   make(map[netip.Addr]int),
-		entries: make(map[setEntry]int),
+		vss:     make(map[VirtualServerKey]*vsEntry, vss),
+		addrs:   make(map[netip.Addr]int, addrs),
+		entries: make(map[setEntry]int, entries),
 	}
 }
 
@@ -41,7 +48,7 @@ func (e *vsEntry) active() *plannedVS {
 	if len(e.claims) == 0 {
 		return nil
 	}
-	return &e.claims[0].pvs
+	return e.claims[0].pvs
 }
 
 // diffSink receives what changes when a plan is added to or removed from a
@@ -74,7 +81,7 @@ func (d *dataplane) replace(spn proxy.ServicePortName, old, new *servicePlan, si
 				// claims stay sorted by owner, so the same services always
 				// resolve a conflict the same way, whatever the order of events
 				at, _ := slices.BinarySearchFunc(e.claims, spn, func(c vsClaim, n proxy.ServicePortName) int { return compareSPN(c.owner, n) })
-				e.claims = slices.Insert(e.claims, at, vsClaim{owner: spn, pvs: *pvs})
+				e.claims = slices.Insert(e.claims, at, vsClaim{owner: spn, pvs: pvs})
 				switch {
 				case len(e.claims) == 1:
 					if sink != nil {
@@ -82,7 +89,7 @@ func (d *dataplane) replace(spn proxy.ServicePortName, old, new *servicePlan, si
 					}
 				case at == 0:
 					if sink != nil {
-						sink.vsChanged(&e.claims[1].pvs, pvs)
+						sink.vsChanged(e.claims[1].pvs, pvs)
 						sink.conflict(e.claims[1].owner, key, spn)
 					}
 				default:
@@ -92,12 +99,12 @@ func (d *dataplane) replace(spn proxy.ServicePortName, old, new *servicePlan, si
 				}
 			case idx == 0:
 				prev := e.claims[0].pvs
-				e.claims[0].pvs = *pvs
+				e.claims[0].pvs = pvs
 				if sink != nil {
-					sink.vsChanged(&prev, pvs)
+					sink.vsChanged(prev, pvs)
 				}
 			default:
-				e.claims[idx].pvs = *pvs
+				e.claims[idx].pvs = pvs
 			}
 		}
 		for _, a := range new.addrs {
@@ -130,7 +137,7 @@ func (d *dataplane) replace(spn proxy.ServicePortName, old, new *servicePlan, si
 			prev := e.claims[idx].pvs
 			e.claims = slices.Delete(e.claims, idx, idx+1)
 			if idx == 0 && sink != nil {
-				sink.vsChanged(&prev, e.active())
+				sink.vsChanged(prev, e.active())
 			}
 			if len(e.claims) == 0 {
 				delete(d.vss, key)

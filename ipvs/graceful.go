@@ -89,10 +89,13 @@ func (q *gracefulQueue) get(vs VirtualServerKey, rs netip.AddrPort) *gracefulIte
 func (p *Proxier) appendReaps(ops opList) opList {
 	reap := make(map[gracefulKey]op, p.graceful.Len())
 	for k, it := range p.graceful.items {
-		reap[k] = op{kind: opReapRS, vs: it.vs, rs: it.rs}
+		reap[k] = op{kind: opReapRS, vs: &it.vs, rs: it.rs}
 	}
 	for i := range ops {
 		o := &ops[i]
+		if o.vs == nil {
+			continue // not a virtual or real server op
+		}
 		k := gracefulKey{o.vs.Key(), o.rs.AddrPort()}
 		switch {
 		case o.kind == opAdoptDrain, o.kind == opUpdateRS && o.rs.Weight == 0:

@@ -34,7 +34,7 @@ type Proxier struct {
 	ifs      Interfaces
 	log      logr.Logger
 	sets     setNames
-	setSpecs map[string]Set
+	setSpecs map[string]*Set
 
 	// Everything below is touched only from the base's hooks, which never
 	// run concurrently.
@@ -86,10 +86,10 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		dp:       newDataplane(),
 		owned:    make(map[VirtualServerKey]struct{}),
 		graceful: newGracefulQueue(),
-		setSpecs: make(map[string]Set),
+		setSpecs: make(map[string]*Set),
 	}
 	for _, s := range Sets(cfg.IPFamily) {
-		p.setSpecs[s.Name] = s
+		p.setSpecs[s.Name] = &s
 	}
 	p.Base, err = engine.New(cfg.Common, engine.Hooks{
 		Name:    "ipvs",
@@ -207,25 +207,25 @@ type partialSink struct {
 func (s *partialSink) vsChanged(old, new *plannedVS) {
 	switch {
 	case old == nil && new != nil:
-		s.ops = append(s.ops, op{kind: opAddVS, vs: new.vs})
+		s.ops = append(s.ops, op{kind: opAddVS, vs: &new.vs})
 		for _, rs := range new.rss {
-			s.ops = append(s.ops, op{kind: opAddRS, vs: new.vs, rs: RealServer{Address: rs.Addr(), Port: rs.Port(), Weight: 1}})
+			s.ops = append(s.ops, op{kind: opAddRS, vs: &new.vs, rs: RealServer{Address: rs.Addr(), Port: rs.Port(), Weight: 1}})
 		}
 	case old != nil && new == nil:
-		s.ops = append(s.ops, op{kind: opDelVS, vs: old.vs})
+		s.ops = append(s.ops, op{kind: opDelVS, vs: &old.vs})
 	case old != nil && new != nil:
 		if !old.vs.Equal(&new.vs) {
-			s.ops = append(s.ops, op{kind: opUpdateVS, vs: new.vs})
+			s.ops = append(s.ops, op{kind: opUpdateVS, vs: &new.vs})
 		}
-		s.ops = s.p.diffRealServers(s.ops, new.vs, old.rss, new.rss)
+		s.ops = s.p.diffRealServers(s.ops, &new.vs, old.rss, new.rss)
 	}
 }
 
 func (s *partialSink) addrChanged(a netip.Addr, add bool) {
 	if add {
-		s.ops = append(s.ops, op{kind: opBind, addr: a})
+		s.ops = append(s.ops, op{kind: opBind, rs: RealServer{Address: a}})
 	} else {
-		s.ops = append(s.ops, op{kind: opUnbind, addr: a})
+		s.ops = append(s.ops, op{kind: opUnbind, rs: RealServer{Address: a}})
 	}
 }
 
@@ -234,7 +234,8 @@ func (s *partialSink) entryChanged(e setEntry, add bool) {
 	if add {
 		k = opAddEntry
 	}
-	s.ops = append(s.ops, op{kind: k, set: s.p.setSpec(e.set), entry: e.entry})
+	en := e.entry
+	s.ops = append(s.ops, op{kind: k, set: s.p.setSpec(e.set), entry: &en})
 }
 
 func (s *partialSink) conflict(spn proxy.ServicePortName, key VirtualServerKey, holder proxy.ServicePortName) {
@@ -244,7 +245,7 @@ func (s *partialSink) conflict(spn proxy.ServicePortName, key VirtualServerKey, 
 // diffRealServers appends the ops that turn real servers old into new (both
 // sorted) on vs: new ones are added (or restored to weight 1 if draining),
 // removed ones drained (TCP, SCTP) or deleted (UDP).
-func (p *Proxier) diffRealServers(ops opList, vs VirtualServer, old, new []netip.AddrPort) opList {
+func (p *Proxier) diffRealServers(ops opList, vs *VirtualServer, old, new []netip.AddrPort) opList {
 	i, j := 0, 0
 	for i < len(old) || j < len(new) {
 		switch {
@@ -262,7 +263,7 @@ func (p *Proxier) diffRealServers(ops opList, vs VirtualServer, old, new []netip
 	return ops
 }
 
-func (p *Proxier) addRealServer(ops opList, vs VirtualServer, ap netip.AddrPort) opList {
+func (p *Proxier) addRealServer(ops opList, vs *VirtualServer, ap netip.AddrPort) opList {
 	rs := RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1}
 	if p.graceful.has(vs.Key(), ap) {
 		return append(ops, op{kind: opUpdateRS, vs: vs, rs: rs})
@@ -273,7 +274,7 @@ func (p *Proxier) addRealServer(ops opList, vs VirtualServer, ap netip.AddrPort)
 // removeRealServer: UDP real servers go at once; TCP and SCTP ones are
 // drained (weight 0, then deleted by a reap op once their connections
 // end), unless they are draining already.
-func (p *Proxier) removeRealServer(ops opList, vs VirtualServer, rs RealServer) opList {
+func (p *Proxier) removeRealServer(ops opList, vs *VirtualServer, rs RealServer) opList {
 	if vs.Protocol == v1.ProtocolUDP {
 		return append(ops, op{kind: opDelRS, vs: vs, rs: rs})
 	}
@@ -284,11 +285,11 @@ func (p *Proxier) removeRealServer(ops opList, vs VirtualServer, rs RealServer) 
 	return append(ops, op{kind: opUpdateRS, vs: vs, rs: rs})
 }
 
-func (p *Proxier) setSpec(name string) Set {
+func (p *Proxier) setSpec(name string) *Set {
 	if s, ok := p.setSpecs[name]; ok {
 		return s
 	}
-	return Set{Name: name}
+	return &Set{Name: name}
 }
 
 // dryRun renders what a full sync would do now (engine.Hooks.DryRun): plan

@@ -18,7 +18,7 @@ func TestSortOps(t *testing.T) {
 		for i := range ops {
 			ops[i] = op{
 				kind: opKind(rng.Intn(int(opReapRS) + 1)),
-				vs:   VirtualServer{Address: netip.AddrFrom4([4]byte{10, 96, 0, byte(rng.Intn(4))}), Protocol: v1.ProtocolTCP, Port: uint16(80 + rng.Intn(2))},
+				vs:   &VirtualServer{Address: netip.AddrFrom4([4]byte{10, 96, 0, byte(rng.Intn(4))}), Protocol: v1.ProtocolTCP, Port: uint16(80 + rng.Intn(2))},
 				rs:   RealServer{Address: netip.AddrFrom4([4]byte{10, 244, 0, byte(rng.Intn(4))}), Port: 8080, Weight: i}, // Weight: the original position
 			}
 		}
