@@ -60,6 +60,10 @@ type planInput struct {
 	// badScheduler is called for a service whose annotation names an
 	// unknown scheduler (the default is used).
 	badScheduler func(spn proxy.ServicePortName, value string)
+	// scratch is where planService builds a plan before copying it out at
+	// its exact size (plans are kept: growing each by append left a third
+	// of a cold start's planning allocations as garbage or slack)
+	scratch servicePlan
 }
 
 // planService computes the virtual servers, addresses and set entries of
@@ -79,11 +83,22 @@ func planService(in *planInput, spn proxy.ServicePortName, svc proxy.ServicePort
 		external = local
 	}
 	base := in.virtualServerTemplate(spn, svc)
-	planClusterIP(in, p, svc, base, internal, eps)
-	planExternalIPs(in, p, svc, base, external)
-	planLoadBalancer(in, p, svc, base, external)
-	planNodePort(in, p, svc, base, external)
+	b := &in.scratch
+	b.vss, b.addrs, b.entries = b.vss[:0], b.addrs[:0], b.entries[:0]
+	planClusterIP(in, b, svc, base, internal, eps)
+	planExternalIPs(in, b, svc, base, external)
+	planLoadBalancer(in, b, svc, base, external)
+	planNodePort(in, b, svc, base, external)
+	p.vss, p.addrs, p.entries = exact(b.vss), exact(b.addrs), exact(b.entries)
 	return p
+}
+
+// exact copies s into a slice of its length (nil when empty).
+func exact[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return append(make([]T, 0, len(s)), s...)
 }
 
 // realServers turns endpoints into sorted, de-duplicated real servers of the family.
