@@ -55,6 +55,14 @@ func (p *Proxier) execute(ops opList) (engine.Result, error) {
 	return res, nil
 }
 
+// rsArg is the real server of o as the IPVS interface takes it, in a
+// buffer of the proxier's (no allocation per call; the interface keeps no
+// pointer it is given, and ops run one at a time).
+func (p *Proxier) rsArg(o *op) *RealServer {
+	p.rsBuf = o.realServer()
+	return &p.rsBuf
+}
+
 // applyOp runs one op, and records what it means for the graceful queue and
 // the virtual servers we own. wrote: it issued a kernel write.
 func (p *Proxier) applyOp(o *op, r *reaper, res *engine.Result) (wrote bool, err error) {
@@ -84,30 +92,30 @@ func (p *Proxier) applyOp(o *op, r *reaper, res *engine.Result) (wrote bool, err
 			res.Conntrack = append(res.Conntrack, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port)})
 		}
 	case opAddRS:
-		err := ipvs.AddRealServer(o.vs, &o.rs)
+		err := ipvs.AddRealServer(o.vs, p.rsArg(o))
 		if isExists(err) {
-			err = ipvs.UpdateRealServer(o.vs, &o.rs)
+			err = ipvs.UpdateRealServer(o.vs, p.rsArg(o))
 		}
 		if err == nil {
-			p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
+			p.graceful.remove(o.vs.Key(), o.rs)
 		}
 		return true, err
 	case opUpdateRS:
-		if err := ipvs.UpdateRealServer(o.vs, &o.rs); err != nil {
+		if err := ipvs.UpdateRealServer(o.vs, p.rsArg(o)); err != nil {
 			return true, err
 		}
-		if o.rs.Weight == 0 {
-			p.graceful.add(*o.vs, o.rs, r.now.Add(p.cfg.GracefulTerminationPeriod))
+		if o.weight == 0 {
+			p.graceful.add(*o.vs, o.realServer(), r.now.Add(p.cfg.GracefulTerminationPeriod))
 		} else {
-			p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
+			p.graceful.remove(o.vs.Key(), o.rs)
 		}
 	case opDelRS:
-		p.graceful.remove(o.vs.Key(), o.rs.AddrPort())
-		if err := ipvs.DeleteRealServer(o.vs, &o.rs); err != nil && !isNotFound(err) {
+		p.graceful.remove(o.vs.Key(), o.rs)
+		if err := ipvs.DeleteRealServer(o.vs, p.rsArg(o)); err != nil && !isNotFound(err) {
 			return true, err
 		}
 		if o.vs.Protocol == v1.ProtocolUDP {
-			res.Conntrack = append(res.Conntrack, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port), ReplySrc: o.rs.Address})
+			res.Conntrack = append(res.Conntrack, conntrack.Filter{OrigDst: o.vs.Address, OrigDstPort: int(o.vs.Port), ReplySrc: o.rs.Addr()})
 		}
 	case opBind:
 		_, err := p.ifs.Netlink.EnsureAddressBind(o.addr(), DummyDevice)
@@ -125,7 +133,7 @@ func (p *Proxier) applyOp(o *op, r *reaper, res *engine.Result) (wrote bool, err
 			return true, err
 		}
 	case opAdoptDrain:
-		p.graceful.add(*o.vs, o.rs, r.now.Add(p.cfg.GracefulTerminationPeriod))
+		p.graceful.add(*o.vs, o.realServer(), r.now.Add(p.cfg.GracefulTerminationPeriod))
 		return false, nil
 	case opReapRS:
 		return r.reap(o)

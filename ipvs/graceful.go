@@ -89,17 +89,17 @@ func (q *gracefulQueue) get(vs VirtualServerKey, rs netip.AddrPort) *gracefulIte
 func (p *Proxier) appendReaps(ops opList) opList {
 	reap := make(map[gracefulKey]op, p.graceful.Len())
 	for k, it := range p.graceful.items {
-		reap[k] = op{kind: opReapRS, vs: &it.vs, rs: it.rs}
+		reap[k] = rsOp(opReapRS, &it.vs, it.rs)
 	}
 	for i := range ops {
 		o := &ops[i]
 		if o.vs == nil {
 			continue // not a virtual or real server op
 		}
-		k := gracefulKey{o.vs.Key(), o.rs.AddrPort()}
+		k := gracefulKey{o.vs.Key(), o.rs}
 		switch {
-		case o.kind == opAdoptDrain, o.kind == opUpdateRS && o.rs.Weight == 0:
-			reap[k] = op{kind: opReapRS, vs: o.vs, rs: o.rs}
+		case o.kind == opAdoptDrain, o.kind == opUpdateRS && o.weight == 0:
+			reap[k] = op{kind: opReapRS, weight: o.weight, vs: o.vs, rs: o.rs}
 		case o.kind == opUpdateRS, o.kind == opAddRS, o.kind == opDelRS:
 			delete(reap, k)
 		case o.kind == opDelVS:
@@ -137,7 +137,7 @@ type reaper struct {
 // reap runs one reap op; deleted reports whether it deleted the real
 // server. Failed items stay queued for the next sync.
 func (r *reaper) reap(o *op) (deleted bool, err error) {
-	vsKey, ap := o.vs.Key(), o.rs.AddrPort()
+	vsKey, ap := o.vs.Key(), o.rs
 	it := r.q.get(vsKey, ap)
 	if it == nil {
 		return false, nil // taken back or deleted by an earlier op

@@ -46,18 +46,33 @@ const (
 // graceful item's, a set spec, an entry of the diff's own slab or a copy).
 type op struct {
 	kind opKind
+	// weight: the real server's weight (RS kinds).
+	weight int32
 	// vs: the virtual server of the VS and RS kinds.
 	vs *VirtualServer
-	// rs: the real server of the RS kinds; for opBind and opUnbind,
-	// rs.Address is the address (see addr).
-	rs RealServer
 	// set: the set of opCreateSet and the entry kinds; entry: the entry.
 	set   *Set
 	entry *Entry
+	// rs: the real server of the RS kinds; for opBind and opUnbind, the
+	// address (port 0, see addr).
+	rs netip.AddrPort
+}
+
+// rsOp is an op of an RS kind on vs and rs.
+func rsOp(kind opKind, vs *VirtualServer, rs RealServer) op {
+	return op{kind: kind, weight: int32(rs.Weight), vs: vs, rs: rs.AddrPort()}
+}
+
+// addrOp is an opBind or opUnbind of a.
+func addrOp(kind opKind, a netip.Addr) op { return op{kind: kind, rs: netip.AddrPortFrom(a, 0)} }
+
+// realServer is the real server of an RS op.
+func (o *op) realServer() RealServer {
+	return RealServer{Address: o.rs.Addr(), Port: o.rs.Port(), Weight: int(o.weight)}
 }
 
 // addr is the address of opBind and opUnbind.
-func (o *op) addr() netip.Addr { return o.rs.Address }
+func (o *op) addr() netip.Addr { return o.rs.Addr() }
 
 func ipvsadmProto(p v1.Protocol) string {
 	switch p {
@@ -103,9 +118,9 @@ func (o *op) String() string {
 	case opDelVS:
 		return "ipvsadm -D " + vsArgs(o.vs)
 	case opAddRS:
-		return "ipvsadm -a " + vsArgs(o.vs) + " -r " + o.rs.String() + " -m -w " + strconv.Itoa(o.rs.Weight)
+		return "ipvsadm -a " + vsArgs(o.vs) + " -r " + o.rs.String() + " -m -w " + strconv.Itoa(int(o.weight))
 	case opUpdateRS:
-		return "ipvsadm -e " + vsArgs(o.vs) + " -r " + o.rs.String() + " -m -w " + strconv.Itoa(o.rs.Weight)
+		return "ipvsadm -e " + vsArgs(o.vs) + " -r " + o.rs.String() + " -m -w " + strconv.Itoa(int(o.weight))
 	case opDelRS:
 		return "ipvsadm -d " + vsArgs(o.vs) + " -r " + o.rs.String()
 	case opBind:

@@ -35,6 +35,8 @@ type Proxier struct {
 	log      logr.Logger
 	sets     setNames
 	setSpecs map[string]*Set
+	// rsBuf holds the real server of the op being applied (see rsArg).
+	rsBuf RealServer
 
 	// Everything below is touched only from the base's hooks, which never
 	// run concurrently.
@@ -209,7 +211,7 @@ func (s *partialSink) vsChanged(old, new *plannedVS) {
 	case old == nil && new != nil:
 		s.ops = append(s.ops, op{kind: opAddVS, vs: &new.vs})
 		for _, rs := range new.rss {
-			s.ops = append(s.ops, op{kind: opAddRS, vs: &new.vs, rs: RealServer{Address: rs.Addr(), Port: rs.Port(), Weight: 1}})
+			s.ops = append(s.ops, op{kind: opAddRS, weight: 1, vs: &new.vs, rs: rs})
 		}
 	case old != nil && new == nil:
 		s.ops = append(s.ops, op{kind: opDelVS, vs: &old.vs})
@@ -223,9 +225,9 @@ func (s *partialSink) vsChanged(old, new *plannedVS) {
 
 func (s *partialSink) addrChanged(a netip.Addr, add bool) {
 	if add {
-		s.ops = append(s.ops, op{kind: opBind, rs: RealServer{Address: a}})
+		s.ops = append(s.ops, addrOp(opBind, a))
 	} else {
-		s.ops = append(s.ops, op{kind: opUnbind, rs: RealServer{Address: a}})
+		s.ops = append(s.ops, addrOp(opUnbind, a))
 	}
 }
 
@@ -266,9 +268,9 @@ func (p *Proxier) diffRealServers(ops opList, vs *VirtualServer, old, new []neti
 func (p *Proxier) addRealServer(ops opList, vs *VirtualServer, ap netip.AddrPort) opList {
 	rs := RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1}
 	if p.graceful.has(vs.Key(), ap) {
-		return append(ops, op{kind: opUpdateRS, vs: vs, rs: rs})
+		return append(ops, rsOp(opUpdateRS, vs, rs))
 	}
-	return append(ops, op{kind: opAddRS, vs: vs, rs: rs})
+	return append(ops, rsOp(opAddRS, vs, rs))
 }
 
 // removeRealServer: UDP real servers go at once; TCP and SCTP ones are
@@ -276,13 +278,13 @@ func (p *Proxier) addRealServer(ops opList, vs *VirtualServer, ap netip.AddrPort
 // end), unless they are draining already.
 func (p *Proxier) removeRealServer(ops opList, vs *VirtualServer, rs RealServer) opList {
 	if vs.Protocol == v1.ProtocolUDP {
-		return append(ops, op{kind: opDelRS, vs: vs, rs: rs})
+		return append(ops, rsOp(opDelRS, vs, rs))
 	}
 	if rs.Weight == 0 && p.graceful.has(vs.Key(), rs.AddrPort()) {
 		return ops
 	}
 	rs.Weight = 0
-	return append(ops, op{kind: opUpdateRS, vs: vs, rs: rs})
+	return append(ops, rsOp(opUpdateRS, vs, rs))
 }
 
 func (p *Proxier) setSpec(name string) *Set {

@@ -17,9 +17,10 @@ func TestSortOps(t *testing.T) {
 		ops := make(opList, rng.Intn(60))
 		for i := range ops {
 			ops[i] = op{
-				kind: opKind(rng.Intn(int(opReapRS) + 1)),
-				vs:   &VirtualServer{Address: netip.AddrFrom4([4]byte{10, 96, 0, byte(rng.Intn(4))}), Protocol: v1.ProtocolTCP, Port: uint16(80 + rng.Intn(2))},
-				rs:   RealServer{Address: netip.AddrFrom4([4]byte{10, 244, 0, byte(rng.Intn(4))}), Port: 8080, Weight: i}, // Weight: the original position
+				kind:   opKind(rng.Intn(int(opReapRS) + 1)),
+				vs:     &VirtualServer{Address: netip.AddrFrom4([4]byte{10, 96, 0, byte(rng.Intn(4))}), Protocol: v1.ProtocolTCP, Port: uint16(80 + rng.Intn(2))},
+				rs:     netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, 0, byte(rng.Intn(4))}), 8080),
+				weight: int32(i), // the original position
 			}
 		}
 		want := slices.Clone(ops)
@@ -32,7 +33,7 @@ func TestSortOps(t *testing.T) {
 		sortOps(ops)
 		for i := range ops {
 			if ops[i] != want[i] {
-				t.Fatalf("round %d: position %d is %v (from %d), want %v (from %d)", round, i, ops[i].String(), ops[i].rs.Weight, want[i].String(), want[i].rs.Weight)
+				t.Fatalf("round %d: position %d is %v (from %d), want %v (from %d)", round, i, ops[i].String(), ops[i].weight, want[i].String(), want[i].weight)
 			}
 		}
 	}

@@ -242,7 +242,7 @@ func (p *Proxier) diffKernel(want *dataplane, k *kernelState) opList {
 		if !ok {
 			ops = append(ops, op{kind: opAddVS, vs: &pvs.vs})
 			for _, ap := range pvs.rss {
-				ops = append(ops, op{kind: opAddRS, vs: &pvs.vs, rs: RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1}})
+				ops = append(ops, op{kind: opAddRS, weight: 1, vs: &pvs.vs, rs: ap})
 			}
 			continue
 		}
@@ -261,12 +261,12 @@ func (p *Proxier) diffKernel(want *dataplane, k *kernelState) opList {
 	}
 	for a := range want.addrs {
 		if !k.addrs[a] {
-			ops = append(ops, op{kind: opBind, rs: RealServer{Address: a}})
+			ops = append(ops, addrOp(opBind, a))
 		}
 	}
 	for a := range k.addrs {
 		if want.addrs[a] == 0 && p.ourFamily(a) && !p.excluded(a) {
-			ops = append(ops, op{kind: opUnbind, rs: RealServer{Address: a}})
+			ops = append(ops, addrOp(opUnbind, a))
 		}
 	}
 	for se := range want.entries {
@@ -313,7 +313,7 @@ func (p *Proxier) diffKernelRealServers(ops opList, pvs *plannedVS, have []*Real
 		}
 		switch {
 		case c < 0: // wanted, missing
-			ops = append(ops, op{kind: opAddRS, vs: &pvs.vs, rs: RealServer{Address: want[i].Addr(), Port: want[i].Port(), Weight: 1}})
+			ops = append(ops, op{kind: opAddRS, weight: 1, vs: &pvs.vs, rs: want[i]})
 			i++
 		case c > 0: // in the kernel, not wanted
 			rs := have[j]
@@ -321,7 +321,7 @@ func (p *Proxier) diffKernelRealServers(ops opList, pvs *plannedVS, have []*Real
 				// draining already (perhaps since before a restart): apply
 				// queues it unless it is queued
 				if !p.graceful.has(pvs.vs.Key(), rs.AddrPort()) {
-					ops = append(ops, op{kind: opAdoptDrain, vs: &pvs.vs, rs: *rs})
+					ops = append(ops, rsOp(opAdoptDrain, &pvs.vs, *rs))
 				}
 			} else {
 				ops = p.removeRealServer(ops, &pvs.vs, *rs)
@@ -329,7 +329,7 @@ func (p *Proxier) diffKernelRealServers(ops opList, pvs *plannedVS, have []*Real
 			j++
 		default:
 			if have[j].Weight != 1 {
-				ops = append(ops, op{kind: opUpdateRS, vs: &pvs.vs, rs: RealServer{Address: want[i].Addr(), Port: want[i].Port(), Weight: 1}})
+				ops = append(ops, op{kind: opUpdateRS, weight: 1, vs: &pvs.vs, rs: want[i]})
 			}
 			i++
 			j++
@@ -421,7 +421,7 @@ func compareOp(a, b *op) int {
 		return 1
 	}
 	// the real server, or the address of opBind and opUnbind
-	if c := a.rs.AddrPort().Compare(b.rs.AddrPort()); c != 0 {
+	if c := a.rs.Compare(b.rs); c != 0 {
 		return c
 	}
 	var an, bn string
