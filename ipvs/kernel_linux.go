@@ -169,15 +169,24 @@ func toMobyDest(rs *RealServer) *mobyipvs.Destination {
 }
 
 func (k *kernelIPVS) AddVirtualServer(vs *VirtualServer) error {
-	return kerr("ipvs: add virtual server "+vs.String(), k.h.NewService(toMobyService(vs)))
+	if err := k.h.NewService(toMobyService(vs)); err != nil {
+		return kerr("ipvs: add virtual server "+vs.String(), err)
+	}
+	return nil
 }
 
 func (k *kernelIPVS) UpdateVirtualServer(vs *VirtualServer) error {
-	return kerr("ipvs: update virtual server "+vs.String(), k.h.UpdateService(toMobyService(vs)))
+	if err := k.h.UpdateService(toMobyService(vs)); err != nil {
+		return kerr("ipvs: update virtual server "+vs.String(), err)
+	}
+	return nil
 }
 
 func (k *kernelIPVS) DeleteVirtualServer(vs *VirtualServer) error {
-	return kerr("ipvs: delete virtual server "+vs.String(), k.h.DelService(toMobyService(vs)))
+	if err := k.h.DelService(toMobyService(vs)); err != nil {
+		return kerr("ipvs: delete virtual server "+vs.String(), err)
+	}
+	return nil
 }
 
 func (k *kernelIPVS) GetVirtualServers() ([]*VirtualServer, error) {
@@ -196,15 +205,24 @@ func (k *kernelIPVS) GetVirtualServers() ([]*VirtualServer, error) {
 }
 
 func (k *kernelIPVS) AddRealServer(vs *VirtualServer, rs *RealServer) error {
-	return kerr("ipvs: add real server "+rs.String()+" to "+vs.String(), k.h.NewDestination(toMobyService(vs), toMobyDest(rs)))
+	if err := k.h.NewDestination(toMobyService(vs), toMobyDest(rs)); err != nil {
+		return kerr("ipvs: add real server "+rs.String()+" to "+vs.String(), err)
+	}
+	return nil
 }
 
 func (k *kernelIPVS) UpdateRealServer(vs *VirtualServer, rs *RealServer) error {
-	return kerr("ipvs: update real server "+rs.String()+" of "+vs.String(), k.h.UpdateDestination(toMobyService(vs), toMobyDest(rs)))
+	if err := k.h.UpdateDestination(toMobyService(vs), toMobyDest(rs)); err != nil {
+		return kerr("ipvs: update real server "+rs.String()+" of "+vs.String(), err)
+	}
+	return nil
 }
 
 func (k *kernelIPVS) DeleteRealServer(vs *VirtualServer, rs *RealServer) error {
-	return kerr("ipvs: delete real server "+rs.String()+" of "+vs.String(), k.h.DelDestination(toMobyService(vs), toMobyDest(rs)))
+	if err := k.h.DelDestination(toMobyService(vs), toMobyDest(rs)); err != nil {
+		return kerr("ipvs: delete real server "+rs.String()+" of "+vs.String(), err)
+	}
+	return nil
 }
 
 func (k *kernelIPVS) GetRealServers(vs *VirtualServer) ([]*RealServer, error) {
@@ -495,7 +513,10 @@ func (k *kernelIPSet) AddEntry(set string, e Entry) error {
 	if errors.Is(err, errIPSetExist) {
 		return &kernelError{op: "ipset: add " + e.Render(t) + " to " + set, kind: ErrExists, err: err}
 	}
-	return kerr("ipset: add "+e.Render(t)+" to "+set, err)
+	if err != nil {
+		return kerr("ipset: add "+e.Render(t)+" to "+set, err)
+	}
+	return nil
 }
 
 func (k *kernelIPSet) DelEntry(set string, e Entry) error {
@@ -511,7 +532,10 @@ func (k *kernelIPSet) DelEntry(set string, e Entry) error {
 	if errors.Is(err, errIPSetExist) { // on delete: the element is not in the set
 		return &kernelError{op: "ipset: del " + e.Render(t) + " from " + set, kind: ErrNotFound, err: err}
 	}
-	return kerr("ipset: del "+e.Render(t)+" from "+set, err)
+	if err != nil {
+		return kerr("ipset: del "+e.Render(t)+" from "+set, err)
+	}
+	return nil
 }
 
 func (k *kernelIPSet) ListEntries(set string) ([]Entry, error) {
@@ -584,7 +608,10 @@ func (k *kernelNetlink) EnsureAddressBind(addr netip.Addr, dev string) (bool, er
 	if errors.Is(err, unix.EEXIST) {
 		return true, nil
 	}
-	return false, kerr("netlink: bind "+addr.String()+" to "+dev, err)
+	if err != nil {
+		return false, kerr("netlink: bind "+addr.String()+" to "+dev, err)
+	}
+	return false, nil
 }
 
 func (k *kernelNetlink) UnbindAddress(addr netip.Addr, dev string) error {
@@ -592,7 +619,10 @@ func (k *kernelNetlink) UnbindAddress(addr netip.Addr, dev string) error {
 	if err != nil {
 		return err
 	}
-	return kerr("netlink: unbind "+addr.String()+" from "+dev, k.h.AddrDel(l, &netlink.Addr{IPNet: hostNet(addr)}))
+	if err := k.h.AddrDel(l, &netlink.Addr{IPNet: hostNet(addr)}); err != nil {
+		return kerr("netlink: unbind "+addr.String()+" from "+dev, err)
+	}
+	return nil
 }
 
 func (k *kernelNetlink) ListBindAddresses(dev string) ([]netip.Addr, error) {
