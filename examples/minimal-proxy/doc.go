@@ -13,17 +13,20 @@
 //     (ipvs → iptables when the kernel has no IPVS, iptables → userspace
 //     when iptables is missing or older than 1.4.11; each logged with its
 //     reason) and the construction of the engines: one per IP family of the
-//     node's addresses (dual stack through proxy.NewDualStack) in the
-//     iptables and ipvs modes, the primary family in the userspace mode.
-//   - health.go, serve.go: /healthz and /livez on the healthz address
+//     node's addresses (dual stack through engine.NewDualStack) in the
+//     iptables, ipvs, nftables and kernelspace modes, the primary family in
+//     the userspace mode. Every engine is driven through the one surface
+//     they share (engine.Proxier): no per-mode wrapper.
+//   - serve.go: /healthz and /livez on the healthz address
 //     (proxy/healthcheck), /metrics, /proxyMode and /configz on the metrics
 //     address (proxy/metrics), health-check node ports for
 //     externalTrafficPolicy: Local services.
-//   - dryrun.go: --dry-run prints what the engine would program and exits
-//     0 without reading or changing the node: the iptables mode's
-//     iptables-restore input, or the IPVS mode's virtual servers, ipsets,
-//     bound addresses and rules as its in-memory fakes received them. It
-//     needs neither root nor iptables.
+//   - dryrun.go: --dry-run prints what the engine would program (its
+//     DryRun, over in-memory fakes) and exits 0 without reading or changing
+//     the node: the iptables-restore input, the IPVS mode's ipvsadm / ipset
+//     / ip commands and rules, the nftables transaction, the userspace
+//     mode's listeners and capture rules, or the HNS objects. It needs
+//     neither root nor iptables.
 //   - cleanup.go: --cleanup removes what any mode left behind, ours or
 //     kube-proxy's, and nothing else.
 //   - features.go, logging.go, conntrack.go, privileges.go, version.go:

@@ -31,15 +31,13 @@ func dryRun(ctx context.Context, o *options, mode, nodeName string, node *v1.Nod
 	if err != nil {
 		return err
 	}
-	if eng.close != nil {
-		defer eng.close()
-	}
+	defer eng.close()
 	ctx, cancel := context.WithTimeout(ctx, dryRunSyncTimeout)
 	defer cancel()
-	if err := src.load(ctx, eng.provider); err != nil {
+	if err := src.load(ctx, eng.proxier); err != nil {
 		return err
 	}
-	plan, err := eng.plan(ctx)
+	plan, err := eng.proxier.DryRun(ctx)
 	if errors.Is(err, proxy.ErrNotSynced) {
 		return fmt.Errorf("dry run: the source did not deliver its initial lists: %w", err)
 	}

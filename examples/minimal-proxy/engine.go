@@ -19,14 +19,31 @@ import (
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
 
-// engine is one proxy mode built for this node.
+// engine is one proxy mode built for this node: the engines' shared
+// surface (engine.Proxier: handlers, Sync, Run, DryRun, Cleanup, Close,
+// Stats), plus what the binary made for it.
 type engine struct {
-	mode     string
-	provider proxy.Provider
-	// plan renders what a sync would write, without writing it (dry run).
-	plan func(ctx context.Context) (string, error)
-	// close releases what the engine holds (sockets, handles); may be nil.
-	close func()
+	mode    string
+	proxier enginebase.Proxier
+	// svcHealth are the health-check node-port servers made for it.
+	svcHealth []*healthcheck.ServiceHealthServer
+}
+
+// close releases the engine (sockets, handles) and its health servers.
+func (e *engine) close() {
+	_ = e.proxier.Close()
+	for _, s := range e.svcHealth {
+		_ = s.Close()
+	}
+}
+
+// newEngine wraps a built proxier; svcHealth may be nil.
+func newEngine(mode string, p enginebase.Proxier, svcHealth *healthcheck.ServiceHealthServer) *engine {
+	e := &engine{mode: mode, proxier: p}
+	if svcHealth != nil {
+		e.svcHealth = append(e.svcHealth, svcHealth)
+	}
+	return e
 }
 
 // engineParams is everything buildEngine needs.
@@ -83,32 +100,11 @@ func dualStack(a, b *engine, families []v1.IPFamily) *engine {
 	if families[0] == v1.IPv6Protocol {
 		v4, v6 = b, a
 	}
-	provider, err := proxy.NewDualStack(v4.provider, v6.provider)
+	p, err := enginebase.NewDualStack(v4.proxier, v6.proxier)
 	if err != nil {
 		panic(err) // both engines were just built for their own family
 	}
-	e := &engine{mode: a.mode, provider: provider}
-	if a.plan != nil && b.plan != nil {
-		e.plan = func(ctx context.Context) (string, error) {
-			pa, err := a.plan(ctx)
-			if err != nil {
-				return "", err
-			}
-			pb, err := b.plan(ctx)
-			if err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("# %s\n%s# %s\n%s", families[0], pa, families[1], pb), nil
-		}
-	}
-	e.close = func() {
-		for _, x := range []*engine{a, b} {
-			if x.close != nil {
-				x.close()
-			}
-		}
-	}
-	return e
+	return &engine{mode: a.mode, proxier: p, svcHealth: append(a.svcHealth, b.svcHealth...)}
 }
 
 // primaryFamily is the family of the first node IP (IPv4 when unknown).
@@ -147,9 +143,7 @@ func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 	// Dual stack: one engine per family, every event handed to both.
 	secondary, err := build(p, families[1])
 	if err != nil {
-		if primary.close != nil {
-			primary.close()
-		}
+		primary.close()
 		return nil, fmt.Errorf("%s (the node's second IP family): %w", families[1], err)
 	}
 	return dualStack(primary, secondary, families), nil
@@ -207,16 +201,7 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{
-		mode:     modeIPTables,
-		provider: proxier,
-		close: func() {
-			if svcHealth != nil {
-				_ = svcHealth.Close()
-			}
-		},
-		plan: proxier.DryRun,
-	}, nil
+	return newEngine(modeIPTables, proxier, svcHealth), nil
 }
 
 // minSync maps kube-proxy's minSyncPeriod (0: no limit) to the engines'

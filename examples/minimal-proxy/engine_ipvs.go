@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -65,28 +64,12 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 
 	if p.dryRun {
 		fakes := ipvstest.NewFakes(family)
-		fakeIPVS, fakeSet, fakeLink, fakeSysctl, fakeIPT := fakes.IPVS, fakes.IPSet, fakes.Netlink, fakes.Sysctl, fakes.IPTables
-		fakeLink.AddLink("eth0", p.nodeIPs...)
+		fakes.Netlink.AddLink("eth0", p.nodeIPs...)
 		proxier, err := ipvs.NewProxier(vcfg, fakes.Interfaces())
 		if err != nil {
 			return nil, err
 		}
-		return &engine{
-			mode:     modeIPVS,
-			provider: proxier,
-			plan: func(ctx context.Context) (string, error) {
-				if err := proxier.Sync(ctx); err != nil {
-					return "", err
-				}
-				var b strings.Builder
-				fmt.Fprintf(&b, "# IPVS virtual and real servers (ipvsadm -Ln)\n%s\n", fakeIPVS.Dump())
-				fmt.Fprintf(&b, "# ipsets (ipset list)\n%s\n", fakeSet.Dump())
-				fmt.Fprintf(&b, "# addresses bound to kube-ipvs0 (ip addr show kube-ipvs0)\n%s\n", fakeLink.Dump("kube-ipvs0"))
-				fmt.Fprintf(&b, "# sysctls\n%s\n", fakeSysctl.Dump())
-				fmt.Fprintf(&b, "# iptables (iptables-save)\n%s", fakeIPT.Dump())
-				return b.String(), nil
-			},
-		}, nil
+		return newEngine(modeIPVS, proxier, nil), nil
 	}
 
 	opts := ipvs.Options{}
@@ -118,15 +101,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{
-		mode:     modeIPVS,
-		provider: proxier,
-		close: func() {
-			if svcHealth != nil {
-				_ = svcHealth.Close()
-			}
-		},
-	}, nil
+	return newEngine(modeIPVS, proxier, svcHealth), nil
 }
 
 // newServiceHealth is the health-check node-port server of an engine.

@@ -68,16 +68,7 @@ func buildNFTables(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{
-		mode:     modeNFTables,
-		provider: proxier,
-		close: func() {
-			if svcHealth != nil {
-				_ = svcHealth.Close()
-			}
-		},
-		plan: proxier.DryRun,
-	}, nil
+	return newEngine(modeNFTables, proxier, svcHealth), nil
 }
 
 // probeNFTables reports why the nftables mode cannot run here: no nft

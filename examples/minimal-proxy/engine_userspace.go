@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 
@@ -11,7 +10,9 @@ import (
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
+	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 	"github.com/svcproxy/svcproxy/userspace"
+	"github.com/svcproxy/svcproxy/userspace/userspacetest"
 )
 
 // buildUserspace builds the userspace engine: proxy sockets on bindAddress
@@ -19,9 +20,6 @@ import (
 // it serves node ports and bindAddress only: the fallback for nodes
 // without a usable iptables).
 func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
-	if p.dryRun {
-		return nil, errors.New("--dry-run: the userspace mode has no plan to print (it opens sockets rather than programming the kernel); use --proxy-mode iptables or ipvs")
-	}
 	cfg := p.opts.config
 	portRange, err := userspace.ParsePortRange(cfg.PortRange)
 	if err != nil {
@@ -66,9 +64,11 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	svcHealth := newServiceHealth(p, npa, family)
-	if svcHealth != nil {
-		common.ServiceHealthServer = svcHealth
+	var svcHealth *healthcheck.ServiceHealthServer
+	if !p.dryRun {
+		if svcHealth = newServiceHealth(p, npa, family); svcHealth != nil {
+			common.ServiceHealthServer = svcHealth
+		}
 	}
 	ucfg := userspace.Config{
 		Common:         common,
@@ -79,7 +79,11 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 		UDPIdleTimeout: cfg.UDPIdleTimeout.Duration,
 	}
 	var ifs userspace.Interfaces
-	if err := probeIPTables(); err == nil {
+	if p.dryRun {
+		// The plan (listeners and capture rules) over the kit's fakes: no
+		// socket is opened, no rule written.
+		ifs, ucfg.Capture = userspacetest.NewFakes(family).Interfaces(), userspace.CaptureIPTables
+	} else if err := probeIPTables(); err == nil {
 		ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
 		if err != nil {
 			return nil, err
@@ -96,14 +100,5 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{
-		mode:     modeUserspace,
-		provider: proxier,
-		close: func() {
-			_ = proxier.Close()
-			if svcHealth != nil {
-				_ = svcHealth.Close()
-			}
-		},
-	}, nil
+	return newEngine(modeUserspace, proxier, svcHealth), nil
 }

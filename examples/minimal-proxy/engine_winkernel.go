@@ -85,7 +85,7 @@ func buildWinkernel(p engineParams, family v1.IPFamily) (*engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &engine{mode: modeKernelspace, provider: proxier, plan: proxier.DryRun}, nil
+		return newEngine(modeKernelspace, proxier, nil), nil
 	}
 	hns, err := winkernel.NewHNS()
 	if err != nil {
@@ -101,16 +101,7 @@ func buildWinkernel(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{
-		mode:     modeKernelspace,
-		provider: proxier,
-		plan:     proxier.DryRun,
-		close: func() {
-			if svcHealth != nil {
-				_ = svcHealth.Close()
-			}
-		},
-	}, nil
+	return newEngine(modeKernelspace, proxier, svcHealth), nil
 }
 
 // hostMAC is the MAC of the interface holding a node IP, written as HNS

@@ -240,7 +240,7 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if err := eng.provider.Run(runCtx); err != nil && runCtx.Err() == nil {
+		if err := eng.proxier.Run(runCtx); err != nil && runCtx.Err() == nil {
 			errCh <- fmt.Errorf("%s proxier: %w", eng.mode, err)
 		}
 	}()
@@ -250,7 +250,7 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 		if eng.mode == modeUserspace {
 			families = families[:1] // the userspace mode serves the primary family only
 		}
-		h := handlers{Provider: eng.provider, health: health, skipped: newFamilySkips(families, log)}
+		h := handlers{Provider: eng.proxier, health: health, skipped: newFamilySkips(families, log)}
 		if err := src.run(runCtx, h); err != nil && runCtx.Err() == nil {
 			errCh <- fmt.Errorf("object source: %w", err)
 		}
@@ -266,9 +266,7 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 	cancel()
 	wg.Wait()
 	stopServers()
-	if eng.close != nil {
-		eng.close()
-	}
+	eng.close()
 	log.Info("Stopped")
 	return runErr
 }

@@ -115,14 +115,15 @@ func TestDryRunIPVS(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, errOut)
 	}
 	for _, want := range []string{
+		// The engine's DryRun: the plan + diff as the commands that would
+		// apply it (ipvsadm, ipset, ip addr), then the iptables ruleset.
 		"# minimal-proxy dry run: mode ipvs",
-		"TCP  10.96.10.10:80 rr",
-		"-> 10.244.1.2:8080",
-		"UDP  10.96.0.10:53 rr persistent 600",
-		"TCP  192.168.1.10:30080 rr",
-		"Name: KUBE-CLUSTER-IP",
-		"# addresses bound to kube-ipvs0",
-		"10.96.10.10",
+		"ipvsadm -A -t 10.96.10.10:80 -s rr",
+		"ipvsadm -a -t 10.96.10.10:80 -r 10.244.1.2:8080 -m -w 1",
+		"ipvsadm -A -u 10.96.0.10:53 -s rr -p 600",
+		"ipvsadm -A -t 192.168.1.10:30080 -s rr",
+		"ipset create KUBE-CLUSTER-IP",
+		"ip addr add 10.96.10.10/32 dev kube-ipvs0",
 		"*nat",
 	} {
 		if !strings.Contains(out, want) {
@@ -143,9 +144,11 @@ func TestDryRunWithoutIPTables(t *testing.T) {
 	}
 }
 
-func TestDryRunUserspaceRefused(t *testing.T) {
-	code, _, errOut := runInProcess(t, context.Background(), "--objects-file", "demo.yaml", "--dry-run", "--proxy-mode", "userspace")
-	if code != exitFailed || !strings.Contains(errOut, "userspace") {
-		t.Fatalf("exit %d, want %d with a message naming the userspace mode:\n%s", code, exitFailed, errOut)
+// The userspace mode's dry run prints its plan (listeners and capture
+// rules) like every other mode's, through the engines' shared DryRun.
+func TestDryRunUserspace(t *testing.T) {
+	code, out, errOut := runInProcess(t, context.Background(), "--objects-file", "demo.yaml", "--dry-run", "--proxy-mode", "userspace")
+	if code != exitOK || !strings.Contains(out, "mode userspace") || !strings.Contains(out, "KUBE-PORTALS") {
+		t.Fatalf("exit %d, want %d and a plan with capture rules; stdout:\n%s\nstderr:\n%s", code, exitOK, out, errOut)
 	}
 }
