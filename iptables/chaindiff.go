@@ -67,6 +67,17 @@ func unorderedChain(table xtables.Table, chain []byte) (unordered, tailLast bool
 	return false, false
 }
 
+// hasServiceChain reports whether a table's digest holds a per-service
+// chain.
+func hasServiceChain(s tableSums) bool {
+	for name := range s {
+		if isServiceChain(name) {
+			return true
+		}
+	}
+	return false
+}
+
 // tableSums digests the chains of one table: an iptables-save listing, or
 // the table's section of a payload.
 type tableSums map[string]*chainSum
