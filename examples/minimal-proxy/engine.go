@@ -162,17 +162,7 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		return nil, err
 	}
 	icfg := iptables.Config{
-		Common: enginebase.Common{
-			IPFamily:         family,
-			NodeName:         p.nodeName,
-			NodeIPs:          p.nodeIPs,
-			SyncPeriod:       cfg.IPTables.SyncPeriod.Duration,
-			MinSyncPeriod:    minSync(cfg.IPTables.MinSyncPeriod.Duration),
-			ServiceProxyName: p.opts.serviceProxyName,
-			EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
-			Logger:           p.log.WithName("iptables"),
-			Metrics:          p.metrics,
-		},
+		Common:            commonConfig(p, family, "iptables", cfg.IPTables.SyncPeriod.Duration, cfg.IPTables.MinSyncPeriod.Duration),
 		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
 		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
 		LocalDetector:     detector,
@@ -202,6 +192,24 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		return nil, err
 	}
 	return newEngine(modeIPTables, proxier, svcHealth), nil
+}
+
+// commonConfig is the part of every engine's configuration that the engine
+// base owns, the same in every mode: name names the engine's logger, and
+// syncPeriod and minSyncPeriod come from the mode's section of the
+// KubeProxyConfiguration.
+func commonConfig(p engineParams, family v1.IPFamily, name string, syncPeriod, minSyncPeriod time.Duration) enginebase.Common {
+	return enginebase.Common{
+		IPFamily:         family,
+		NodeName:         p.nodeName,
+		NodeIPs:          p.nodeIPs,
+		SyncPeriod:       syncPeriod,
+		MinSyncPeriod:    minSync(minSyncPeriod),
+		ServiceProxyName: p.opts.serviceProxyName,
+		EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
+		Logger:           p.log.WithName(name),
+		Metrics:          p.metrics,
+	}
 }
 
 // minSync maps kube-proxy's minSyncPeriod (0: no limit) to the engines'

@@ -10,9 +10,7 @@ import (
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
-	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
-	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 )
 
@@ -39,17 +37,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		exclude = append(exclude, pfx.Masked())
 	}
 	vcfg := ipvs.Config{
-		Common: enginebase.Common{
-			IPFamily:         family,
-			NodeName:         p.nodeName,
-			NodeIPs:          p.nodeIPs,
-			SyncPeriod:       cfg.IPVS.SyncPeriod.Duration,
-			MinSyncPeriod:    minSync(cfg.IPVS.MinSyncPeriod.Duration),
-			ServiceProxyName: p.opts.serviceProxyName,
-			EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
-			Logger:           p.log.WithName("ipvs"),
-			Metrics:          p.metrics,
-		},
+		Common:            commonConfig(p, family, "ipvs", cfg.IPVS.SyncPeriod.Duration, cfg.IPVS.MinSyncPeriod.Duration),
 		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
 		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
 		LocalDetector:     ipvs.LocalDetector{Mode: ipvs.LocalMode(itDetector.Mode), CIDR: itDetector.CIDR, Interface: itDetector.Interface},

@@ -12,9 +12,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
-	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
-	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 )
 
@@ -32,17 +30,7 @@ func buildNFTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		return nil, err
 	}
 	ncfg := nftables.Config{
-		Common: enginebase.Common{
-			IPFamily:         family,
-			NodeName:         p.nodeName,
-			NodeIPs:          p.nodeIPs,
-			SyncPeriod:       cfg.NFTables.SyncPeriod.Duration,
-			MinSyncPeriod:    minSync(cfg.NFTables.MinSyncPeriod.Duration),
-			ServiceProxyName: p.opts.serviceProxyName,
-			EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
-			Logger:           p.log.WithName("nftables"),
-			Metrics:          p.metrics,
-		},
+		Common:            commonConfig(p, family, "nftables", cfg.NFTables.SyncPeriod.Duration, cfg.NFTables.MinSyncPeriod.Duration),
 		MasqueradeAll:     cfg.NFTables.MasqueradeAll,
 		MasqueradeBit:     masqBit(cfg.NFTables.MasqueradeBit),
 		LocalDetector:     detector,

@@ -7,9 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
-	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
-	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 	"github.com/svcproxy/svcproxy/userspace"
 	"github.com/svcproxy/svcproxy/userspace/userspacetest"
@@ -44,17 +42,7 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 			break
 		}
 	}
-	common := enginebase.Common{
-		NodeName:         p.nodeName,
-		IPFamily:         family,
-		NodeIPs:          p.nodeIPs,
-		ServiceProxyName: p.opts.serviceProxyName,
-		EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
-		Logger:           p.log.WithName("userspace"),
-		Metrics:          p.metrics,
-		SyncPeriod:       cfg.IPTables.SyncPeriod.Duration,
-		MinSyncPeriod:    minSync(cfg.IPTables.MinSyncPeriod.Duration),
-	}
+	common := commonConfig(p, family, "userspace", cfg.IPTables.SyncPeriod.Duration, cfg.IPTables.MinSyncPeriod.Duration)
 	// /healthz and the health-check node ports mean the same in every
 	// mode: the engine base reports to both.
 	if p.health != nil {

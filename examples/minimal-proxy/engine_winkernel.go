@@ -11,8 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/proxy"
-	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 	"github.com/svcproxy/svcproxy/winkernel"
 	"github.com/svcproxy/svcproxy/winkernel/winkerneltest"
@@ -25,17 +23,7 @@ func winkernelConfig(p engineParams, family v1.IPFamily) (winkernel.Config, erro
 	cfg := p.opts.config
 	w := cfg.Winkernel
 	wcfg := winkernel.Config{
-		Common: enginebase.Common{
-			IPFamily:         family,
-			NodeName:         p.nodeName,
-			NodeIPs:          p.nodeIPs,
-			SyncPeriod:       cfg.IPTables.SyncPeriod.Duration,
-			MinSyncPeriod:    minSync(cfg.IPTables.MinSyncPeriod.Duration),
-			ServiceProxyName: p.opts.serviceProxyName,
-			EndpointFilter:   proxy.EndpointFilter{ExcludeCIDRs: p.opts.excludeClusterCIDRs},
-			Logger:           p.log.WithName("winkernel"),
-			Metrics:          p.metrics,
-		},
+		Common:                commonConfig(p, family, "winkernel", cfg.IPTables.SyncPeriod.Duration, cfg.IPTables.MinSyncPeriod.Duration),
 		NetworkName:           w.NetworkName,
 		EnableDSR:             w.EnableDSR,
 		RootHNSEndpointName:   w.RootHnsEndpointName,
