@@ -25,22 +25,6 @@ const (
 	AnnotationScheduler = "ipvs.svcproxy.io/scheduler"
 )
 
-// Local-traffic detection is shared with the other engines; see
-// proxy.LocalDetector.
-type (
-	LocalMode     = proxy.LocalMode
-	LocalDetector = proxy.LocalDetector
-)
-
-// The local-traffic detection modes (proxy.LocalMode).
-const (
-	LocalModeNone                = proxy.LocalModeNone
-	LocalModeClusterCIDR         = proxy.LocalModeClusterCIDR
-	LocalModeNodeCIDR            = proxy.LocalModeNodeCIDR
-	LocalModeBridgeInterface     = proxy.LocalModeBridgeInterface
-	LocalModeInterfaceNamePrefix = proxy.LocalModeInterfaceNamePrefix
-)
-
 // Config configures a Proxier: the fields every engine shares
 // (engine.Common: family, node, periods, logger, clock, metrics, health
 // servers, conntrack cleaner, OnSync), then the IPVS mode's own. Zero
@@ -62,7 +46,7 @@ type Config struct {
 	// kube-proxy). Use -1 to mean bit 0, as in iptables.Config.
 	MasqueradeBit int
 	// LocalDetector tells pod traffic apart (for masquerading cluster IP traffic from outside).
-	LocalDetector LocalDetector
+	LocalDetector proxy.LocalDetector
 	// NodePortAddresses restricts node ports to node addresses inside these
 	// prefixes; empty means every address of the family on every link but
 	// kube-ipvs0 (loopback and link-local excluded, as in kube-proxy).

@@ -44,7 +44,7 @@ func kernelConformanceHarness(topo proxytest.Topology) netnstest.KernelHarness {
 			p, err := ipvs.NewProxier(ipvs.Config{
 				Common:        engine.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},
 				MasqueradeAll: opts.MasqueradeAll,
-				LocalDetector: ipvs.LocalDetector{Mode: ipvs.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
+				LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
 			}, ifs)
 			if err != nil {
 				t.Fatal(err)

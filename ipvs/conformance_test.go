@@ -23,7 +23,7 @@ func conformanceHarness(topo proxytest.Topology) conformance.Harness {
 			e := newEnvFor(t, topo, ipvs.Config{
 				Common:        engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName, Logger: testr.New(t)},
 				MasqueradeAll: opts.MasqueradeAll,
-				LocalDetector: ipvs.LocalDetector{Mode: ipvs.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+				LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
 			})
 			tr := ipvstest.NewTracer(e.f, ipvstest.TracerConfig{
 				PodInterface:      topo.ClientPod.HostInterface,

@@ -7,12 +7,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 func TestGoldenClusterIP(t *testing.T) {
-	e := newEnv(t, ipvs.Config{LocalDetector: ipvs.LocalDetector{Mode: ipvs.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")}})
+	e := newEnv(t, ipvs.Config{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")}})
 	e.p.OnServiceAdd(service("default", "web", "10.96.0.10", 80, withAffinity(600)))
 	e.p.OnEndpointSliceAdd(slice("default", "web", 8080, v1.ProtocolTCP, ready("10.244.1.5", testNode), ready("10.244.2.6", "node-b")))
 	e.p.OnServiceAdd(service("kube-system", "dns", "10.96.0.53", 53, withProto(v1.ProtocolUDP), withScheduler("lc")))

@@ -462,7 +462,7 @@ func TestConfigErrors(t *testing.T) {
 		"scheduler":     {Scheduler: "fastest"},
 		"family":        config(engine.Common{IPFamily: "IPv5"}),
 		"masq bit":      {MasqueradeBit: 40},
-		"detector cidr": {LocalDetector: ipvs.LocalDetector{Mode: ipvs.LocalModeClusterCIDR}},
+		"detector cidr": {LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR}},
 		"runner family": config(engine.Common{IPFamily: v1.IPv6Protocol}),
 	} {
 		if _, err := ipvs.NewProxier(cfg, ifs); err == nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy"
 )
 
 // The chains of the IPVS proxier's fixed iptables ruleset (kube-proxy's names).
@@ -89,7 +90,7 @@ func writeRules(b *bytes.Buffer, cfg *Config, randomFully bool) {
 	switch {
 	case cfg.MasqueradeAll:
 		rule(ChainServices, cmt("Kubernetes service cluster ip + port for masquerade purpose"), set(s.clusterIP, "dst,dst"), jump(ChainMarkMasq))
-	case cfg.LocalDetector.Mode != LocalModeNone:
+	case cfg.LocalDetector.Mode != proxy.LocalModeNone:
 		rule(ChainServices, cmt("Kubernetes service cluster ip + port for masquerade purpose"), xtables.LocalMatch(cfg.LocalDetector, true), set(s.clusterIP, "dst,dst"), jump(ChainMarkMasq))
 	}
 	rule(ChainServices, cmt("Kubernetes service external ip + port for masquerade and filter purpose"), set(s.externalIP, "dst,dst"), jump(ChainMarkMasq))

@@ -40,7 +40,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		Common:            commonConfig(p, family, "ipvs", cfg.IPVS.SyncPeriod.Duration, cfg.IPVS.MinSyncPeriod.Duration),
 		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
 		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
-		LocalDetector:     ipvs.LocalDetector{Mode: ipvs.LocalMode(itDetector.Mode), CIDR: itDetector.CIDR, Interface: itDetector.Interface},
+		LocalDetector:     itDetector,
 		NodePortAddresses: npa,
 		Scheduler:         cfg.IPVS.Scheduler,
 		ExcludeCIDRs:      exclude,
