@@ -229,7 +229,9 @@ INIT
 
 prepare() {
   local key
-  key="$IMAGE_VERSION $KPKG $(cksum < "${BASH_SOURCE[0]}" | cut -d' ' -f1)"
+  # The key names the host tools found too: an image built before ipvsadm
+  # or ipset was installed must not be reused without them.
+  key="$IMAGE_VERSION $KPKG $(cksum < "${BASH_SOURCE[0]}" | cut -d' ' -f1) tools=$(for t in $HOST_TOOLS; do command -v "$t" >/dev/null && printf '%s,' "$t"; done)"
   ready() { [ -z "$REBUILD" ] && [ "$(cat "$CACHE/ready" 2>/dev/null)" = "$key" ] && [ -s "$CACHE/base.cpio" ] && [ -s "$CACHE/vmlinuz" ]; }
   ready && return 0
   exec 9>"$CACHE/.lock"; flock 9
