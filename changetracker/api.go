@@ -97,15 +97,34 @@ type UpdateEndpointsMapResult struct {
 }
 
 // Config configures a Tracker, the two change trackers plus the node,
-// behind the proxy handler interfaces. Engines embed a *Tracker.
+// behind the proxy handler interfaces. The engine base (proxy/engine)
+// holds one per engine; an engine never embeds it, so no tracker method
+// becomes an engine method. Every field has a usable zero value.
 type Config struct {
-	IPFamily         v1.IPFamily
-	NodeName         string
+	// IPFamily is the family the tracker keeps: service ports of its
+	// cluster IPs and endpoints of its address type; others are ignored.
+	// "" means IPv4.
+	IPFamily v1.IPFamily
+	// NodeName is this node's name: it decides Endpoint.IsLocal and which
+	// Node's labels (topology zone, hostname) are kept. "" makes no
+	// endpoint local and ignores every Node.
+	NodeName string
+	// ServiceProxyName: see proxy.ShouldSkipService. "": services (and
+	// slices) labelled service.kubernetes.io/service-proxy-name are
+	// skipped; set: only those labelled with exactly this name are kept.
 	ServiceProxyName string
-	Filter           proxy.EndpointFilter
-	MakeServicePort  MakeServicePortFunc
-	MakeEndpoint     MakeEndpointFunc
-	Logger           logr.Logger
+	// Filter keeps only endpoints in this proxier's pod networks (zero:
+	// every endpoint). With an active Filter, Update.Services leaves out
+	// the services that have no endpoint of ours.
+	Filter proxy.EndpointFilter
+	// MakeServicePort and MakeEndpoint let an engine wrap the base values
+	// with its own data (nil keeps *proxy.BaseServicePort and
+	// *proxy.BaseEndpoint); they must not modify the base or name given.
+	MakeServicePort MakeServicePortFunc
+	MakeEndpoint    MakeEndpointFunc
+	// Logger receives skipped fields, ports and addresses (V(2) and up);
+	// the zero value discards.
+	Logger logr.Logger
 	// OnChange, if set, is called after a handler recorded a change that
 	// needs a sync (the engine base triggers its loop and counts the change
 	// for metrics from it), with the kind of change. Called without the
@@ -143,6 +162,11 @@ type Update struct {
 	// the Filter's scope or not), its current port names: with
 	// ChangedServices it finds the changed ports without a walk over
 	// Services. Owned by the tracker, read-only, valid until the next Update.
+	// A changed service with no entry (or an empty one) has no ports left
+	// in this family: it was deleted, lost its cluster IP of this family,
+	// became headless or moved to another service proxy; the engine
+	// removes whatever it wrote for it. Its ports that are out of the
+	// Filter's scope are in ServicePorts but not in Services.
 	ServicePorts map[types.NamespacedName][]proxy.ServicePortName
 	// ChangedServices is the union of both results' UpdatedServices (and of
 	// services that entered or left scope through the Filter).
