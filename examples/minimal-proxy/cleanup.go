@@ -53,13 +53,22 @@ func cleanupRound(ctx context.Context, log logr.Logger) error {
 				errs = append(errs, fmt.Errorf("iptables %s %s: %w", backend, family, err))
 				continue
 			}
-			if err := cleanupIPTables(ctx, family, ipt, l); err != nil {
-				errs = append(errs, fmt.Errorf("iptables mode (%s, %s): %w", backend, family, err))
+			iptErr := cleanupIPTables(ctx, family, ipt, l)
+			if iptErr != nil {
+				errs = append(errs, fmt.Errorf("iptables mode (%s, %s): %w", backend, family, iptErr))
 			}
-			if err := userspace.CleanupLeftovers(ctx, ipt); err != nil {
-				errs = append(errs, fmt.Errorf("userspace mode (%s, %s): %w", backend, family, err))
+			usErr := cleanupUserspace(ctx, family, ipt, l)
+			if usErr != nil {
+				errs = append(errs, fmt.Errorf("userspace mode (%s, %s): %w", backend, family, usErr))
 			}
-			l.Info("Removed iptables and userspace mode rules")
+			switch {
+			case iptErr == nil && usErr == nil:
+				l.Info("Removed iptables and userspace mode rules")
+			case iptErr == nil:
+				l.Info("Removed iptables mode rules")
+			case usErr == nil:
+				l.Info("Removed userspace mode rules")
+			}
 		}
 	}
 	if err := cleanupNFTables(ctx, log); err != nil {
@@ -81,6 +90,21 @@ func cleanupRound(ctx context.Context, log logr.Logger) error {
 // Cleanup.
 func cleanupIPTables(ctx context.Context, family v1.IPFamily, ipt xtables.Runner, log logr.Logger) error {
 	p, err := iptables.NewProxier(iptables.Config{Common: enginebase.Common{IPFamily: family, Logger: log}}, iptables.Interfaces{IPTables: ipt})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return p.Cleanup(ctx)
+}
+
+// cleanupUserspace builds a userspace proxier over ipt (capturing, so its
+// Cleanup removes capture rules; it opens no socket) only to call its
+// Cleanup.
+func cleanupUserspace(ctx context.Context, family v1.IPFamily, ipt xtables.Runner, log logr.Logger) error {
+	// Its constructor's notes about serving (no host IP, say) do not
+	// concern a cleanup: V(1).
+	p, err := userspace.NewProxier(userspace.Config{Common: enginebase.Common{IPFamily: family, Logger: log.V(1)}, Capture: userspace.CaptureIPTables},
+		userspace.Interfaces{IPTables: ipt})
 	if err != nil {
 		return err
 	}
