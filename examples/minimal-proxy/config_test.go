@@ -95,6 +95,7 @@ func TestRefusedSettings(t *testing.T) {
 		{name: "port range reversed", args: []string{"--proxy-port-range=4000-3000"}, wantErr: []string{"portRange"}},
 		{name: "port range too high", args: []string{"--proxy-port-range=65000+1000"}, wantErr: []string{"portRange"}},
 		{name: "kernelspace on linux", args: []string{"--proxy-mode=kernelspace"}, goos: "linux", wantErr: []string{"mode", "kernelspace", "Windows"}},
+		{name: "winkernel alias on linux", args: []string{"--proxy-mode=winkernel"}, goos: "linux", wantErr: []string{"mode", "kernelspace", "Windows"}},
 		{name: "iptables on windows", args: []string{"--proxy-mode=iptables"}, goos: "windows", wantErr: []string{"mode", "kernelspace"}},
 		{name: "unknown mode", args: []string{"--proxy-mode=ebpf"}, wantErr: []string{"mode", "ebpf"}},
 		{name: "nftables on windows", args: []string{"--proxy-mode=nftables"}, goos: "windows", wantErr: []string{"mode", "kernelspace"}},

@@ -30,8 +30,10 @@ func buildNFTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		return nil, err
 	}
 	ncfg := nftables.Config{
-		Common:            commonConfig(p, family, "nftables", cfg.NFTables.SyncPeriod.Duration, cfg.NFTables.MinSyncPeriod.Duration),
-		MasqueradeAll:     cfg.NFTables.MasqueradeAll,
+		Common: commonConfig(p, family, "nftables", cfg.NFTables.SyncPeriod.Duration, cfg.NFTables.MinSyncPeriod.Duration),
+		// --masquerade-all lands in iptables.masqueradeAll (kube-proxy's
+		// flag table); it means the same in the nftables mode.
+		MasqueradeAll:     cfg.NFTables.MasqueradeAll || cfg.IPTables.MasqueradeAll,
 		MasqueradeBit:     masqBit(cfg.NFTables.MasqueradeBit),
 		LocalDetector:     detector,
 		NodePortAddresses: npa,

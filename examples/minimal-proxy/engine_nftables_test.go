@@ -64,3 +64,15 @@ func TestChooseModeNFTables(t *testing.T) {
 		}
 	}
 }
+
+// --masquerade-all is stored in iptables.masqueradeAll, as kube-proxy's
+// flag table does; the nftables mode honours it too.
+func TestMasqueradeAllFlagNFTables(t *testing.T) {
+	code, out, errOut := runInProcess(t, context.Background(), "--objects-file", "demo.yaml", "--dry-run", "--proxy-mode", "nftables", "--masquerade-all")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "ip daddr 10.96.10.12 tcp dport 443 jump mark-for-masquerade") {
+		t.Fatalf("--masquerade-all: no masquerade mark in the nftables plan:\n%.3000s", out)
+	}
+}

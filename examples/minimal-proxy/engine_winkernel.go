@@ -32,6 +32,10 @@ func winkernelConfig(p engineParams, family v1.IPFamily) (winkernel.Config, erro
 	if wcfg.NetworkName == "" {
 		wcfg.NetworkName = os.Getenv("KUBE_NETWORK")
 	}
+	if wcfg.NetworkName == "" && p.dryRun {
+		// The dry run makes its own fake HNS network; any name will do.
+		wcfg.NetworkName = "dry-run"
+	}
 	if wcfg.NetworkName == "" {
 		return wcfg, fmt.Errorf("winkernel.networkName: not set, and no KUBE_NETWORK in the environment")
 	}

@@ -209,7 +209,7 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	fs.StringVar(&fv.HostnameOverride, "hostname-override", "", "If non-empty, will be used as the name of the Node this proxy runs on instead of the hostname.")
 	fs.StringVar(&fv.BindAddress, "bind-address", fv.BindAddress, "The IP address the userspace mode's proxy sockets bind (0.0.0.0 for all IPv4 interfaces, :: for all IPv6).")
 	fs.StringVar(&fv.ClusterCIDR, "cluster-cidr", "", "The CIDR range(s) of the pods in the cluster (comma-separated, at most one per IP family). Traffic from outside it to a service IP is masqueraded.")
-	fs.BoolVar(&fv.IPTables.MasqueradeAll, "masquerade-all", false, "SNAT all traffic sent via service cluster IPs (iptables and ipvs modes).")
+	fs.BoolVar(&fv.IPTables.MasqueradeAll, "masquerade-all", false, "SNAT all traffic sent via service cluster IPs (iptables, ipvs and nftables modes).")
 	fs.Int32Var(&masqBit, "iptables-masquerade-bit", masqBit, "The bit of the fwmark space (0..31) that marks packets needing SNAT.")
 	fs.DurationVar(&fv.IPTables.SyncPeriod.Duration, "iptables-sync-period", fv.IPTables.SyncPeriod.Duration, "The maximum interval between full resyncs of the iptables rules (e.g. '5s', '1m'). Must be greater than 0.")
 	fs.DurationVar(&fv.IPTables.MinSyncPeriod.Duration, "iptables-min-sync-period", fv.IPTables.MinSyncPeriod.Duration, "The minimum interval between iptables rule resyncs as endpoints and services change (e.g. '5s', '1m').")
@@ -336,7 +336,7 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	o.noEffect = append(o.noEffect, settingsWithoutEffect(cfg)...)
 
 	var errs []error
-	if err := validateConfig(cfg, goos); err != nil {
+	if err := validateConfig(cfg, goos, o.dryRun); err != nil {
 		errs = append(errs, err)
 	}
 	for _, c := range exclude {

@@ -80,7 +80,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Error(err, "Cannot clean up this node")
 			return exitFailed
 		}
-		if err := cleanupAll(ctx, log); err != nil {
+		clean := func() error { return cleanupAll(ctx, log) }
+		if runtime.GOOS == "windows" {
+			// The HNS mode's load balancers and remote endpoints: the
+			// only mode there is.
+			clean = func() error {
+				return cleanupWinkernel(ctx, engineParams{mode: modeKernelspace, opts: o, log: log})
+			}
+		}
+		if err := clean(); err != nil {
 			log.Error(err, "Cleanup left something behind")
 			return exitFailed
 		}

@@ -18,6 +18,8 @@ const (
 	modeIPVS        = "ipvs"
 	modeNFTables    = "nftables"
 	modeKernelspace = "kernelspace"
+	// modeWinkernelAlias is accepted for kernelspace (the engine's name).
+	modeWinkernelAlias = "winkernel"
 )
 
 // Local-traffic detection modes (detectLocalMode).
@@ -33,20 +35,25 @@ var ipvsSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "
 
 // validateConfig checks the merged configuration (file, then flags) and
 // returns every problem at once, each naming the setting as the
-// configuration file spells it. goos is the target OS (runtime.GOOS).
-func validateConfig(cfg *KubeProxyConfiguration, goos string) error {
+// configuration file spells it. goos is the target OS (runtime.GOOS);
+// dryRun allows the Windows mode anywhere (its dry run runs over
+// winkerneltest's fake HNS).
+func validateConfig(cfg *KubeProxyConfiguration, goos string, dryRun bool) error {
 	var errs []error
 	bad := func(field string, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 
+	if cfg.Mode == modeWinkernelAlias {
+		cfg.Mode = modeKernelspace
+	}
 	switch cfg.Mode {
 	case "", modeIPTables, modeIPVS, modeNFTables, modeUserspace:
 		if goos == "windows" && cfg.Mode != "" {
 			bad("mode", "%q is not available on Windows; use %q", cfg.Mode, modeKernelspace)
 		}
 	case modeKernelspace:
-		if goos != "windows" {
+		if goos != "windows" && !dryRun {
 			bad("mode", "%q is the Windows HNS mode and is not available on %s; use %q, %q or %q", cfg.Mode, goos, modeIPTables, modeIPVS, modeUserspace)
 		}
 	default:
