@@ -112,19 +112,3 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
-
-// Local-traffic detection is shared with the other engines; see
-// proxy.LocalDetector.
-type (
-	LocalMode     = proxy.LocalMode
-	LocalDetector = proxy.LocalDetector
-)
-
-// The local-traffic detection modes (proxy.LocalMode).
-const (
-	LocalModeNone                = proxy.LocalModeNone
-	LocalModeClusterCIDR         = proxy.LocalModeClusterCIDR
-	LocalModeNodeCIDR            = proxy.LocalModeNodeCIDR
-	LocalModeBridgeInterface     = proxy.LocalModeBridgeInterface
-	LocalModeInterfaceNamePrefix = proxy.LocalModeInterfaceNamePrefix
-)

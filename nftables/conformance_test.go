@@ -26,7 +26,7 @@ func conformanceConfig(topo proxytest.Topology, opts proxytest.Options) nftables
 			NodeIPs:  []netip.Addr{topo.NodeIP},
 		},
 		MasqueradeAll:     opts.MasqueradeAll,
-		LocalDetector:     nftables.LocalDetector{Mode: nftables.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+		LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
 		NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
 		LocalAddresses: func() ([]netip.Addr, error) {
 			return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil

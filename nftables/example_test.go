@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
@@ -25,8 +26,8 @@ func Example() {
 	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
 	p, err := nftables.NewProxier(nftables.Config{
 		Common: engine.Common{NodeName: "node-a", NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.1.10")}},
-		LocalDetector: nftables.LocalDetector{
-			Mode: nftables.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		LocalDetector: proxy.LocalDetector{
+			Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16"),
 		},
 	}, fakes.Interfaces())
 	if err != nil {

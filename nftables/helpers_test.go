@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
@@ -87,7 +88,7 @@ func testConfig() nftables.Config {
 			NodeName: "node-a",
 			NodeIPs:  []netip.Addr{netip.MustParseAddr("192.168.50.10")},
 		},
-		LocalDetector: nftables.LocalDetector{Mode: nftables.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
+		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
 	}
 }
 

@@ -2,6 +2,8 @@
 
 package nftables
 
+import "github.com/svcproxy/svcproxy/proxy"
+
 // localMatch is the nft match for "from a local pod" (negate: "not from a
 // local pod"), or "" when detection is off.
 func (p *planner) localMatch(negate bool) string {
@@ -10,11 +12,11 @@ func (p *planner) localMatch(negate bool) string {
 		op = " != "
 	}
 	switch p.local.Mode {
-	case LocalModeClusterCIDR, LocalModeNodeCIDR:
+	case proxy.LocalModeClusterCIDR, proxy.LocalModeNodeCIDR:
 		return p.ipX + " saddr" + op + p.local.CIDR.Masked().String()
-	case LocalModeBridgeInterface:
+	case proxy.LocalModeBridgeInterface:
 		return "iifname" + op + quote(p.local.Interface)
-	case LocalModeInterfaceNamePrefix:
+	case proxy.LocalModeInterfaceNamePrefix:
 		return "iifname" + op + quote(p.local.Interface+"*")
 	}
 	return ""
