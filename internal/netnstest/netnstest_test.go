@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -197,6 +198,25 @@ func probeHandRules(t *testing.T, topo pt.Topology) {
 	got, err = pr.TraceSample(checks[4].Packet, pt.ForwardedTo(false, both...))
 	if err != nil || !got.Sticky || len(got.Backends) != 1 {
 		t.Errorf("sticky service sampled as non-sticky: got %s, %v; want one sticky backend", got, err)
+	}
+
+	// A host too slow for Timeout: every first try times out, the slow
+	// second try answers. Forwarded traces stay forwarded; drops, rejects
+	// and the unhinted trace of a drop stay what they are.
+	slow := &Prober{env: env, Timeout: time.Nanosecond, SlowTimeout: 3 * time.Second}
+	for _, i := range []int{0, 5, 8, 11} {
+		ck := checks[i]
+		got, err := slow.TraceSample(ck.Packet, ck.Want)
+		if err != nil {
+			t.Errorf("slow host: %s: %v", ck.Name, err)
+			continue
+		}
+		if why := pt.Match(ck.Want, got, true); why != "" {
+			t.Errorf("slow host: %s: want %s, got %s (%s)", ck.Name, ck.Want, got, why)
+		}
+	}
+	if got, err := slow.Trace(checks[11].Packet); err != nil || got.Verdict != pt.Dropped {
+		t.Errorf("slow host: Trace(%s) = %s, %v; want dropped", checks[11].Packet, got, err)
 	}
 	_ = netip.Addr{}
 }
