@@ -80,6 +80,11 @@ type Interfaces struct {
 	// for full syncs in one netlink dump (NewNetlinkRuleLister), instead
 	// of knftables' ListRules. NewInterfaces sets it.
 	Comments ChainCommentLister
+	// Generation, if set, reads the ruleset generation id, so a full
+	// resync of a table unchanged since our last transaction skips the
+	// listing (genid.go). NewInterfaces sets it; nil: every full sync
+	// lists.
+	Generation GenerationReader
 }
 
 // Family returns the knftables family of an IP family (ip or ip6).

@@ -24,7 +24,7 @@ func NewInterfaces(family v1.IPFamily) (Interfaces, error) {
 	if err != nil {
 		return Interfaces{}, fmt.Errorf("nftables: %w", err)
 	}
-	ifs := Interfaces{NFTables: nft, Comments: NewNetlinkRuleLister(family)}
+	ifs := Interfaces{NFTables: nft, Comments: NewNetlinkRuleLister(family), Generation: NewGenerationReader()}
 	if o, err := knftables.New(Family(other), TableName, knftables.UseNetlink); err == nil {
 		ifs.OtherFamily = o
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/changetracker"
+	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
@@ -39,6 +40,12 @@ type proxier struct {
 	state  *tableState                           // what the kernel holds, as far as we know
 	plans  map[types.NamespacedName]*servicePlan // what each service was last written as
 	static *staticPlan                           // the fixed part last written
+	// custody is the ruleset generation at which state was last known
+	// to match the kernel (genid.go).
+	custody nfgen.Custody
+	// custodyRead: custody goes back to a listing that read every
+	// chain's content hash (not one that trusted recorded ones).
+	custodyRead bool
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
@@ -99,7 +106,7 @@ func (p *proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		cs.diffService(p.state, n, p.plans[n], pl.planService(u.ServicePorts[n], u.Services, u.Endpoints))
 	}
 	pending := cs.staleDeletes(p.state, req.Now)
-	writes, err := p.run(ctx, cs, req.Now)
+	writes, err := p.runTracked(ctx, cs, req.Now)
 	if err != nil {
 		return engine.Result{}, err
 	}
@@ -157,9 +164,12 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 			known = p.state
 		}
 	}
-	st, err := listState(ctx, p.nft, p.ifs.Comments, known)
-	if err != nil {
-		return engine.Result{}, fmt.Errorf("listing table %s: %w", TableName, err)
+	st := p.state
+	if !p.skipsListing(req) {
+		var err error
+		if st, err = p.listStateTracked(ctx, known); err != nil {
+			return engine.Result{}, fmt.Errorf("listing table %s: %w", TableName, err)
+		}
 	}
 	p.state, p.plans = st, map[types.NamespacedName]*servicePlan{}
 	pl := p.planner(u)
@@ -183,7 +193,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	cs := first
 	for _, n := range sortedNames(want) {
 		if limit > 0 && cs.ops() >= limit {
-			w, err := p.run(ctx, cs, req.Now)
+			w, err := p.runTracked(ctx, cs, req.Now)
 			total += w
 			if err != nil {
 				return engine.Result{}, err
@@ -192,7 +202,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		}
 		cs.diffService(p.state, n, nil, want[n])
 	}
-	w, err := p.run(ctx, cs, req.Now)
+	w, err := p.runTracked(ctx, cs, req.Now)
 	total += w
 	if err != nil {
 		return engine.Result{}, err
@@ -386,6 +396,7 @@ func (p *proxier) cleanup(ctx context.Context) error {
 		}
 	}
 	p.state, p.plans, p.static = newTableState(), map[types.NamespacedName]*servicePlan{}, nil
+	p.custody.Lose()
 	return errors.Join(errs...)
 }
 

@@ -41,7 +41,7 @@ func (c *Custody) Lose() { c.known = false }
 // recorded one and exactly one transaction (ours) committed. Anything else
 // loses custody. It reports whether custody holds.
 func (c *Custody) Committed(before, after uint32) bool {
-	if !c.known || before != c.gen || after != before+1 {
+	if !c.known || before != c.gen || after != Next(before) {
 		c.known = false
 		return false
 	}
@@ -55,3 +55,11 @@ func (c *Custody) Unchanged(gen uint32) bool { return c.known && gen == c.gen }
 
 // Known returns the recorded generation and whether there is one.
 func (c *Custody) Known() (uint32, bool) { return c.gen, c.known }
+
+// Next is the generation after gen: the kernel skips 0 when it wraps.
+func Next(gen uint32) uint32 {
+	if gen == ^uint32(0) {
+		return 1
+	}
+	return gen + 1
+}

@@ -28,7 +28,7 @@ func TestCustody(t *testing.T) {
 		t.Fatal("a commit after a foreign one keeps custody")
 	}
 	c.Verified(^uint32(0))
-	if !c.Committed(^uint32(0), 0) {
+	if !c.Committed(^uint32(0), 1) {
 		t.Fatal("the generation wraps")
 	}
 }

@@ -4,6 +4,7 @@ package nftablestest
 
 import (
 	"context"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
@@ -14,16 +15,37 @@ import (
 
 // Fake is knftables' Fake (the table as objects, Dump and ParseDump) with
 // the shared fault vocabulary: the counted operations are "Run", "Check",
-// "ListAll", "List", "ListRules", "ListElements" and "ListCounters". A
-// failed call changes nothing.
+// "ListAll", "List", "ListRules", "ListElements", "ListCounters" and
+// "Generation". A failed call changes nothing.
+//
+// It models the kernel's ruleset generation id (nftables.GenerationReader):
+// every successful Run, the engine's or a test's "foreign" one, moves it
+// by one. The fakes of one Fakes share it, as the families of one network
+// namespace do.
 type Fake struct {
 	*knftables.Fake
 	proxytest.Faults
+	gen *atomic.Uint32
 }
 
 // NewFake returns an empty fake bound to the kube-proxy table of family.
 func NewFake(family v1.IPFamily) *Fake {
-	return &Fake{Fake: knftables.NewFake(nftables.Family(family), nftables.TableName)}
+	return newFake(family, new(atomic.Uint32))
+}
+
+func newFake(family v1.IPFamily, gen *atomic.Uint32) *Fake {
+	return &Fake{Fake: knftables.NewFake(nftables.Family(family), nftables.TableName), gen: gen}
+}
+
+var _ nftables.GenerationReader = (*Fake)(nil)
+
+// Generation returns the fake's ruleset generation: the number of
+// successful Runs on it (and on the other fakes sharing it).
+func (f *Fake) Generation() (uint32, error) {
+	if err := f.Hit("Generation"); err != nil {
+		return 0, err
+	}
+	return f.gen.Load(), nil
 }
 
 var _ knftables.Interface = (*Fake)(nil)
@@ -33,7 +55,11 @@ func (f *Fake) Run(ctx context.Context, tx *knftables.Transaction) error {
 	if err := f.Hit("Run"); err != nil {
 		return err
 	}
-	return f.Fake.Run(ctx, tx)
+	if err := f.Fake.Run(ctx, tx); err != nil {
+		return err
+	}
+	f.gen.Add(1)
+	return nil
 }
 
 // Check validates tx without applying it.
@@ -116,7 +142,8 @@ func NewFakes(family v1.IPFamily) *Fakes {
 	if family == v1.IPv6Protocol {
 		other = v1.IPv4Protocol
 	}
-	return &Fakes{NFTables: NewFake(family), Other: NewFake(other), family: family}
+	gen := new(atomic.Uint32)
+	return &Fakes{NFTables: newFake(family, gen), Other: newFake(other, gen), family: family}
 }
 
 // Family is the proxier family the fakes were made for.
@@ -124,7 +151,7 @@ func (f *Fakes) Family() v1.IPFamily { return f.family }
 
 // Interfaces returns the fakes as the engine's Interfaces.
 func (f *Fakes) Interfaces() nftables.Interfaces {
-	return nftables.Interfaces{NFTables: f.NFTables, OtherFamily: f.Other}
+	return nftables.Interfaces{NFTables: f.NFTables, OtherFamily: f.Other, Generation: f.NFTables}
 }
 
 // Dump renders the table of the proxier's family as nft text (knftables'

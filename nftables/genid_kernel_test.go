@@ -1,0 +1,140 @@
+//go:build linux
+
+package nftables_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/proxy/engine"
+)
+
+// countingLister counts the listings of a full sync (each starts with
+// TableExists) and forwards everything to the real netlink lister.
+type countingLister struct {
+	real  nftables.ChainCommentLister
+	lists atomic.Int32
+}
+
+func (c *countingLister) TableExists(ctx context.Context) (bool, error) {
+	c.lists.Add(1)
+	return c.real.TableExists(ctx)
+}
+
+func (c *countingLister) FirstRuleComments(ctx context.Context, chains []string) (map[string]*string, error) {
+	return c.real.FirstRuleComments(ctx, chains)
+}
+
+func (c *countingLister) ListContainer(ctx context.Context, name string) (map[string]string, error) {
+	return c.real.(nftables.ElementLister).ListContainer(ctx, name)
+}
+
+func (c *countingLister) ListChainNames(ctx context.Context) ([]string, error) {
+	return c.real.(interface {
+		ListChainNames(context.Context) ([]string, error)
+	}).ListChainNames(ctx)
+}
+
+// TestKernelResyncOfUnchangedTable: on a real kernel, the periodic resync
+// of a table nothing changed since our transactions lists nothing and
+// writes nothing; a foreign table added, a rule of ours deleted by hand,
+// or an element of ours deleted by hand make the next resync list, and
+// repair what is ours.
+func TestKernelResyncOfUnchangedTable(t *testing.T) {
+	inFreshNetns(t, func() {
+		ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+		if err != nil {
+			t.Skipf("nftables unavailable: %v", err)
+		}
+		cl := &countingLister{real: ifs.Comments}
+		ifs.Comments = cl
+		clk := clocktesting.NewFakeClock(time.Now())
+		cfg := testConfig()
+		cfg.Clock = clk
+		p, err := nftables.NewProxier(cfg, ifs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := makeCluster(100, 3)
+		c.feed(p)
+		mustSync(t, p)
+		if cl.lists.Load() == 0 {
+			t.Fatal("the first sync did not list")
+		}
+		want := nft(t, "list table ip kube-proxy")
+		periodic := func(what string, wantList bool) engine.SyncOutcome {
+			t.Helper()
+			cl.lists.Store(0)
+			clk.Step(2 * time.Hour)
+			out := mustSync(t, p)
+			if !out.Full || out.Reason != engine.ReasonPeriodic {
+				t.Fatalf("%s: want the periodic full resync, got %+v", what, out)
+			}
+			if listed := cl.lists.Load() > 0; listed != wantList {
+				t.Errorf("%s: listed=%v, want %v", what, listed, wantList)
+			}
+			return out
+		}
+		if out := periodic("unchanged table", false); out.Result.Writes != 0 {
+			t.Errorf("unchanged table: %d writes", out.Result.Writes)
+		}
+		// A partial sync of ours keeps custody.
+		p.OnEndpointSliceUpdate(c.slices[3], makeSlice(3, 3, 1))
+		if out := mustSync(t, p); out.Full || out.Result.Writes == 0 {
+			t.Fatalf("partial sync: %+v", out)
+		}
+		p.OnEndpointSliceUpdate(makeSlice(3, 3, 1), c.slices[3])
+		mustSync(t, p)
+		periodic("after partial syncs", false)
+
+		// A foreign table: listed, nothing of ours to repair.
+		nft(t, "add table ip foreign; add chain ip foreign c")
+		if out := periodic("foreign table added", true); out.Result.Writes != 0 {
+			t.Errorf("foreign table: %d writes", out.Result.Writes)
+		}
+		periodic("after the listing", false)
+
+		// A rule of ours deleted by hand: the first rule of the services
+		// chain, which carries the chain's content hash (a listing reads
+		// only first rules: a later rule deleted by hand goes unseen by
+		// any full sync, as before this change).
+		rules, err := ifs.NFTables.ListRules(context.Background(), "services")
+		if err != nil || len(rules) == 0 {
+			t.Fatalf("services chain: %v %v", rules, err)
+		}
+		tx := ifs.NFTables.NewTransaction()
+		tx.Delete(&knftables.Rule{Chain: "services", Handle: rules[0].Handle})
+		if err := ifs.NFTables.Run(context.Background(), tx); err != nil {
+			t.Fatal(err)
+		}
+		// The periodic resync trusts recorded chain hashes once it lists
+		// (as before); what it must do is list. A requested resync then
+		// reads every chain and repairs.
+		periodic("rule of ours deleted", true)
+		p.RequestFullSync()
+		mustSync(t, p)
+		if got := nft(t, "list table ip kube-proxy"); stripStale(got) != stripStale(want) {
+			t.Errorf("not repaired:\n got: %s\nwant: %s", got, want)
+		}
+
+		// An element of ours deleted by hand: listed and repaired.
+		periodic("after the repair", false)
+		nft(t, "delete element ip kube-proxy service-ips { 10.96.0.5 . tcp . 80 }")
+		if out := periodic("element deleted", true); out.Result.Writes == 0 {
+			t.Error("element deleted: not repaired")
+		}
+		if got := nft(t, "list table ip kube-proxy"); stripStale(got) != stripStale(want) {
+			t.Errorf("element not repaired:\n got: %s\nwant: %s", got, want)
+		}
+		if err := p.Cleanup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
