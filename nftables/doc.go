@@ -3,8 +3,10 @@
 // "kube-proxy" table of the ip or ip6 family through sigs.k8s.io/knftables.
 //
 // The table has upstream kube-proxy's layout and names (v1.34): base chains
-// filter-prerouting, filter-input, filter-forward, filter-output,
-// filter-output-post-dnat, nat-prerouting, nat-output and nat-postrouting;
+// filter-prerouting-pre-dnat and filter-output-pre-dnat (the firewall
+// check, before DNAT), filter-input, filter-forward and filter-output (the
+// endpoint and cluster-IP checks, at filter priority, after DNAT),
+// nat-prerouting, nat-output and nat-postrouting;
 // dispatch through the verdict maps service-ips (cluster, external and
 // load-balancer IPs) and service-nodeports; no-endpoint-services and
 // no-endpoint-nodeports to reject (no endpoints) or drop (a Local policy
@@ -17,7 +19,9 @@
 // and back without a traffic gap, and either's cleanup removes the other's
 // table.
 //
-// One rule shape differs from upstream's: a service chain picks its
+// Two things differ from upstream's table. The nodeport-ips set exists
+// (empty) when node ports match every local address, where upstream
+// deletes it. And one rule shape: a service chain picks its
 // endpoint with one rule per endpoint ("numgen random mod N-i 0 goto
 // endpoint-…", the last a plain goto, each endpoint taken with probability
 // 1/N as in kube-proxy's iptables mode) instead of upstream's one

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 
@@ -129,7 +130,9 @@ func TestKernelRestartFlushForeign(t *testing.T) {
 }
 
 // stripStale drops empty chains (flushed, deleted a second later) and
-// blank lines from an "nft list table" output.
+// blank lines from an "nft list table" output, and sorts the chain blocks:
+// a repair deletes and re-adds base chains (their priority may have to
+// change), which moves them to the end of the listing.
 func stripStale(s string) string {
 	lines := strings.Split(s, "\n")
 	var out []string
@@ -144,5 +147,33 @@ func stripStale(s string) string {
 		}
 		out = append(out, lines[i])
 	}
-	return strings.Join(out, "\n")
+	// Split into blocks at each chain, set or map (the table header stays
+	// first) and sort them. A chain's own comment line is dropped: nft
+	// sets it only when it creates the chain (an adopted chain keeps none).
+	var head []string
+	var blocks []string
+	cur := -1
+	inChain := false
+	for _, l := range out {
+		tl := strings.TrimSpace(l)
+		if strings.HasPrefix(l, "\t") && !strings.HasPrefix(l, "\t\t") &&
+			(strings.HasPrefix(tl, "chain ") || strings.HasPrefix(tl, "set ") || strings.HasPrefix(tl, "map ")) {
+			blocks = append(blocks, "")
+			cur = len(blocks) - 1
+			inChain = strings.HasPrefix(tl, "chain ")
+		}
+		if cur < 0 {
+			head = append(head, l)
+			continue
+		}
+		if l == "}" {
+			continue // the table's closing brace
+		}
+		if inChain && strings.HasPrefix(l, "\t\tcomment ") {
+			continue
+		}
+		blocks[cur] += l + "\n"
+	}
+	sort.Strings(blocks)
+	return strings.Join(head, "\n") + "\n" + strings.Join(blocks, "")
 }

@@ -18,17 +18,24 @@ import (
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
-// Upstream kube-proxy's object names (pkg/proxy/nftables), kept so that a
-// node moves between the two in either direction.
+// obsoleteBaseChains are base chains of the layout upstream kube-proxy
+// used before v1.31 (and this engine before it followed v1.34), which
+// hooked the firewall and cluster-IP checks elsewhere: a full sync deletes
+// them when it finds them, so an older table is adopted without running
+// those checks twice.
+var obsoleteBaseChains = []string{"filter-prerouting", "filter-output-post-dnat"}
+
+// Upstream kube-proxy's object names (pkg/proxy/nftables, v1.34), kept so
+// that a node moves between the two in either direction.
 const (
-	chainFilterPrerouting     = "filter-prerouting"
-	chainFilterInput          = "filter-input"
-	chainFilterForward        = "filter-forward"
-	chainFilterOutput         = "filter-output"
-	chainFilterOutputPostDNAT = "filter-output-post-dnat"
-	chainNATPrerouting        = "nat-prerouting"
-	chainNATOutput            = "nat-output"
-	chainNATPostrouting       = "nat-postrouting"
+	chainFilterPreroutingPreDNAT = "filter-prerouting-pre-dnat"
+	chainFilterOutputPreDNAT     = "filter-output-pre-dnat"
+	chainFilterInput             = "filter-input"
+	chainFilterForward           = "filter-forward"
+	chainFilterOutput            = "filter-output"
+	chainNATPrerouting           = "nat-prerouting"
+	chainNATOutput               = "nat-output"
+	chainNATPostrouting          = "nat-postrouting"
 
 	chainServices               = "services"
 	chainServiceEndpointsCheck  = "service-endpoints-check"
@@ -109,8 +116,14 @@ func protoLower(p v1.Protocol) string {
 // knows from one listing which chains already hold what it would write.
 const hashPrefix = "svcproxy:"
 
-func chainHash(rules []ruleSpec) string {
+func chainHash(base *baseChain, rules []ruleSpec) string {
 	h := fnv.New64a()
+	if base != nil {
+		// A base chain's hook and priority are part of its content: a
+		// table whose base chain hangs at another priority is rewritten.
+		h.Write([]byte(base.typ + " " + base.hook + " " + base.priority))
+		h.Write([]byte{2})
+	}
 	for _, r := range rules {
 		h.Write([]byte(r.text))
 		h.Write([]byte{0})

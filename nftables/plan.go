@@ -26,10 +26,11 @@ type ruleSpec struct {
 
 // chainSpec is one chain and its whole content.
 type chainSpec struct {
-	name  string
-	base  *baseChain // nil: a regular chain
-	rules []ruleSpec
-	hash  string
+	name    string
+	base    *baseChain // nil: a regular chain
+	comment string     // set when the chain is created (nft ignores it on an existing chain)
+	rules   []ruleSpec
+	hash    string
 }
 
 // baseChain is a chain attached to a netfilter hook.
@@ -63,7 +64,7 @@ type servicePlan struct {
 }
 
 func (sp *servicePlan) addChain(c chainSpec) {
-	c.hash = chainHash(c.rules)
+	c.hash = chainHash(c.base, c.rules)
 	sp.chains = append(sp.chains, c)
 }
 
@@ -77,7 +78,7 @@ type planner struct {
 	ipX        string // "ip" or "ip6"
 	addrType   string // "ipv4_addr" or "ipv6_addr"
 	masqAll    bool
-	masqMark   string // "0x004000"
+	masqMark   string // "0x00004000", as upstream writes it
 	local      proxy.LocalDetector
 	nodeIP     netip.Addr
 	nodeName   string
@@ -104,7 +105,7 @@ func newPlanner(cfg *Config) *planner {
 // masqueradeMark renders 1<<bit as upstream does ("%#08x").
 func masqueradeMark(bit int) string {
 	s := strconv.FormatUint(uint64(1)<<uint(bit), 16)
-	for len(s) < 6 {
+	for len(s) < 8 {
 		s = "0" + s
 	}
 	return "0x" + s

@@ -27,9 +27,10 @@ func quote(s string) string { return "\"" + s + "\"" }
 // masqueradeRule is the first rule of the internal policy chain: with
 // MasqueradeAll every packet to the cluster IP is marked, else those not
 // from local pods (off-node clients routed to the service range, and the
-// node itself).
+// node itself). As upstream v1.34, it matches the cluster IP only: the
+// chain is reached through service-ips for this port alone.
 func (p *planner) masqueradeRule(pp *portPlan) (ruleSpec, bool) {
-	match := p.ipX + " daddr " + pp.svc.ClusterIP().String() + " " + pp.proto + " dport " + pp.port
+	match := p.ipX + " daddr " + pp.svc.ClusterIP().String()
 	switch {
 	case p.masqAll:
 		return ruleSpec{text: match + " jump " + chainMarkMasq}, true

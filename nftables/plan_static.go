@@ -11,12 +11,14 @@ import (
 // masquerade chains, the containers. Planned once per full sync (node-port
 // addresses may have changed).
 
+// baseChains are upstream v1.34's: the firewall check before DNAT (-110),
+// the endpoint and cluster-IP checks at filter priority (0), after DNAT.
 var baseChains = []chainSpec{
-	{name: chainFilterPrerouting, base: &baseChain{"filter", "prerouting", "dstnat-10"}},
-	{name: chainFilterInput, base: &baseChain{"filter", "input", "dstnat-10"}},
-	{name: chainFilterForward, base: &baseChain{"filter", "forward", "dstnat-10"}},
-	{name: chainFilterOutput, base: &baseChain{"filter", "output", "dstnat-10"}},
-	{name: chainFilterOutputPostDNAT, base: &baseChain{"filter", "output", "dstnat+10"}},
+	{name: chainFilterPreroutingPreDNAT, base: &baseChain{"filter", "prerouting", "dstnat-10"}},
+	{name: chainFilterOutputPreDNAT, base: &baseChain{"filter", "output", "dstnat-10"}},
+	{name: chainFilterInput, base: &baseChain{"filter", "input", "filter"}},
+	{name: chainFilterForward, base: &baseChain{"filter", "forward", "filter"}},
+	{name: chainFilterOutput, base: &baseChain{"filter", "output", "filter"}},
 	{name: chainNATPrerouting, base: &baseChain{"nat", "prerouting", "dstnat"}},
 	{name: chainNATOutput, base: &baseChain{"nat", "output", "dstnat"}},
 	{name: chainNATPostrouting, base: &baseChain{"nat", "postrouting", "srcnat"}},
@@ -46,13 +48,13 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 	add(chainFilterInput, "ct state new jump "+chainServiceEndpointsCheck, "")
 	add(chainFilterForward, "ct state new jump "+chainServiceEndpointsCheck, "")
 	add(chainFilterOutput, "ct state new jump "+chainServiceEndpointsCheck, "")
-	add(chainFilterPrerouting, "ct state new jump "+chainFirewallCheck, "")
-	add(chainFilterOutput, "ct state new jump "+chainFirewallCheck, "")
+	add(chainFilterPreroutingPreDNAT, "ct state new jump "+chainFirewallCheck, "")
+	add(chainFilterOutputPreDNAT, "ct state new jump "+chainFirewallCheck, "")
 	add(chainNATOutput, "jump "+chainServices, "")
 	add(chainNATPrerouting, "jump "+chainServices, "")
 	add(chainNATPostrouting, "jump "+chainMasquerading, "")
 	add(chainFilterForward, "ct state new jump "+chainClusterIPsCheck, "")
-	add(chainFilterOutputPostDNAT, "ct state new jump "+chainClusterIPsCheck, "")
+	add(chainFilterOutput, "ct state new jump "+chainClusterIPsCheck, "")
 
 	add(chainMarkMasq, "mark set mark or "+p.masqMark, "")
 	add(chainMasquerading, "mark and "+p.masqMark+" == 0 return", "")
@@ -90,13 +92,16 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 	for _, bc := range baseChains {
 		c := bc
 		c.rules = rules[c.name]
-		c.hash = chainHash(c.rules)
+		c.hash = chainHash(c.base, c.rules)
 		st.chains = append(st.chains, c)
 	}
 	for _, name := range []string{chainServices, chainServiceEndpointsCheck, chainNodePortEndpointsCheck, chainReject,
 		chainClusterIPsCheck, chainFirewallCheck, chainMarkMasq, chainMasquerading} {
 		c := chainSpec{name: name, rules: rules[name]}
-		c.hash = chainHash(c.rules)
+		if name == chainReject {
+			c.comment = "helper for @no-endpoint-services / @no-endpoint-nodeports"
+		}
+		c.hash = chainHash(nil, c.rules)
 		st.chains = append(st.chains, c)
 	}
 	st.maps = []containerSpec{

@@ -183,6 +183,12 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	if !st.declared {
 		first.declare = static
 	}
+	for _, n := range obsoleteBaseChains {
+		if _, ok := st.chains[n]; ok {
+			first.deletes = append(first.deletes, n)
+			delete(st.chains, n)
+		}
+	}
 	first.diffChains(st, static.chains, nil)
 	first.diffElems(st, static.elems, nil)
 	p.removeUnwanted(first, st, want, static, req.Now)

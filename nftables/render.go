@@ -35,10 +35,22 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 	}
 	for _, w := range cs.writes {
 		c := &knftables.Chain{Name: w.spec.name}
+		if w.spec.comment != "" {
+			c.Comment = ptr.To(w.spec.comment)
+		}
 		if b := w.spec.base; b != nil {
+			if w.existed {
+				// A base chain's hook and priority cannot change in place
+				// (upstream's layout moved them between versions): the
+				// same transaction deletes it and adds it again.
+				tx.Flush(&knftables.Chain{Name: w.spec.name})
+				tx.Delete(&knftables.Chain{Name: w.spec.name})
+			}
 			c.Type = ptr.To(knftables.BaseChainType(b.typ))
 			c.Hook = ptr.To(knftables.BaseChainHook(b.hook))
 			c.Priority = ptr.To(knftables.BaseChainPriority(b.priority))
+			tx.Add(c)
+			continue
 		}
 		tx.Add(c)
 		if w.existed {

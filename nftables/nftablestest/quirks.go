@@ -8,8 +8,6 @@ import (
 // nftables mode differs from its iptables mode in the same ways).
 const (
 	reasonUnservedPort = "nftables mode rejects new connections to ports a cluster IP does not serve (upstream's cluster-ips-check chain)"
-	reasonLocalLBDrop  = "nftables mode drops the node's own connections to a load-balancer IP of an eTP Local service without local endpoints: " +
-		"filter-output (priority dstnat-10) checks no-endpoint-services before nat-output short-circuits them (as upstream)"
 )
 
 // ConformanceQuirks are the nftables engine's explained differences from
@@ -21,13 +19,11 @@ const (
 func ConformanceQuirks(topo proxytest.Topology) []proxytest.Quirk {
 	_ = topo
 	rejected := func(proxytest.Result) proxytest.Result { return proxytest.Result{Verdict: proxytest.Rejected} }
-	dropped := func(proxytest.Result) proxytest.Result { return proxytest.Result{Verdict: proxytest.Dropped} }
 	return []proxytest.Quirk{
 		{Scenario: "cluster-ip", Check: "other-port", Reason: reasonUnservedPort, Adjust: rejected},
 		{Scenario: "cluster-ip", Check: "other-protocol", Reason: reasonUnservedPort, Adjust: rejected},
 		{Scenario: "udp", Check: "pod-tcp-same-port", Reason: reasonUnservedPort, Adjust: rejected},
 		{Scenario: "multiple-ports", Step: "metrics-port-removed", Check: "metrics", Reason: reasonUnservedPort, Adjust: rejected},
 		{Scenario: "changes-over-time", Check: "old-port", Reason: reasonUnservedPort, Adjust: rejected},
-		{Scenario: "external-traffic-policy-local", Step: "remote-only", Check: "node-lb", Reason: reasonLocalLBDrop, Adjust: dropped},
 	}
 }
