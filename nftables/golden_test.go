@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcproxy/svcproxy/nftables"
@@ -19,11 +20,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
 
-// TestGoldenTable pins the whole table for representative services: a
-// ClusterIP, a NodePort with affinity, a LoadBalancer with source ranges
-// and eTP Local, an iTP Local service, and one without endpoints.
-func TestGoldenTable(t *testing.T) {
-	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+// goldenObjects are the golden table's services: a ClusterIP, a NodePort
+// with affinity, a LoadBalancer with source ranges and eTP Local, an iTP
+// Local service, and one without endpoints (the last has no slice).
+func goldenObjects(topo proxytest.Topology) ([]*v1.Service, []*discovery.EndpointSlice) {
 	a1, b1 := topo.LocalPods[0], topo.RemotePods[0]
 	http := []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080}}
 	slicePorts := []proxytest.SlicePortSpec{{Name: "http", Port: 8080}}
@@ -48,13 +48,28 @@ func TestGoldenTable(t *testing.T) {
 		}),
 		proxytest.MakeService(topo, "empty", topo.ServiceIP(5), http, nil),
 	}
+	var slices []*discovery.EndpointSlice
+	for _, s := range svcs {
+		if s.Name != "empty" {
+			slices = append(slices, proxytest.MakeSlice(topo, s.Name, "1", slicePorts, eps...))
+		}
+	}
+	return svcs, slices
+}
+
+// TestGoldenTable pins the whole table for representative services: a
+// ClusterIP, a NodePort with affinity, a LoadBalancer with source ranges
+// and eTP Local, an iTP Local service, and one without endpoints.
+func TestGoldenTable(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	svcs, slices := goldenObjects(topo)
 	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
 	p := newTestProxier(t, fakes, conformanceConfig(topo, proxytest.Options{}))
 	for _, s := range svcs {
 		p.OnServiceAdd(s)
-		if s.Name != "empty" {
-			p.OnEndpointSliceAdd(proxytest.MakeSlice(topo, s.Name, "1", slicePorts, eps...))
-		}
+	}
+	for _, s := range slices {
+		p.OnEndpointSliceAdd(s)
 	}
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
