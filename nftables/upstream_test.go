@@ -90,7 +90,7 @@ func TestTableMatchesUpstream(t *testing.T) {
 				t.Fatal(err)
 			}
 			ours := normalizeToUpstream(v.ourTable(t))
-			theirs := sortedLines(string(want))
+			theirs := upstreamSortedLines(string(want))
 			if v.matchAll {
 				theirs = append(theirs, fmt.Sprintf("add set %s kube-proxy nodeport-ips { type %s ; comment \"IPs that accept NodePort traffic\" ; }",
 					ipFamilyWord(v.family), addrType(v.family)))
@@ -178,7 +178,7 @@ func normalizeToUpstream(dump string) []string {
 	return out
 }
 
-func sortedLines(s string) []string {
+func upstreamSortedLines(s string) []string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	sort.Strings(l)
 	return l
