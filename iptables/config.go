@@ -33,9 +33,22 @@ type Config struct {
 	// NodePortAddresses restricts node ports to the local addresses inside
 	// these CIDRs (other families are ignored). Empty, or a CIDR covering
 	// the whole family, means every local address of the family (matched
-	// with "-m addrtype --dst-type LOCAL"). Loopback addresses never serve
-	// node ports (kube-proxy's route_localnet is not set by this engine).
+	// with "-m addrtype --dst-type LOCAL"). Loopback addresses serve node
+	// ports only as LocalhostNodePorts says.
 	NodePortAddresses []netip.Prefix
+	// LocalhostNodePorts serves node ports on 127.0.0.0/8 as well, as
+	// kube-proxy's iptables.localhostNodePorts (--iptables-localhost-nodeports,
+	// true by default there) does: only for IPv4 (IPv6 loopback never
+	// serves node ports), and only when NodePortAddresses is empty or has
+	// an IPv4 CIDR holding a loopback address. Then every full sync sets
+	// the sysctl net.ipv4.conf.all.route_localnet to 1 (Interfaces.Sysctl;
+	// failing that, the sync fails with ErrRouteLocalnet), and writes
+	// filter KUBE-FIREWALL's "block incoming localnet connections" rule
+	// (hooked into INPUT and OUTPUT, as the kubelet does; Cleanup leaves
+	// them) so that other hosts cannot reach services bound to loopback.
+	// Zero (false): loopback addresses do not serve node ports and the
+	// sysctl is not touched.
+	LocalhostNodePorts bool
 	// LocalAddresses lists this node's addresses for NodePortAddresses; nil
 	// means the addresses of the network interfaces (net.InterfaceAddrs).
 	LocalAddresses func() ([]netip.Addr, error)
@@ -46,6 +59,10 @@ type Interfaces struct {
 	// IPTables is one IP family's iptables: xtables.New for the real one,
 	// iptablestest.NewFakes(family).Interfaces() in tests. Required.
 	IPTables xtables.Runner
+	// Sysctl sets route_localnet when Config.LocalhostNodePorts applies;
+	// nil means NewSysctl() (the real /proc/sys). It is not used
+	// otherwise. iptablestest.Fakes.Interfaces() gives an in-memory one.
+	Sysctl Sysctl
 }
 
 // withDefaults fills zero values and validates; family is the runner's

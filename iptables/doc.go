@@ -72,9 +72,18 @@
 //   - Cleanup removes what this engine (or kube-proxy's iptables mode)
 //     created and nothing else.
 //
-// Known differences from kube-proxy: localhost node ports are not served
-// (route_localnet is not set; the node-port tail rule excludes
-// 127.0.0.0/8); the conntrack-INVALID drop rule in KUBE-FORWARD is always
-// written (no nfacct counter). Above 1,000 endpoints the per-endpoint
+// Localhost node ports (Config.LocalhostNodePorts, off in the zero
+// Config, on by default in kube-proxy and in the reference binary) are
+// served as kube-proxy serves them: route_localnet set at each full sync
+// through Interfaces.Sysctl, KUBE-FIREWALL's "block incoming localnet
+// connections" rule, and the node-port tail rule no longer leaving out
+// 127.0.0.0/8.
+//
+// Known differences from kube-proxy: the conntrack-INVALID drop rule in
+// KUBE-FORWARD is always written, and localhost node-port packets are not
+// counted (no nfacct counters); KUBE-FIREWALL and its jump rules are
+// created only when localhost node ports are served (kube-proxy creates
+// the chain and the jumps, empty, in every IPv4 and IPv6 full sync; the
+// kubelet creates them too). Above 1,000 endpoints the per-endpoint
 // comments are left out, as kube-proxy does.
 package iptables

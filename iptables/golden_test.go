@@ -98,13 +98,41 @@ var goldenStates = []struct {
 		},
 	},
 	{
+		// kube-proxy's default: node ports on 127.0.0.0/8 too, with
+		// KUBE-FIREWALL's "block incoming localnet connections".
+		name: "localhost-nodeports", family: v1.IPv4Protocol,
+		cfg: Config{Common: ipv4Config.Common, LocalDetector: ipv4Config.LocalDetector, LocalhostNodePorts: true},
+		state: state{
+			services: []*v1.Service{svc("ns2", "np", "172.30.0.42", nodePort(3001))},
+			slices:   []*discovery.EndpointSlice{slice("ns2", "np", "", ep{ip: "10.180.0.1"})},
+		},
+	},
+	{
+		// Node port addresses holding loopback: 127.0.0.1 gets its own
+		// tail rule (with LocalhostNodePorts; see TestLocalhostNodePorts
+		// for it off).
+		name: "localhost-nodeport-addresses", family: v1.IPv4Protocol,
+		cfg: Config{
+			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/24")},
+			LocalAddresses: func() ([]netip.Addr, error) {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("192.168.0.2"), netip.MustParseAddr("10.1.1.1")}, nil
+			},
+			LocalhostNodePorts: true,
+		},
+		state: state{
+			services: []*v1.Service{svc("ns2", "np", "172.30.0.42", nodePort(3001))},
+			slices:   []*discovery.EndpointSlice{slice("ns2", "np", "", ep{ip: "10.180.0.1"})},
+		},
+	},
+	{
 		name: "ipv6-nodeport-addresses", family: v1.IPv6Protocol,
 		cfg: Config{
 			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00:1::/64"), netip.MustParsePrefix("10.0.0.0/8")},
 			LocalAddresses: func() ([]netip.Addr, error) {
 				return []netip.Addr{netip.MustParseAddr("fd00:1::2"), netip.MustParseAddr("::1"), netip.MustParseAddr("fd00:2::2"), netip.MustParseAddr("10.1.1.1")}, nil
 			},
-			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeNodeCIDR, CIDR: netip.MustParsePrefix("fd00:10:1::/64")},
+			LocalDetector:      proxy.LocalDetector{Mode: proxy.LocalModeNodeCIDR, CIDR: netip.MustParsePrefix("fd00:10:1::/64")},
+			LocalhostNodePorts: true, // never on IPv6
 		},
 		state: state{
 			services: []*v1.Service{
@@ -142,7 +170,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			replay := newFakeWithBase(t, tc.family, p)
+			replay := newFakeWithBase(t, tc.family, tc.cfg)
 			if err := replay.Restore(t.Context(), []byte(plan)); err != nil {
 				t.Fatalf("Plan output does not restore: %v", err)
 			}

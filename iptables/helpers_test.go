@@ -123,7 +123,8 @@ func newTestProxier(t testing.TB, cfg Config, family v1.IPFamily) (*Proxier, *ip
 	if cfg.NodeName == "" {
 		cfg.NodeName = testNode
 	}
-	p, err := NewProxier(cfg, Interfaces{IPTables: fake})
+	// The fake sysctl: a test never writes the host's route_localnet.
+	p, err := NewProxier(cfg, Interfaces{IPTables: fake, Sysctl: iptablestest.NewSysctl(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,10 +208,11 @@ func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 // newFakeWithBase returns a fake holding only the base chains and jump
 // rules (as a full sync's EnsureChain/EnsureRule calls leave them), for
 // replaying a Plan.
-func newFakeWithBase(t testing.TB, family v1.IPFamily, _ *Proxier) *iptablestest.Fake {
+func newFakeWithBase(t testing.TB, family v1.IPFamily, cfg Config) *iptablestest.Fake {
 	t.Helper()
 	f := iptablestest.NewFake(family)
-	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}}, Interfaces{IPTables: f})
+	base := Config{Common: engine.Common{NodeName: testNode}, LocalhostNodePorts: cfg.LocalhostNodePorts}
+	p, err := NewProxier(base, Interfaces{IPTables: f, Sysctl: iptablestest.NewSysctl(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,6 +85,9 @@ type planEnv struct {
 	// terse leaves out the per-endpoint comments (large clusters).
 	terse bool
 	spec  specBuilder
+
+	// localhostNodePorts: node ports are served on 127.0.0.0/8 (plan_localnet.go).
+	localhostNodePorts bool
 }
 
 // decision is the per-service routing decision of kube-proxy's iptables

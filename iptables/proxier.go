@@ -27,6 +27,9 @@ type Proxier struct {
 	cfg Config
 	ipt xtables.Runner
 	log logr.Logger
+	// sysctl sets route_localnet when localhost node ports are served
+	// (r.env.localhostNodePorts).
+	sysctl Sysctl
 
 	// Guarded by the base: the hooks never run concurrently.
 	r    renderer
@@ -60,8 +63,12 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxier{cfg: cfg, ipt: ifs.IPTables, log: cfg.Logger.WithValues("ipFamily", cfg.IPFamily)}
+	p := &Proxier{cfg: cfg, ipt: ifs.IPTables, log: cfg.Logger.WithValues("ipFamily", cfg.IPFamily), sysctl: ifs.Sysctl}
+	if p.sysctl == nil {
+		p.sysctl = NewSysctl()
+	}
 	p.r.env = newPlanEnv(&cfg)
+	noteLocalhostNodePorts(&cfg, p.r.env.localhostNodePorts, p.log)
 	p.r.mark = p.r.env.masqMark
 	if b, ok := ifs.IPTables.(xtables.Backender); ok && b.Backend() == xtables.BackendNFT {
 		p.chunk = chunkChains
@@ -90,6 +97,8 @@ func newPlanEnv(cfg *Config) planEnv {
 		ifLocal:       xtables.LocalMatch(cfg.LocalDetector, false),
 		ifNotLocal:    xtables.LocalMatch(cfg.LocalDetector, true),
 		masqMark:      fmt.Sprintf("%#x", 1<<uint(cfg.MasqueradeBit)),
+
+		localhostNodePorts: servesLocalhostNodePorts(cfg),
 	}
 }
 
@@ -112,6 +121,11 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	}
 	var payload []byte
 	if full {
+		if p.r.env.localhostNodePorts {
+			if err := ensureRouteLocalnet(p.sysctl); err != nil {
+				return engine.Result{}, err
+			}
+		}
 		existing, err := p.ensureBase(ctx)
 		if err != nil {
 			return engine.Result{}, fmt.Errorf("ensure chains: %w", err)
@@ -330,7 +344,7 @@ func (p *Proxier) ensureBase(ctx context.Context) (map[xtables.Chain]struct{}, e
 			}
 			listing = p.save.Bytes()
 		}
-		l := xtables.ParseListing(listing, t, xtables.JumpSources(jumpRules, t)...)
+		l := xtables.ParseListing(listing, t, xtables.JumpSources(p.jumpRules(), t)...)
 		if t == xtables.TableNAT {
 			existing = l.Chains
 		}
@@ -348,7 +362,7 @@ func (p *Proxier) ensureBase(ctx context.Context) (map[xtables.Chain]struct{}, e
 	if p.save.Cap() > 4<<20 {
 		p.save = bytes.Buffer{} // do not keep a large listing between syncs
 	}
-	if err := xtables.EnsureJumpRules(ctx, p.ipt, xtables.Prepend, jumpRules, listed); err != nil {
+	if err := xtables.EnsureJumpRules(ctx, p.ipt, xtables.Prepend, p.jumpRules(), listed); err != nil {
 		return nil, err
 	}
 	for _, t := range canaryTables {

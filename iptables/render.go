@@ -107,6 +107,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	for _, c := range fixedFilterChains {
 		f.chainLine(c)
 	}
+	writeLocalnetFilterRules(f, &r.env)
 	writeFixedFilterRules(f, r.mark)
 
 	r.names = r.names[:0]
@@ -446,17 +447,13 @@ func (r *renderer) setTail(family v1.IPFamily, cidrs []netip.Prefix, local []net
 		return
 	}
 	if matchAll {
-		loop := "127.0.0.0/8"
-		if ipv6 {
-			loop = "::1/128"
-		}
-		r.tail = append(r.tail, comment+" -m addrtype --dst-type LOCAL ! -d "+loop+" -j KUBE-NODEPORTS")
+		r.tail = append(r.tail, comment+" -m addrtype --dst-type LOCAL"+localnetTailExclusion(ipv6, r.env.localhostNodePorts)+" -j KUBE-NODEPORTS")
 		return
 	}
 	var ips []netip.Addr
 	for _, ip := range local {
 		ip = ip.Unmap()
-		if ip.Is4() == ipv6 || ip.IsLoopback() {
+		if ip.Is4() == ipv6 || (ip.IsLoopback() && !r.env.localhostNodePorts) {
 			continue
 		}
 		for _, c := range own {

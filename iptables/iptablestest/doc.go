@@ -5,8 +5,8 @@
 // root or a kernel.
 //
 // It is the iptables engine's test kit, in the shape every …test package
-// shares: Fakes (the bundle of what an iptables.Proxier drives; here the
-// one Fake), NewFakes(family), Fakes.Interfaces() for iptables.NewProxier,
+// shares: Fakes (the bundle of what an iptables.Proxier drives: the Fake,
+// and a Sysctl for route_localnet), NewFakes(family), Fakes.Interfaces() for iptables.NewProxier,
 // Fakes.Dump(), and NewTracer(fakes, TracerConfig). Failures are injected
 // with the verbs of proxytest.Faults, which the Fake embeds:
 // fake.FailOn("Restore", 1, err) fails the next Restore; any method name
@@ -103,7 +103,16 @@
 //     security OUTPUT; mangle and nat POSTROUTING; and for a local
 //     destination the way back in on "lo" (raw and mangle PREROUTING,
 //     mangle, filter and security INPUT; not nat: the connection is
-//     already NATed). route_localnet is assumed on, as kube-proxy sets it.
+//     already NATed).
+//
+// Routing refuses (Dropped) a packet with a loopback address that does not
+// stay on the node, as the kernel does: a node's packet from 127.0.0.1
+// DNAT'd to another host, an arriving packet to or from 127.0.0.0/8 that
+// was not DNAT'd away from it, unless route_localnet is on; IPv6 loopback
+// always. route_localnet is read from Fakes.Sysctl (NewTracer given
+// *Fakes; the kernel's default is off, and iptables.Proxier turns it on
+// for Config.LocalhostNodePorts), and assumed on for a bare *Fake or a
+// nil Fakes.Sysctl.
 //
 // The traced packet opens a connection (a TCP SYN, an unfragmented
 // datagram): conntrack --ctstate NEW matches,

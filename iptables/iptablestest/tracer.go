@@ -114,6 +114,9 @@ type IPSetQuery struct {
 type Tracer struct {
 	fake *Fake
 	cfg  TracerConfig
+	// sysctl, when set, says whether route_localnet is on (else it is
+	// assumed on).
+	sysctl *Sysctl
 }
 
 var _ proxytest.Tracer = (*Tracer)(nil)
@@ -127,13 +130,16 @@ var _ proxytest.Tracer = (*Tracer)(nil)
 // *Fakes only.
 func NewTracer[F *Fakes | *Fake](f F, cfg TracerConfig) *Tracer {
 	var fake *Fake
+	var sysctl *Sysctl
 	switch f := any(f).(type) {
 	case *Fakes:
-		fake = f.IPTables
+		fake, sysctl = f.IPTables, f.Sysctl
 	case *Fake:
 		fake = f
 	}
-	return newTracer(fake, cfg)
+	tr := newTracer(fake, cfg)
+	tr.sysctl = sysctl
+	return tr
 }
 
 func newTracer(fake *Fake, cfg TracerConfig) *Tracer {
@@ -284,7 +290,7 @@ func (tr *Tracer) TraceAll(p proxytest.Packet) (Trace, error) {
 
 	tr.fake.mu.Lock()
 	defer tr.fake.mu.Unlock()
-	tc := &traceCtx{cfg: tr.cfg, fake: tr.fake, srcPort: p.SrcPort}
+	tc := &traceCtx{cfg: tr.cfg, fake: tr.fake, srcPort: p.SrcPort, routeLocalnet: tr.sysctl == nil || tr.sysctl.routeLocalnet()}
 	var ends []*pktState
 	var err error
 	switch p.Origin {
@@ -324,11 +330,31 @@ const (
 )
 
 type traceCtx struct {
-	cfg     TracerConfig
-	fake    *Fake
-	srcPort int // Packet.SrcPort
-	hook    string
-	paths   int
+	cfg           TracerConfig
+	fake          *Fake
+	srcPort       int  // Packet.SrcPort
+	routeLocalnet bool // net.ipv4.conf.all.route_localnet
+	hook          string
+	paths         int
+}
+
+// martian says why routing refuses a packet with a loopback address that
+// is not staying on the node: the kernel routes 127.0.0.0/8 sources and
+// destinations off the loopback device only with route_localnet set, and
+// never ::1. "" means the route is fine.
+func (tc *traceCtx) martian(st *pktState, arriving bool) string {
+	loopSrc, loopDst := st.src.IsLoopback(), st.dst.IsLoopback()
+	switch {
+	case !arriving && (!loopSrc || tc.isLocal(st.dst)):
+		return ""
+	case arriving && !loopSrc && !loopDst:
+		return ""
+	case st.src.Is6():
+		return "routing: IPv6 loopback address off the loopback device"
+	case !tc.routeLocalnet:
+		return "routing: 127.0.0.0/8 address off the loopback device without route_localnet"
+	}
+	return ""
 }
 
 func (tc *traceCtx) sourcePort() (int, error) {
@@ -471,6 +497,12 @@ func (tc *traceCtx) ingress(st *pktState) ([]*pktState, error) {
 	var out []*pktState
 	for _, s := range states {
 		var rest []*pktState
+		if why := tc.martian(s, true); why != "" {
+			s.end = endDrop
+			s.logf("%s", why)
+			out = append(out, s)
+			continue
+		}
 		if tc.isLocal(s.dst) {
 			s.local = true
 			rest, err = tc.finish(s, input, false)
@@ -497,6 +529,12 @@ func (tc *traceCtx) fromNode(st *pktState) ([]*pktState, error) {
 	}
 	var out []*pktState
 	for _, s := range states {
+		if why := tc.martian(s, false); why != "" {
+			s.end = endDrop
+			s.logf("%s", why)
+			out = append(out, s)
+			continue
+		}
 		s.out = tc.route(s.dst)
 		rest, err := tc.finish(s, append(slices.Clone(outputLate), postrouting...), true)
 		if err != nil {

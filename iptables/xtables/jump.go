@@ -17,7 +17,7 @@ type JumpRule struct {
 	// From is the (built-in) chain the rule is in; To the chain it jumps to.
 	From, To Chain
 	// Comment is the rule's -m comment text (kube-proxy's, so that either
-	// can clean up after the other).
+	// can clean up after the other); empty: no comment match.
 	Comment string
 	// Match is written before the comment ("-m conntrack --ctstate NEW",
 	// "-m addrtype --dst-type LOCAL"); may be empty.
@@ -25,11 +25,14 @@ type JumpRule struct {
 }
 
 // Args returns the rule as iptables arguments after the chain name:
-// Match, the comment, and "-j To".
+// Match, the comment (none when Comment is empty), and "-j To".
 func (j JumpRule) Args() []string {
 	args := make([]string, 0, len(j.Match)+6)
 	args = append(args, j.Match...)
-	return append(args, "-m", "comment", "--comment", j.Comment, "-j", string(j.To))
+	if j.Comment != "" {
+		args = append(args, "-m", "comment", "--comment", j.Comment)
+	}
+	return append(args, "-j", string(j.To))
 }
 
 // saveLine is the rule as iptables-save prints it, without the newline.
