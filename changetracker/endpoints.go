@@ -240,6 +240,9 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 	}
 	st.pending.set(slice.Name, info)
 	t.dirty.Insert(nn)
+	if v := t.log.V(4); v.Enabled() { // its timestamp starts a change's way to the node
+		v.Info("Recorded an EndpointSlice change", "endpointSlice", types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}, "service", nn, "removed", removeSlice)
+	}
 	if !removeSlice {
 		if tt, ok := triggerTime(slice); ok && !tt.Before(t.started) {
 			t.triggerTimes[nn] = append(t.triggerTimes[nn], tt)

@@ -29,6 +29,11 @@ type ServiceChangeTracker struct {
 
 	skipped atomic.Uint64
 
+	// otherFamily are the services skipped because every cluster IP they
+	// have is of the other family (each logged once, at V(2)).
+	famMu       sync.Mutex
+	otherFamily map[types.NamespacedName]struct{}
+
 	mu sync.Mutex
 	// items holds, per service, the ports as last applied ("previous")
 	// and as most recently reported ("current").
@@ -74,6 +79,7 @@ func NewServiceChangeTracker(cfg ServiceTrackerConfig) *ServiceChangeTracker {
 		makeServicePort: cfg.MakeServicePort,
 		log:             cfg.Logger,
 		items:           make(map[types.NamespacedName]*serviceChange),
+		otherFamily:     make(map[types.NamespacedName]struct{}),
 	}
 }
 
@@ -95,6 +101,9 @@ func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool {
 	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	// Build outside the lock: it is the expensive part.
 	curr := t.servicePorts(current, true)
+	if current == nil {
+		t.forgetOtherFamily(nn)
+	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -196,6 +205,48 @@ func (m ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16 {
 // skipped since the tracker was created.
 func (t *ServiceChangeTracker) Skipped() uint64 { return t.skipped.Load() }
 
+// OtherFamily returns how many services are skipped now because every
+// cluster IP they have is of the other IP family (an IPv6-only service
+// seen by an IPv4 tracker). Each is logged once, at V(2), when first seen
+// so (again after it was served or deleted). In a dual-stack proxy the
+// other family's tracker serves them.
+func (t *ServiceChangeTracker) OtherFamily() int {
+	t.famMu.Lock()
+	defer t.famMu.Unlock()
+	return len(t.otherFamily)
+}
+
+// noteOtherFamily records and logs (once) a service none of whose
+// parsable cluster IPs is of the tracker's family.
+func (t *ServiceChangeTracker) noteOtherFamily(svc *v1.Service, nn types.NamespacedName) {
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	other := false
+	for _, s := range ips {
+		if a, ok := parseIP(s); ok && familyOf(a) != t.family {
+			other = true
+		}
+	}
+	if !other {
+		return // no parsable cluster IP at all: clusterIP logged that
+	}
+	t.famMu.Lock()
+	_, seen := t.otherFamily[nn]
+	t.otherFamily[nn] = struct{}{}
+	t.famMu.Unlock()
+	if !seen {
+		t.log.V(2).Info("Skipping a service: none of its cluster IPs is of this proxy's IP family", "service", nn, "ipFamily", t.family, "clusterIPs", ips)
+	}
+}
+
+func (t *ServiceChangeTracker) forgetOtherFamily(nn types.NamespacedName) {
+	t.famMu.Lock()
+	delete(t.otherFamily, nn)
+	t.famMu.Unlock()
+}
+
 // servicePorts builds the ports of svc for the tracker's family, sorted by
 // name then protocol; nil if the service is skipped or has no cluster IP of
 // this family. report says whether invalid input is logged and counted.
@@ -209,6 +260,13 @@ func (t *ServiceChangeTracker) servicePorts(svc *v1.Service, report bool) servic
 		log = reporter{log: t.log, count: &t.skipped, service: nn, family: t.family, withService: true}
 	}
 	clusterIP, ok := t.clusterIP(svc, log)
+	if report {
+		if ok {
+			t.forgetOtherFamily(nn)
+		} else {
+			t.noteOtherFamily(svc, nn)
+		}
+	}
 	if !ok {
 		return nil
 	}

@@ -243,6 +243,11 @@ func (t *Tracker) Skipped() uint64 {
 	return t.services.Skipped() + t.slices.Skipped()
 }
 
+// OtherFamily returns how many services are skipped now because all
+// their cluster IPs are of the other IP family (see
+// ServiceChangeTracker.OtherFamily; each is logged once, at V(2)).
+func (t *Tracker) OtherFamily() int { return t.services.OtherFamily() }
+
 // NodeLabels returns a copy of this node's labels (nil if unknown).
 func (t *Tracker) NodeLabels() map[string]string {
 	t.mu.Lock()

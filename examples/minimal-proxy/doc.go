@@ -76,7 +76,9 @@
 // changes behaviour here; --vmodule, the info buffer sizes,
 // --log-flush-frequency, --boot-id-file and --machine-id-file are accepted
 // without effect (logged once at start). --iptables-localhost-nodeports
-// is parsed and validated but not passed to the iptables engine.
+// (iptables.localhostNodePorts, default true) is the iptables engine's
+// Config.LocalhostNodePorts; the other modes ignore it, as kube-proxy's
+// do, and say so once when it is given or false.
 // detectLocalMode NodeCIDR reads the Node's podCIDRs once at start (it does
 // not wait for them to be assigned, as kube-proxy does). The userspace mode
 // serves only the node's primary family and has no --dry-run. The

@@ -10,6 +10,13 @@ import (
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
+// dryRunSysctl is the iptables engine's Sysctl in a dry run: it reads the
+// kernel's defaults and refuses every change.
+type dryRunSysctl struct{}
+
+func (dryRunSysctl) Get(string) (int, error) { return 0, nil }
+func (dryRunSysctl) Set(string, int) error   { return errDryRun }
+
 // errDryRun is returned by dryRunRunner for anything that would change the node.
 var errDryRun = errors.New("dry run: not changing the node")
 

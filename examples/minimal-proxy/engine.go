@@ -134,6 +134,7 @@ func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 	default:
 		return nil, fmt.Errorf("proxy mode %q is not available on %s", p.mode, runtime.GOOS)
 	}
+	noteLocalhostNodePortsIgnored(p)
 	families := nodeFamilies(p.nodeIPs)
 	p.dualStack = len(families) == 2
 	primary, err := build(p, families[0])
@@ -147,6 +148,18 @@ func buildEngine(ctx context.Context, p engineParams) (*engine, error) {
 		return nil, fmt.Errorf("%s (the node's second IP family): %w", families[1], err)
 	}
 	return dualStack(primary, secondary, families), nil
+}
+
+// noteLocalhostNodePorts logs, once, that iptables.localhostNodePorts
+// (--iptables-localhost-nodeports) was set for a mode that ignores it, as
+// kube-proxy's do: ipvs and nftables (which never serves node ports on
+// loopback), and the other non-iptables modes.
+func noteLocalhostNodePortsIgnored(p engineParams) {
+	if p.mode == modeIPTables || p.opts == nil || !p.opts.localhostNodePortsSet {
+		return
+	}
+	v := p.opts.config.IPTables.LocalhostNodePorts
+	p.log.Info("iptables.localhostNodePorts (--iptables-localhost-nodeports) has no effect in this proxy mode", "mode", p.mode, "localhostNodePorts", v == nil || *v)
 }
 
 // buildIPTables builds the iptables engine: over the real iptables, or
@@ -167,7 +180,10 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
 		LocalDetector:     detector,
 		NodePortAddresses: npa,
+		// kube-proxy's iptables.localhostNodePorts (default true).
+		LocalhostNodePorts: cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts,
 	}
+	ifs := iptables.Interfaces{}
 	var runner xtables.Runner
 	var svcHealth *healthcheck.ServiceHealthServer
 	if p.dryRun {
@@ -176,6 +192,7 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		ips := ipsOf(p.nodeIPs, family)
 		icfg.LocalAddresses = func() ([]netip.Addr, error) { return ips, nil }
 		runner = newDryRunRunner(family)
+		ifs.Sysctl = dryRunSysctl{}
 	} else {
 		icfg.HealthServer = p.health
 		if svcHealth = newServiceHealth(p, npa, family); svcHealth != nil {
@@ -187,7 +204,8 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 			return nil, err
 		}
 	}
-	proxier, err := iptables.NewProxier(icfg, iptables.Interfaces{IPTables: runner})
+	ifs.IPTables = runner
+	proxier, err := iptables.NewProxier(icfg, ifs)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,10 @@ type options struct {
 	initOnly bool
 	// version: print the versions and exit ("true" or "raw").
 	version versionFlag
+	// localhostNodePortsSet: --iptables-localhost-nodeports was given, or
+	// iptables.localhostNodePorts is false (logged once by a mode that
+	// ignores it).
+	localhostNodePortsSet bool
 	// noEffect names the settings given that are accepted for kube-proxy
 	// compatibility but change nothing here; serve logs them once.
 	noEffect []string
@@ -334,6 +338,8 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	}
 	o.config = cfg
 	o.noEffect = append(o.noEffect, settingsWithoutEffect(cfg)...)
+	o.localhostNodePortsSet = fs.Changed("iptables-localhost-nodeports") ||
+		(cfg.IPTables.LocalhostNodePorts != nil && !*cfg.IPTables.LocalhostNodePorts)
 
 	var errs []error
 	if err := validateConfig(cfg, goos, o.dryRun); err != nil {

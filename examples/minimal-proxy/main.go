@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -254,11 +252,10 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 	}()
 	go func() {
 		defer wg.Done()
-		families := nodeFamilies(nodeIPs)
-		if eng.mode == modeUserspace {
-			families = families[:1] // the userspace mode serves the primary family only
-		}
-		h := handlers{Provider: eng.proxier, health: health, skipped: newFamilySkips(families, log)}
+		// A service none of whose cluster IPs is of a family an engine
+		// serves is logged (once, V(2)) and counted by the engine's
+		// change tracker (changetracker.Tracker.OtherFamily).
+		h := handlers{Provider: eng.proxier, health: health}
 		if err := src.run(runCtx, h); err != nil && runCtx.Err() == nil {
 			errCh <- fmt.Errorf("object source: %w", err)
 		}
@@ -284,75 +281,7 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 // /healthz, as in kube-proxy).
 type handlers struct {
 	proxy.Provider
-	health  *healthcheck.ProxyHealthServer
-	skipped *familySkips
-}
-
-func (h handlers) OnServiceAdd(s *v1.Service) {
-	h.skipped.check(s)
-	h.Provider.OnServiceAdd(s)
-}
-
-func (h handlers) OnServiceUpdate(old, s *v1.Service) {
-	h.skipped.check(s)
-	h.Provider.OnServiceUpdate(old, s)
-}
-
-func (h handlers) OnServiceDelete(s *v1.Service) {
-	h.skipped.forget(s)
-	h.Provider.OnServiceDelete(s)
-}
-
-// familySkips says, at default verbosity and once per service, when a
-// service gets no rules because none of its cluster IPs is of an IP family
-// this proxy serves (an IPv6-only service on an IPv4 node): the engines
-// skip such a service silently.
-type familySkips struct {
-	families []v1.IPFamily
-	log      logr.Logger
-	mu       sync.Mutex
-	reported map[string]bool
-}
-
-func newFamilySkips(families []v1.IPFamily, log logr.Logger) *familySkips {
-	return &familySkips{families: families, log: log, reported: map[string]bool{}}
-}
-
-func (f *familySkips) check(s *v1.Service) {
-	if f == nil || s == nil {
-		return
-	}
-	key := s.Namespace + "/" + s.Name
-	ips := s.Spec.ClusterIPs
-	if len(ips) == 0 && s.Spec.ClusterIP != "" {
-		ips = []string{s.Spec.ClusterIP}
-	}
-	served := len(ips) == 0 || s.Spec.ClusterIP == v1.ClusterIPNone || s.Spec.Type == v1.ServiceTypeExternalName
-	for _, ip := range ips {
-		a, err := netip.ParseAddr(ip)
-		if err == nil && slices.Contains(f.families, familyOf(a)) {
-			served = true
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if served {
-		delete(f.reported, key)
-		return
-	}
-	if !f.reported[key] {
-		f.reported[key] = true
-		f.log.Info("Skipping a service: none of its cluster IPs is of an IP family this proxy serves", "service", key, "clusterIPs", ips, "families", f.families)
-	}
-}
-
-func (f *familySkips) forget(s *v1.Service) {
-	if f == nil || s == nil {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.reported, s.Namespace+"/"+s.Name)
+	health *healthcheck.ProxyHealthServer
 }
 
 func (h handlers) OnNodeAdd(n *v1.Node) {

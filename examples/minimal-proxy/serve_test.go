@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,26 +49,6 @@ func TestHealthBodiesAgreeWithStatus(t *testing.T) {
 	health.OnNodeUpdate(nil, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", DeletionTimestamp: &now}})
 	check("node being deleted", "/healthz", http.StatusServiceUnavailable)
 	check("node being deleted", "/livez", http.StatusOK)
-}
-
-// A service with no cluster IP of the proxy's families is reported once,
-// at default verbosity, saying why; again after it was fixed and broken.
-func TestFamilySkipsLogged(t *testing.T) {
-	var logs bytes.Buffer
-	f := newFamilySkips([]v1.IPFamily{v1.IPv4Protocol}, newLogger(&logs, &logs, LoggingConfig{}))
-	v6 := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "six"}, Spec: v1.ServiceSpec{ClusterIP: "fd00::10", ClusterIPs: []string{"fd00::10"}}}
-	v4 := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "four"}, Spec: v1.ServiceSpec{ClusterIP: "10.96.0.1"}}
-	f.check(v6)
-	f.check(v6)
-	f.check(v4)
-	if n := strings.Count(logs.String(), "Skipping a service"); n != 1 || !strings.Contains(logs.String(), "default/six") {
-		t.Errorf("want one line for default/six:\n%s", logs.String())
-	}
-	f.forget(v6)
-	f.check(v6)
-	if n := strings.Count(logs.String(), "Skipping a service"); n != 2 {
-		t.Errorf("after a delete and re-add, want a second line:\n%s", logs.String())
-	}
 }
 
 // The objects file's counters move when a running proxy meets a bad object
