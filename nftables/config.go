@@ -85,6 +85,15 @@ type Interfaces struct {
 	// listing (genid.go). NewInterfaces sets it; nil: every full sync
 	// lists.
 	Generation GenerationReader
+	// Netlink, if set, writes the transactions of partial syncs as
+	// netlink batches instead of through nft, whenever every object of
+	// the transaction has a form its encoder knows (the per-service
+	// chains, rules, affinity sets and elements partial syncs write);
+	// otherwise, and for full syncs and the dry run, nft. nft reads the
+	// whole table back before any transaction that adds a rule, so
+	// through it even a small partial sync costs O(table). nil: nft
+	// only. NewInterfaces sets it.
+	Netlink NetlinkWriter
 }
 
 // Family returns the knftables family of an IP family (ip or ip6).

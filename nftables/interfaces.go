@@ -14,7 +14,8 @@ import (
 // NewInterfaces returns the real Interfaces for family: the kube-proxy
 // table through the nft binary (which must be at least 1.0.1), and the
 // same table of the other family for Cleanup. Listings use netlink where
-// knftables offers it.
+// knftables offers it, and partial syncs write over netlink
+// (NewNetlinkWriter).
 func NewInterfaces(family v1.IPFamily) (Interfaces, error) {
 	other := v1.IPv6Protocol
 	if family == v1.IPv6Protocol {
@@ -24,7 +25,8 @@ func NewInterfaces(family v1.IPFamily) (Interfaces, error) {
 	if err != nil {
 		return Interfaces{}, fmt.Errorf("nftables: %w", err)
 	}
-	ifs := Interfaces{NFTables: nft, Comments: NewNetlinkRuleLister(family), Generation: NewGenerationReader()}
+	ifs := Interfaces{NFTables: nft, Comments: NewNetlinkRuleLister(family), Generation: NewGenerationReader(),
+		Netlink: NewNetlinkWriter()}
 	if o, err := knftables.New(Family(other), TableName, knftables.UseNetlink); err == nil {
 		ifs.OtherFamily = o
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
@@ -102,6 +103,7 @@ func (p *proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		names = append(names, n)
 	}
 	sortNames(names)
+	cs.partial = true
 	for _, n := range names {
 		cs.diffService(p.state, n, p.plans[n], pl.planService(u.ServicePorts[n], u.Services, u.Endpoints))
 	}
@@ -131,11 +133,23 @@ func requeue(pending bool) time.Duration {
 }
 
 // run renders cs into one transaction, runs it and commits it to the
-// state. An empty change set runs nothing.
+// state, only once the kernel took it. An empty change set runs nothing.
+// A partial sync's change set goes over netlink when Interfaces.Netlink
+// is set and the encoder knows every object in it; else through nft.
 func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, error) {
 	if cs.empty() {
 		cs.commit(p.state, p.plans, now)
 		return 0, nil
+	}
+	if cs.partial && p.ifs.Netlink != nil {
+		if msgs, err := encodeChangeSet(p.family(), cs); err == nil {
+			if err := p.ifs.Netlink.WriteBatch(ctx, msgs); err != nil {
+				return 0, fmt.Errorf("netlink transaction of %d messages: %w", len(msgs), err)
+			}
+			cs.commit(p.state, p.plans, now)
+			return cs.renderedOps(), nil
+		}
+		// A form the encoder does not know: nft writes it.
 	}
 	tx := p.nft.NewTransaction()
 	render(tx, cs)
@@ -145,6 +159,14 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 	}
 	cs.commit(p.state, p.plans, now)
 	return n, nil
+}
+
+// family is the netfilter family of the proxier's table.
+func (p *proxier) family() byte {
+	if p.cfg.IPFamily == v1.IPv6Protocol {
+		return unix.NFPROTO_IPV6
+	}
+	return unix.NFPROTO_IPV4
 }
 
 // fullSync lists the table once, diffs every service against it and

@@ -71,14 +71,7 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 	for _, w := range cs.writes {
 		for i, r := range w.spec.rules {
 			rule := &knftables.Rule{Chain: w.spec.name, Rule: r.text}
-			comment := r.comment
-			if i == 0 {
-				if comment != "" {
-					comment += " "
-				}
-				comment += hashPrefix + w.spec.hash
-			}
-			if comment != "" {
+			if comment := ruleComment(w.spec, i); comment != "" {
 				rule.Comment = ptr.To(comment)
 			}
 			tx.Add(rule)
@@ -87,6 +80,19 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 	for _, e := range cs.elemAdds {
 		tx.Add(element(e, true))
 	}
+}
+
+// ruleComment is the comment of rule i of c: its own, and on the first
+// rule the chain's content hash (which full syncs read back).
+func ruleComment(c *chainSpec, i int) string {
+	comment := c.rules[i].comment
+	if i == 0 {
+		if comment != "" {
+			comment += " "
+		}
+		comment += hashPrefix + c.hash
+	}
+	return comment
 }
 
 func element(e elemSpec, withValue bool) *knftables.Element {

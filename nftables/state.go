@@ -204,11 +204,16 @@ type changeSet struct {
 	// conflicts, never added twice (nft would fail the transaction).
 	claimed   map[string]string // key → value
 	conflicts *int
+	// deleted are the container keys this change set deletes (at most
+	// once each).
+	deleted map[string]bool
+	// partial: a partial sync's change set, which may go over netlink.
+	partial bool
 }
 
 func newChangeSet() *changeSet {
 	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{},
-		claimed: map[string]string{}, conflicts: new(int)}
+		claimed: map[string]string{}, conflicts: new(int), deleted: map[string]bool{}}
 }
 
 // next returns an empty change set for the next chunk of the same sync.
@@ -228,6 +233,22 @@ func (cs *changeSet) ops() int {
 	n := len(cs.flushes) + len(cs.deletes) + len(cs.setAdds) + 2*len(cs.setDels) + len(cs.elemDels) + len(cs.elemAdds)
 	for _, w := range cs.writes {
 		n += 2 + len(w.spec.rules)
+	}
+	return n
+}
+
+// renderedOps is the number of nft commands render writes for cs (what
+// knftables' NumOperations reports).
+func (cs *changeSet) renderedOps() int {
+	n := len(cs.deletes) + len(cs.elemDels) + len(cs.flushes) + len(cs.setDels) + len(cs.setAdds) + len(cs.elemAdds)
+	if cs.declare != nil {
+		n += 1 + len(cs.declare.maps)
+	}
+	for _, w := range cs.writes {
+		n += 1 + len(w.spec.rules)
+		if w.existed {
+			n++
+		}
 	}
 	return n
 }
@@ -308,9 +329,10 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 		cs.claimed[ck] = e.value
 		v, ok := st.elems[e.container][e.key]
 		switch {
-		case !ok:
+		case !ok || cs.deleted[ck]:
 			cs.elemAdds = append(cs.elemAdds, e)
 		case v != e.value:
+			cs.deleted[ck] = true
 			cs.elemDels = append(cs.elemDels, e)
 			cs.elemAdds = append(cs.elemAdds, e)
 		}
@@ -319,7 +341,17 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 		if containsElem(want, e) {
 			continue
 		}
+		// Deleted once only: a key shared by several ports of the service
+		// (its cluster IP in cluster-ips), or one another service of this
+		// change set took over (a node port moving between services), is
+		// not deleted again (nft fails a transaction that deletes an
+		// element twice).
+		ck := e.container + "\x00" + e.key
+		if _, claimed := cs.claimed[ck]; claimed || cs.deleted[ck] {
+			continue
+		}
 		if _, ok := st.elems[e.container][e.key]; ok {
+			cs.deleted[ck] = true
 			cs.elemDels = append(cs.elemDels, e)
 		}
 	}

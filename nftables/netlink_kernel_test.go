@@ -1,0 +1,386 @@
+//go:build linux
+
+package nftables_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mdlayher/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+)
+
+// countingWriter counts the batches that reached the kernel and can make
+// one of them fail: failAt (1-based; 0 never) gets a message the kernel
+// refuses appended, so the whole batch is rejected.
+type countingWriter struct {
+	w       nftables.NetlinkWriter
+	batches atomic.Int64
+	failAt  int64
+}
+
+func (c *countingWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
+	n := c.batches.Add(1)
+	if n == c.failAt {
+		bad := msgs[len(msgs)-1]
+		ae := netlink.NewAttributeEncoder()
+		ae.String(unix.NFTA_CHAIN_TABLE, nftables.TableName)
+		ae.String(unix.NFTA_CHAIN_NAME, "no-such-chain")
+		b, _ := ae.Encode()
+		bad.Header = netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_DELCHAIN), Flags: netlink.Request}
+		bad.Data = append(append([]byte{}, bad.Data[:4]...), b...)
+		msgs = append(append([]netlink.Message{}, msgs...), bad)
+	}
+	return c.w.WriteBatch(ctx, msgs)
+}
+
+// twin is one engine writing through nft only and one writing partial
+// syncs over netlink, each in a network namespace of its own, fed the same
+// objects.
+type twin struct {
+	t        *testing.T
+	fam      v1.IPFamily
+	ns       [2]netns.NsHandle
+	p        [2]*nftables.Proxier
+	feed     [2]*proxytest.Feeder
+	nl       *countingWriter
+	partials int // partial syncs with writes on the netlink side
+}
+
+// withTwin runs f with a twin whose engines are built by cfg; the calling
+// goroutine's thread moves between the namespaces and returns home after.
+func withTwin(t *testing.T, fam v1.IPFamily, cfg nftables.Config, f func(tw *twin)) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and nftables")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("no nft binary")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("cannot return to the original netns: %v", err))
+		}
+	}()
+	tw := &twin{t: t, fam: fam, nl: &countingWriter{w: nftables.NewNetlinkWriter()}}
+	for i := range tw.ns {
+		ns, err := netns.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Close()
+		tw.ns[i] = ns
+		ifs, err := nftables.NewInterfaces(fam)
+		if err != nil {
+			t.Skipf("nftables unavailable: %v", err)
+		}
+		if i == 0 {
+			ifs.Netlink = nil
+		} else {
+			ifs.Netlink = tw.nl
+		}
+		p, err := nftables.NewProxier(cfg, ifs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tw.p[i], tw.feed[i] = p, proxytest.NewFeeder(p)
+	}
+	f(tw)
+}
+
+func (tw *twin) enter(i int) {
+	if err := netns.Set(tw.ns[i]); err != nil {
+		tw.t.Fatal(err)
+	}
+}
+
+func (tw *twin) list(i int) string {
+	tw.enter(i)
+	return normalizeListing(nft(tw.t, "list table "+string(nftables.Family(tw.fam))+" kube-proxy"))
+}
+
+// normalizeListing drops empty (stale) chains and sorts the elements of
+// each set and map (their listing order follows the kernel's hash).
+func normalizeListing(s string) string {
+	s = stripStale(s)
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		out = append(out, l)
+	}
+	joined := strings.Join(out, "\n")
+	// Elements are listed "elements = { a, b,\n c }": sort them.
+	var b strings.Builder
+	for {
+		i := strings.Index(joined, "elements = { ")
+		if i < 0 {
+			b.WriteString(joined)
+			break
+		}
+		j := strings.Index(joined[i:], " }")
+		b.WriteString(joined[:i])
+		body := joined[i+len("elements = { ") : i+j]
+		var elems []string
+		for _, e := range strings.Split(body, ",") {
+			elems = append(elems, strings.TrimSpace(e))
+		}
+		sort.Strings(elems)
+		b.WriteString("elements = { " + strings.Join(elems, ", ") + " }")
+		joined = joined[i+j+2:]
+	}
+	return b.String()
+}
+
+// step applies objs to both engines, syncs them and compares the tables.
+func (tw *twin) step(name string, objs proxytest.Objects) {
+	tw.t.Helper()
+	var lists [2]string
+	for i := range tw.p {
+		tw.enter(i)
+		if err := tw.feed[i].Apply(objs); err != nil {
+			tw.t.Fatal(err)
+		}
+		tw.feed[i].Synced()
+		if err := tw.p[i].Sync(context.Background()); err != nil {
+			tw.t.Fatalf("%s: engine %d: %v", name, i, err)
+		}
+		if last := tw.p[i].Stats().Last; i == 1 && !last.Full && last.Result.Writes > 0 {
+			tw.partials++
+		}
+		lists[i] = tw.list(i)
+	}
+	if lists[0] != lists[1] {
+		tw.t.Fatalf("%s: the table written over netlink differs from nft's:\n%s", name, lineDiff(lists[0], lists[1]))
+	}
+}
+
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("line %d\n  nft:     %q\n  netlink: %q", i+1, x, y))
+		}
+		if len(out) > 20 {
+			break
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// formsObjects are services with every rule and element form the planner
+// emits for per-service objects: the golden table's services (cluster IP,
+// node port with affinity, load balancer with one source range, external
+// IP and eTP Local, iTP Local, no endpoints) plus UDP and SCTP ports.
+func formsObjects(topo proxytest.Topology) proxytest.Objects {
+	a1, b1 := topo.LocalPods[0], topo.RemotePods[0]
+	http := []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080}}
+	slicePorts := []proxytest.SlicePortSpec{{Name: "http", Port: 8080}}
+	eps := []proxytest.EndpointSpec{{Pod: a1}, {Pod: b1}}
+	svcs := []*v1.Service{
+		proxytest.MakeService(topo, "web", topo.ServiceIP(1), http, nil),
+		proxytest.MakeService(topo, "sticky", topo.ServiceIP(2), []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080, NodePort: 30080}}, func(s *v1.Service) {
+			s.Spec.Type = v1.ServiceTypeNodePort
+			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+			s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
+		}),
+		proxytest.MakeService(topo, "lb", topo.ServiceIP(3), []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080, NodePort: 30081}}, func(s *v1.Service) {
+			s.Spec.Type = v1.ServiceTypeLoadBalancer
+			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+			s.Spec.HealthCheckNodePort = 32000
+			s.Spec.LoadBalancerSourceRanges = []string{sourceRange(topo, 0)}
+			s.Spec.ExternalIPs = []string{topo.ExternalIP(1).String()}
+			s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: topo.LoadBalancerIP(1).String()}}
+		}),
+		proxytest.MakeService(topo, "itp", topo.ServiceIP(4), http, func(s *v1.Service) {
+			s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+		}),
+		proxytest.MakeService(topo, "empty", topo.ServiceIP(5), http, nil),
+		proxytest.MakeService(topo, "dns", topo.ServiceIP(6), []proxytest.ServicePortSpec{
+			{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, TargetPort: 5353, NodePort: 30053},
+			{Name: "sig", Protocol: v1.ProtocolSCTP, Port: 9, TargetPort: 9999},
+		}, func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort }),
+	}
+	objs := proxytest.Objects{Services: svcs}
+	for _, s := range svcs {
+		switch s.Name {
+		case "empty":
+		case "dns":
+			objs.EndpointSlices = append(objs.EndpointSlices, proxytest.MakeSlice(topo, s.Name, "1",
+				[]proxytest.SlicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: 5353}, {Name: "sig", Protocol: v1.ProtocolSCTP, Port: 9999}}, eps...))
+		default:
+			objs.EndpointSlices = append(objs.EndpointSlices, proxytest.MakeSlice(topo, s.Name, "1", slicePorts, eps...))
+		}
+	}
+	return objs
+}
+
+// sourceRange returns a non-byte-aligned range of the test documentation
+// block of the family.
+func sourceRange(topo proxytest.Topology, i int) string {
+	if topo.Family == v1.IPv6Protocol {
+		return []string{"2001:db8:ff00::/41", "2001:db8:ee00::/44"}[i]
+	}
+	return []string{"203.0.113.0/25", "198.18.0.0/15"}[i]
+}
+
+// TestKernelNetlinkEquivalence: for every rule and element form, and
+// along a random walk through the conformance table's states, partial
+// syncs written over netlink leave exactly the table nft leaves (same
+// "nft list table", comments and content hashes included), and a restart
+// over the netlink-written table finds every chain's hash and writes
+// nothing.
+func TestKernelNetlinkEquivalence(t *testing.T) {
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		topo := proxytest.DefaultTopology(fam)
+		groups := map[proxytest.Options][]proxytest.Scenario{}
+		for _, sc := range proxytest.Scenarios(topo) {
+			groups[sc.Options] = append(groups[sc.Options], sc)
+		}
+		for opts, scs := range groups {
+			t.Run(fmt.Sprintf("%s/masqueradeAll=%v", fam, opts.MasqueradeAll), func(t *testing.T) {
+				withTwin(t, fam, conformanceConfig(topo, opts), func(tw *twin) {
+					tw.step("empty", proxytest.Objects{})
+					forms := formsObjects(topo)
+					before := tw.nl.batches.Load()
+					tw.step("forms", forms)
+					if tw.nl.batches.Load() != before+1 {
+						t.Fatalf("the forms step did not go over netlink (%d batches)", tw.nl.batches.Load()-before)
+					}
+					// Every object removed again, then written again.
+					tw.step("none", proxytest.Objects{})
+					tw.step("forms again", forms)
+
+					// Two source ranges: an anonymous set, written by nft.
+					multi := formsObjects(topo)
+					multi.Services[2].Spec.LoadBalancerSourceRanges = append(multi.Services[2].Spec.LoadBalancerSourceRanges, sourceRange(topo, 1))
+					tw.step("two source ranges", multi)
+
+					// Every step of the conformance table, in a random order.
+					r := rand.New(rand.NewPCG(uint64(len(scs)), 7))
+					var steps []proxytest.Step
+					for _, sc := range scs {
+						steps = append(steps, sc.Steps...)
+					}
+					r.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
+					last := multi
+					for _, st := range steps {
+						tw.step(st.Name, st.Objects)
+						last = st.Objects
+					}
+					if tw.nl.batches.Load() < int64(tw.partials)/2 {
+						t.Errorf("only %d of %d partial syncs went over netlink", tw.nl.batches.Load(), tw.partials)
+					}
+					t.Logf("%d partial syncs wrote, %d over netlink", tw.partials, tw.nl.batches.Load())
+
+					// A restart over the netlink-written table reads every
+					// chain's content hash back: it writes what a restart
+					// over nft's table writes (nothing, but for the
+					// leftovers both engines keep alike).
+					var writes [2]int
+					for i := range tw.p {
+						before := tw.list(i)
+						ifs, err := nftables.NewInterfaces(fam)
+						if err != nil {
+							t.Fatal(err)
+						}
+						q, err := nftables.NewProxier(conformanceConfig(topo, opts), ifs)
+						if err != nil {
+							t.Fatal(err)
+						}
+						fq := proxytest.NewFeeder(q)
+						if err := fq.Apply(last); err != nil {
+							t.Fatal(err)
+						}
+						fq.Synced()
+						writes[i] = mustSync(t, q).Result.Writes
+						if after := tw.list(i); after != before {
+							t.Errorf("engine %d: the restart changed the table:\n%s", i, lineDiff(before, after))
+						}
+					}
+					if writes[0] != writes[1] {
+						t.Errorf("restart over nft's table wrote %d operations, over the netlink-written one %d", writes[0], writes[1])
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestKernelNetlinkFault: a batch the kernel refuses changes nothing in
+// the kernel nor in the engine's record, is returned as the sync's error
+// (counted as a failure), and the next sync (a full one) converges to the
+// table nft alone writes.
+func TestKernelNetlinkFault(t *testing.T) {
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(fam), func(t *testing.T) {
+			topo := proxytest.DefaultTopology(fam)
+			withTwin(t, fam, conformanceConfig(topo, proxytest.Options{}), func(tw *twin) {
+				tw.step("empty", proxytest.Objects{})
+				forms := formsObjects(topo)
+				tw.step("forms", forms)
+
+				changed := formsObjects(topo)
+				changed.EndpointSlices[0] = proxytest.MakeSlice(topo, "web", "1",
+					[]proxytest.SlicePortSpec{{Name: "http", Port: 8080}}, proxytest.EndpointSpec{Pod: topo.RemotePods[1]})
+				changed.Services = changed.Services[:5] // "dns" removed
+
+				tw.nl.failAt = tw.nl.batches.Load() + 1
+				before := tw.list(1)
+				if err := tw.feed[1].Apply(changed); err != nil {
+					t.Fatal(err)
+				}
+				err := tw.p[1].Sync(context.Background())
+				var be *nftables.BatchError
+				if !errors.As(err, &be) || !errors.Is(err, unix.ENOENT) {
+					t.Fatalf("refused batch: err = %v, want a *BatchError with ENOENT", err)
+				}
+				if st := tw.p[1].Stats(); st.Failures != 1 || st.Last.Full {
+					t.Errorf("failures = %d, last full = %v; want 1 failed partial sync", st.Failures, st.Last.Full)
+				}
+				if got := tw.list(1); got != before {
+					t.Fatalf("a refused batch changed the table:\n%s", lineDiff(before, got))
+				}
+				// The next sync is full and converges; partials then go
+				// over netlink again.
+				tw.step("after the failure", changed)
+				if !tw.p[1].Stats().Last.Full {
+					t.Error("the sync after a failure was not full")
+				}
+				n := tw.nl.batches.Load()
+				tw.step("back", forms)
+				if tw.nl.batches.Load() != n+1 {
+					t.Error("the partial sync after recovery did not go over netlink")
+				}
+			})
+		})
+	}
+}

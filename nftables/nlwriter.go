@@ -1,0 +1,163 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// NetlinkWriter sends one nftables transaction as a netlink batch, in the
+// network namespace of the calling thread. The kernel applies a batch
+// atomically: all of it or, on any error, none.
+type NetlinkWriter interface {
+	// WriteBatch sends msgs (nftables messages, without sequence numbers)
+	// between a batch begin and end and returns the kernel's verdict: nil
+	// once the batch is committed, else an error (a *BatchError when the
+	// kernel refused it).
+	WriteBatch(ctx context.Context, msgs []netlink.Message) error
+}
+
+// BatchError is a batch the kernel refused: Errno for message Index of the
+// batch (-1: the batch as a whole, e.g. when the commit failed).
+type BatchError struct {
+	Index int
+	Type  uint16 // the message's nftables type (NFT_MSG_…)
+	Errno unix.Errno
+}
+
+func (e *BatchError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("netlink batch refused: %v", e.Errno)
+	}
+	return fmt.Sprintf("netlink batch refused at message %d (type %d): %v", e.Index, e.Type, e.Errno)
+}
+
+// Unwrap lets errors.Is(err, unix.ENOENT) and the like see the errno.
+func (e *BatchError) Unwrap() error { return e.Errno }
+
+// NewNetlinkWriter returns the real NetlinkWriter: a raw NETLINK_NETFILTER
+// socket per batch, sized for the batch, and acknowledgements read until
+// the kernel's verdict on the last message (nft does the same; an
+// acknowledgement for every message would overflow the socket's receive
+// queue on large batches).
+func NewNetlinkWriter() NetlinkWriter { return netlinkWriter{} }
+
+type netlinkWriter struct{}
+
+const nlReplyTimeout = 30 * time.Second
+
+func (netlinkWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	buf, first, last := encodeBatch(msgs, 1)
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("netlink bind: %w", err)
+	}
+	// The whole batch goes in one datagram (the kernel reads one batch per
+	// datagram), so the send buffer must hold it; errors for many messages
+	// may come back, so the receive buffer is sized likewise.
+	size := len(buf) + 64<<10
+	if size < 1<<20 {
+		size = 1 << 20
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4*size)
+	tv := unix.NsecToTimeval(nlReplyTimeout.Nanoseconds())
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	if err := unix.Sendto(fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("netlink send of a %d-byte batch: %w", len(buf), err)
+	}
+	return readBatchReplies(fd, msgs, first, last)
+}
+
+// encodeBatch lays out begin, msgs and end with sequence numbers from seq
+// on; only the last of msgs asks for an acknowledgement. first and last
+// are the sequence numbers of the begin message and of the last of msgs.
+func encodeBatch(msgs []netlink.Message, seq uint32) (buf []byte, first, last uint32) {
+	batchHdr := []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES}
+	put := func(typ uint16, flags uint16, seq uint32, data []byte) {
+		n := unix.NLMSG_HDRLEN + len(data)
+		h := make([]byte, unix.NLMSG_HDRLEN, (n+3)&^3)
+		binary.NativeEndian.PutUint32(h[0:], uint32(n))
+		binary.NativeEndian.PutUint16(h[4:], typ)
+		binary.NativeEndian.PutUint16(h[6:], flags)
+		binary.NativeEndian.PutUint32(h[8:], seq)
+		h = append(h, data...)
+		for len(h)%4 != 0 {
+			h = append(h, 0)
+		}
+		buf = append(buf, h...)
+	}
+	first = seq
+	put(unix.NFNL_MSG_BATCH_BEGIN, unix.NLM_F_REQUEST, seq, batchHdr)
+	for i, m := range msgs {
+		seq++
+		flags := uint16(m.Header.Flags)
+		if i == len(msgs)-1 {
+			flags |= unix.NLM_F_ACK
+		}
+		put(uint16(m.Header.Type), flags, seq, m.Data)
+	}
+	last = seq
+	seq++
+	put(unix.NFNL_MSG_BATCH_END, unix.NLM_F_REQUEST, seq, batchHdr)
+	return buf, first, last
+}
+
+// readBatchReplies reads the kernel's replies: an error for each refused
+// message and the acknowledgement of the last one, or one error for the
+// batch as a whole (a failed commit, no permission), whose sequence
+// number is the begin message's.
+func readBatchReplies(fd int, msgs []netlink.Message, first, last uint32) error {
+	var firstErr error
+	rb := make([]byte, 256<<10)
+	for {
+		n, _, err := unix.Recvfrom(fd, rb, 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("netlink batch replies: %w", err)
+		}
+		replies, err := syscall.ParseNetlinkMessage(rb[:n])
+		if err != nil {
+			return fmt.Errorf("netlink batch replies: %w", err)
+		}
+		for _, r := range replies {
+			if r.Header.Type != unix.NLMSG_ERROR || len(r.Data) < 4 {
+				continue
+			}
+			seq := r.Header.Seq
+			if seq < first || seq > last {
+				continue // not ours
+			}
+			if e := int32(binary.NativeEndian.Uint32(r.Data)); e != 0 && firstErr == nil {
+				be := &BatchError{Index: int(seq-first) - 1, Errno: unix.Errno(-e)}
+				if be.Index >= 0 {
+					be.Type = uint16(msgs[be.Index].Header.Type) & 0xff
+				}
+				firstErr = be
+			}
+			if seq == last || seq == first {
+				return firstErr
+			}
+		}
+	}
+}
