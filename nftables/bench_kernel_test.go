@@ -34,6 +34,69 @@ func BenchmarkKernelSync(b *testing.B) {
 	}
 }
 
+// BenchmarkKernelPartialOne is a partial sync of one changed service (one
+// endpoint replaced) over tables of N services × 10 endpoints: the fixed
+// cost of one transaction, whatever it holds. With the netlink writer
+// that is the kernel's commit (see BENCHMARKS.md); nft=only runs the same
+// through nft, for comparison.
+func BenchmarkKernelPartialOne(b *testing.B) {
+	for _, n := range []int{1000, 5000, 10000} {
+		for _, via := range []string{"netlink", "nft-only"} {
+			b.Run(fmt.Sprintf("services=%d/%s", n, via), func(b *testing.B) {
+				inFreshNetns(b, func() { partialOneBench(b, n, via == "netlink") })
+			})
+		}
+	}
+}
+
+func partialOneBench(b *testing.B, n int, viaNetlink bool) {
+	cfg := testConfig()
+	ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+	if err != nil {
+		b.Skipf("nftables unavailable: %v", err)
+	}
+	if !viaNetlink {
+		ifs.Netlink = nil
+	}
+	p, err := nftables.NewProxier(cfg, ifs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := makeCluster(n, 10)
+	c.feed(p)
+	ctx := context.Background()
+	if err := p.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var cpu time.Duration
+	gen := 0
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		gen++
+		i := (gen * 37) % n
+		old := c.slices[i]
+		nw := makeSlice(i, len(old.Endpoints), 0)
+		nw.Endpoints[0].Addresses = []string{fmt.Sprintf("10.%d.%d.%d", 192+(i>>8)%64, i%256, 1+gen%250)}
+		p.OnEndpointSliceUpdate(old, nw)
+		c.slices[i] = nw
+		b.StartTimer()
+		c0 := cpuTimeWithChildren()
+		if err := p.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cpu += cpuTimeWithChildren() - c0
+		if last := p.Stats().Last; last.Full {
+			b.Fatal("the sync was full")
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+	if err := p.Cleanup(ctx); err != nil {
+		b.Errorf("Cleanup: %v", err)
+	}
+}
+
 // BenchmarkKernelColdStart40k is the shape of kubernetes#139513: 40,000
 // services × 1 endpoint, written into an empty table.
 func BenchmarkKernelColdStart40k(b *testing.B) {

@@ -36,6 +36,23 @@
 //     against what the last successful transactions committed (kept in
 //     memory) and writes only the chains whose content changed and the map
 //     elements added or removed;
+//   - a partial sync's transaction goes to the kernel as one netlink batch
+//     (Interfaces.Netlink, set by NewInterfaces), not through nft: nft
+//     (1.0.6) reads every chain, set and map of the table back before any
+//     transaction that adds a rule, O(table) however small the change.
+//     The encoder writes the expressions nft generates for the planner's
+//     per-service rule forms, chains, affinity sets and elements (so
+//     "nft list table" shows the same table, comments and content hashes
+//     included); a change set holding anything else (a firewall rule with
+//     several source ranges, which needs an anonymous set) goes through
+//     nft whole, as full syncs and the dry run always do. The kernel
+//     applies a batch atomically; the engine records it only once the
+//     kernel acknowledged it, and a refused batch (*BatchError) fails the
+//     sync, so the next one is full. What remains O(table) is the
+//     kernel's own check of the table at commit (loop and hook
+//     validation of every chain reachable from the base chains), which
+//     any transaction adding a jump, goto or verdict element pays
+//     (BENCHMARKS.md);
 //   - a full sync lists the table once and writes only the chains, sets
 //     and elements that differ: the first rule of every chain the engine
 //     writes carries a hash of the chain's content in its comment. At
