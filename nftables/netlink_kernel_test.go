@@ -171,11 +171,11 @@ func (tw *twin) step(name string, objs proxytest.Objects) {
 		lists[i] = tw.list(i)
 	}
 	if lists[0] != lists[1] {
-		tw.t.Fatalf("%s: the table written over netlink differs from nft's:\n%s", name, lineDiff(lists[0], lists[1]))
+		tw.t.Fatalf("%s: the table written over netlink differs from nft's:\n%s", name, listingDiff(lists[0], lists[1]))
 	}
 }
 
-func lineDiff(a, b string) string {
+func listingDiff(a, b string) string {
 	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
 	var out []string
 	for i := 0; i < len(al) || i < len(bl); i++ {
@@ -323,7 +323,7 @@ func TestKernelNetlinkEquivalence(t *testing.T) {
 						fq.Synced()
 						writes[i] = mustSync(t, q).Result.Writes
 						if after := tw.list(i); after != before {
-							t.Errorf("engine %d: the restart changed the table:\n%s", i, lineDiff(before, after))
+							t.Errorf("engine %d: the restart changed the table:\n%s", i, listingDiff(before, after))
 						}
 					}
 					if writes[0] != writes[1] {
@@ -367,7 +367,7 @@ func TestKernelNetlinkFault(t *testing.T) {
 					t.Errorf("failures = %d, last full = %v; want 1 failed partial sync", st.Failures, st.Last.Full)
 				}
 				if got := tw.list(1); got != before {
-					t.Fatalf("a refused batch changed the table:\n%s", lineDiff(before, got))
+					t.Fatalf("a refused batch changed the table:\n%s", listingDiff(before, got))
 				}
 				// The next sync is full and converges; partials then go
 				// over netlink again.
