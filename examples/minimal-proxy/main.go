@@ -310,7 +310,7 @@ type servers struct {
 func startServers(ctx context.Context, cfg *KubeProxyConfiguration, mode string, reg *prometheus.Registry, health *healthcheck.ProxyHealthServer, log logr.Logger) (*servers, error) {
 	var s servers
 	var err error
-	s.healthz, err = serveHTTP("healthz", cfg.HealthzBindAddress, consistentHealth(health.Handler()), log)
+	s.healthz, err = serveHTTP("healthz", cfg.HealthzBindAddress, health.Handler(), log)
 	if err != nil {
 		if cfg.BindAddressHardFail {
 			return nil, err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -91,72 +89,3 @@ func (s *httpServer) shutdown(ctx context.Context) {
 	<-s.done
 }
 
-// consistentHealth makes the JSON bodies of h (/healthz, /livez) agree
-// with their status codes: proxy/healthcheck reports the proxy's own
-// health in "healthy" even when /healthz answers 503 because the node is
-// not eligible (deleted, or being removed by the autoscaler), which reads
-// as a healthy 503. Here "healthy" is true exactly when the answer is 200.
-func consistentHealth(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &bufferedResponse{header: http.Header{}, code: http.StatusOK}
-		h.ServeHTTP(rec, r)
-		body := rec.body.Bytes()
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(body, &fields) == nil {
-			if _, ok := fields["healthy"]; ok {
-				fields["healthy"] = json.RawMessage(strconv.FormatBool(rec.code == http.StatusOK))
-				if fixed, err := marshalInOrder(body, fields); err == nil {
-					body = fixed
-				}
-			}
-		}
-		for k, v := range rec.header {
-			w.Header()[k] = v
-		}
-		w.Header().Del("Content-Length")
-		w.WriteHeader(rec.code)
-		_, _ = w.Write(body)
-	})
-}
-
-// marshalInOrder re-encodes fields keeping the key order of orig (the
-// body keeps reading like kube-proxy's).
-func marshalInOrder(orig []byte, fields map[string]json.RawMessage) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(orig))
-	if _, err := dec.Token(); err != nil { // {
-		return nil, err
-	}
-	var out bytes.Buffer
-	out.WriteByte('{')
-	for i := 0; dec.More(); i++ {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		k, _ := json.Marshal(key)
-		out.Write(k)
-		out.WriteByte(':')
-		out.Write(fields[key])
-	}
-	out.WriteByte('}')
-	return out.Bytes(), nil
-}
-
-// bufferedResponse records a handler's answer.
-type bufferedResponse struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (b *bufferedResponse) Header() http.Header         { return b.header }
-func (b *bufferedResponse) WriteHeader(code int)        { b.code = code }
-func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }

@@ -23,7 +23,7 @@ import (
 // a synced proxy on a node being deleted answers 503 and healthy false.
 func TestHealthBodiesAgreeWithStatus(t *testing.T) {
 	health := healthcheck.NewProxyHealthServer(healthcheck.ProxyHealthConfig{})
-	h := consistentHealth(health.Handler())
+	h := health.Handler()
 	get := func(path string) (int, map[string]any) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

@@ -510,3 +510,34 @@ func TestServiceHealthFamilyViews(t *testing.T) {
 		t.Errorf("service c lost IPv6 endpoints to an IPv4 sync: %+v", p)
 	}
 }
+
+// /healthz on a node that is not eligible (being deleted, or tainted for
+// removal) answers 503 with "healthy": false, though the proxy itself is
+// in sync (its per-family status stays healthy); /livez still answers 200.
+func TestHealthzBodyAgreesWithNodeEligibility(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	hs := NewProxyHealthServer(ProxyHealthConfig{Clock: clk})
+	hs.Updated(v1.IPv4Protocol)
+	for _, n := range []*v1.Node{
+		nil, // not heard of yet
+		{ObjectMeta: metav1.ObjectMeta{Name: "n", DeletionTimestamp: &metav1.Time{Time: t0}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: ToBeDeletedTaint, Effect: v1.TaintEffectNoSchedule}}}},
+	} {
+		if n != nil {
+			hs.SyncNode(n)
+		}
+		code, body, raw := get(t, hs.Handler(), "/healthz")
+		if code != 503 || body.Healthy || body.NodeEligible == nil || *body.NodeEligible {
+			t.Errorf("/healthz on an ineligible node: %d %s, want 503 with healthy and nodeEligible false", code, raw)
+		}
+		if st := body.Status[v1.IPv4Protocol]; !st.Healthy {
+			t.Errorf("IPv4 status %s, want the proxy's own health (healthy)", raw)
+		}
+		if !body.LastUpdated.Equal(t0) {
+			t.Errorf("lastUpdated = %v, want the last sync %v (not now: the answer is 503)", body.LastUpdated, t0)
+		}
+		if code, body, raw := get(t, hs.Handler(), "/livez"); code != 200 || !body.Healthy {
+			t.Errorf("/livez: %d %s, want 200 healthy", code, raw)
+		}
+	}
+}

@@ -80,7 +80,8 @@ type ProxyHealth struct {
 //
 // /livez answers 200 when healthy, else 503. /healthz additionally needs
 // the node to be eligible: known (see AssumeNodeEligible), not being
-// deleted, and not tainted ToBeDeletedByClusterAutoscaler.
+// deleted, and not tainted ToBeDeletedByClusterAutoscaler. Each body's
+// "healthy" says what its status code says.
 //
 // A healthy answer reports the current time as lastUpdated (kube-proxy's
 // compatibility rule: "recent" means healthy); an unhealthy one reports
@@ -221,11 +222,16 @@ func (hs *ProxyHealthServer) Handler() http.Handler {
 	return mux
 }
 
+// serveHealthz answers 200 when the proxy is healthy and the node
+// eligible; its body's "healthy" is that same verdict (as kube-proxy's:
+// a synced proxy on a node being deleted answers 503, healthy false), the
+// per-family "status" keeps the proxy's own health.
 func (hs *ProxyHealthServer) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 	h := hs.Health()
 	eligible := hs.NodeEligible()
 	h.NodeEligible = &eligible
-	code := hs.write(w, h, h.Healthy && eligible)
+	h.Healthy = h.Healthy && eligible
+	code := hs.write(w, h, h.Healthy)
 	hs.cfg.Metrics.IncHealthz(code)
 }
 
