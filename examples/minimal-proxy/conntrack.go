@@ -93,7 +93,14 @@ func applyConntrack(cfg ConntrackConfig, sys sysctls, cpus int, log logr.Logger)
 	// The hash table size is global to the host; it is touched only when
 	// nf_conntrack_max could be set (in the host's network namespace).
 	if max := conntrackMax(cfg, cpus); max > 0 && set("net/netfilter/nf_conntrack_max", max, false) {
-		set(conntrackHashsize, max/4, true)
+		// As v1.34: a hash table size that cannot be read is an error
+		// and is not written.
+		if _, err := sys.Get(conntrackHashsize); err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", conntrackHashsize, err))
+			log.Info("Warning: could not read the conntrack hash table size; leaving it as is", "name", conntrackHashsize, "err", err.Error())
+		} else {
+			set(conntrackHashsize, max/4, true)
+		}
 	}
 	seconds := func(d time.Duration) int { return int(d / time.Second) }
 	if d := cfg.TCPEstablishedTimeout; d != nil && d.Duration > 0 {
@@ -114,5 +121,37 @@ func applyConntrack(cfg ConntrackConfig, sys sysctls, cpus int, log logr.Logger)
 	return errors.Join(errs...)
 }
 
-// numCPU is the CPU count used for conntrack.maxPerCore.
-func numCPU() int { return runtime.NumCPU() }
+// numCPU is the CPU count used for conntrack.maxPerCore, as kube-proxy
+// v1.34 counts it (detectNumCPU in cmd/kube-proxy/app/conntrack.go): the
+// machine's online CPUs as /sys lists them (cadvisor's topology), which a
+// CPU affinity or cpuset does not shrink (kubernetes#99225), else
+// runtime.NumCPU(). v1.34 caps nothing: max(maxPerCore × CPUs, min).
+func numCPU() int {
+	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		if n := countCPUList(strings.TrimSpace(string(b))); n > 0 {
+			return n
+		}
+	}
+	return runtime.NumCPU()
+}
+
+// countCPUList counts the CPUs of a kernel CPU list ("0-3,8,10-11"); 0
+// when it does not parse.
+func countCPUList(s string) int {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return 0
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0
+			}
+		}
+		n += b - a + 1
+	}
+	return n
+}

@@ -111,3 +111,31 @@ func TestConntrackMax(t *testing.T) {
 		}
 	}
 }
+
+// As kube-proxy v1.34 (cmd/kube-proxy/app/conntrack.go): no cap on
+// nf_conntrack_max (65536 per core on 64 CPUs is 4 Mi entries), the CPUs
+// counted from /sys's online list, and an unreadable hash table size an
+// error that leaves it unwritten.
+func TestConntrackAsV134(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	if got := conntrackMax(ConntrackConfig{MaxPerCore: i32(65536), Min: i32(131072)}, 64); got != 65536*64 {
+		t.Errorf("conntrackMax on 64 CPUs = %d, want %d (uncapped)", got, 65536*64)
+	}
+	for s, want := range map[string]int{"0": 1, "0-1": 2, "0-3,8,10-11": 7, "": 0, "x": 0, "3-1": 0} {
+		if got := countCPUList(s); got != want {
+			t.Errorf("countCPUList(%q) = %d, want %d", s, got, want)
+		}
+	}
+	if n := numCPU(); n < 1 {
+		t.Errorf("numCPU() = %d", n)
+	}
+	const maxName = "net/netfilter/nf_conntrack_max"
+	f := &fakeSysctls{values: map[string]int{maxName: 5}} // no hashsize: unreadable
+	err := applyConntrack(ConntrackConfig{MaxPerCore: i32(1000)}, f, 4, logr.Discard())
+	if err == nil || f.values[maxName] != 4000 {
+		t.Errorf("err = %v, values %v; want nf_conntrack_max 4000 and an error for the hash table size", err, f.values)
+	}
+	if _, written := f.values[conntrackHashsize]; written {
+		t.Errorf("an unreadable hash table size was written: %v", f.values)
+	}
+}
