@@ -88,4 +88,3 @@ func (s *httpServer) shutdown(ctx context.Context) {
 	}
 	<-s.done
 }
-
