@@ -18,7 +18,7 @@ m() { metrics | awk -v k="$1" 'index($1, k) == 1 && (length($1) == length(k) || 
 T0=$(now)
 ip netns exec $NS $BIN --proxy-mode $MODE --objects-file $DIR/objs.yaml --hostname-override node-a \
   --iptables-sync-period 10s --iptables-min-sync-period 1s --metrics-bind-address 127.0.0.1:10249 \
-  --healthz-bind-address "" --v 2 > $DIR/log 2>&1 &
+  --healthz-bind-address "" --v 4 > $DIR/log 2>&1 &
 PID=$!
 until [ "$(m kubeproxy_sync_proxy_rules_duration_seconds_count)" != "" ] && [ "$(m kubeproxy_sync_proxy_rules_duration_seconds_count)" != "0" ]; do sleep 0.2; kill -0 $PID || { cat $DIR/log; exit 1; }; done
 echo "first sync done after $(echo "$(now) - $T0" | bc) s (process start to metric)"
@@ -27,17 +27,19 @@ if [ $MODE = iptables ]; then
   SVC=$($IPT -t nat -S KUBE-SERVICES | grep '"ns/svc-0:http cluster IP"' | sed 's/.*-j //')
   echo "service ns/svc-0 chain: $SVC"
 fi
-# handoff: seconds from the file source's last "Loaded objects file" line (its handlers
-# have been called: the proxy has the change) to the first "Synced" line after it that changed a
-# service (the sync returned: the kernel has it, or for userspace the proxy's balancers do), from
-# the log's own microsecond timestamps.
+# handoff: seconds from the change tracker recording the EndpointSlice change of ns/svc-0 (the
+# handler was called: the proxy has the change; logged at --v 4) to the first "Synced" line after it
+# that changed a service (the sync returned: the kernel has it, or for userspace the proxy's
+# balancers do), from the log's own microsecond timestamps. The file source's poll (up to 2 s) and
+# its parse of the file come before the first timestamp and are not counted.
 tsec() { sed 's/^"ts"="[0-9-]* \([0-9:.]*\)".*/\1/' | awk -F: '{printf "%.6f\n", $1*3600+$2*60+$3}'; }
 handoff() {
-  local n loaded synced
-  n=$(grep -n '"msg"="Loaded objects file"' $DIR/log | tail -1 | cut -d: -f1)
-  loaded=$(sed -n "${n}p" $DIR/log | tsec)
+  local n got synced
+  n=$(grep -n '"msg"="Recorded an EndpointSlice change".*"endpointSlice"={"name"="svc-0-x"' $DIR/log | tail -1 | cut -d: -f1)
+  [ -n "$n" ] || return
+  got=$(sed -n "${n}p" $DIR/log | tsec)
   synced=$(tail -n +$n $DIR/log | grep '"msg"="Synced"' | grep -v '"changed"=0' | head -1 | tsec)
-  [ -n "$synced" ] && echo "$synced - $loaded" | bc | sed 's/^\./0./'
+  [ -n "$synced" ] && echo "$synced - $got" | bc | sed 's/^\./0./'
 }
 sample() { # seconds: per-sync durations from the histogram deltas
   local c0 s0 f0 fs0 c1 s1 f1 fs1 i
@@ -61,7 +63,7 @@ for g in 1 2 3 4 5 6; do
     python3 $GEN $N $E $g > $DIR/objs.new; mv $DIR/objs.new $DIR/objs.yaml
   fi
   sleep 4
-  echo "endpoint change $g: proxy had it (objects file loaded) -> sync that applied it returned: $(handoff) s"
+  echo "endpoint change $g: proxy had it (handler called) -> the sync that applied it returned: $(handoff) s"
 done
 if [ $MODE != iptables ]; then
   echo "after the changes, 20 s:"; sample 20
