@@ -7,13 +7,22 @@ import (
 	"strings"
 )
 
-// Chunked restores (iptables-nft). iptables-nft-restore's cost grows
-// faster than linearly with the chains one transaction creates (at 10,000
-// services, one restore of 110,000 new chains did not finish in 400 s), so
-// a full payload that creates more than chunkChains new nat chains is
-// applied as a sequence of restores, each creating at most about that
-// many. The split keeps the payload's lines in order, so the tables end
-// exactly as one restore would leave them:
+// Chunked restores. iptables-restore's cost grows faster than linearly
+// with the chains one restore creates, on both backends:
+//   - iptables-nft: at 10,000 services, one restore of 110,000 new chains
+//     did not finish in 400 s;
+//   - iptables-legacy: every chain declared with ":" is announced into
+//     libxtables' fixed 512-bucket list of names that are not target
+//     extensions, and every "-j" of a later rule searches that list, so
+//     each process pays about N^2/1024 list steps for N chains (at
+//     10,000 services, over half of a 4-5 s restore). A new process
+//     starts with an empty list; what it pays instead is reloading the
+//     table the earlier chunks wrote and committing it whole again.
+//
+// So a full payload that creates more than the backend's limit of new nat
+// chains is applied as a sequence of restores, each creating at most about
+// that many. The split keeps the payload's lines in order, so the tables
+// end exactly as one restore would leave them:
 //   - the rules of a chain are appended in the same order whichever
 //     restore carries them, and a chain is declared (created, or flushed
 //     if it exists) only in the first chunk that uses it, as a rule's
@@ -30,13 +39,18 @@ import (
 // The cost of the split: the restores are separate transactions, so a
 // failure midway leaves the earlier chunks applied (the next sync is full
 // and converges), and a rewrite of a shared chain that exists (a full sync
-// that declares it) empties it for the time the later chunks take. Legacy
-// is never chunked: each of its restores reloads and re-commits the whole
-// table.
+// that declares it) empties it for the time the later chunks take.
 
 // chunkChains is the number of new nat chains per restore on
 // iptables-nft (about 450 services of 10 endpoints); see BENCHMARKS.md.
 var chunkChains = 5000
+
+// legacyChunkChains is the number of new nat chains per restore on
+// iptables-legacy (about 5,000 services of 10 endpoints): large, because
+// each extra restore reloads the table the earlier ones wrote and commits
+// it whole again. At 10,000 services (111,000 chains) two restores cost
+// less than one, three more than two (BENCHMARKS.md).
+var legacyChunkChains = 56000
 
 // splitPayload splits a full payload into restores creating at most about
 // max new nat chains each; it returns [payload] when it creates fewer.

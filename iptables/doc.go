@@ -25,10 +25,11 @@
 //     (those it wrote before, and those the kernel lists). A restart over
 //     a correct ruleset, or a resync of an unchanged one, restores
 //     nothing. A partial sync writes only the services that changed.
-//   - apply: one iptables-restore --noflush call (on iptables-nft, a full
-//     sync that creates more than 5,000 nat chains is split into several,
-//     in order, ending at service boundaries: the tool's cost grows faster
-//     than linearly with the chains of one restore; see chunk.go). Every nat chain the
+//   - apply: one iptables-restore --noflush call (a full sync that
+//     creates more than 5,000 nat chains on iptables-nft, or 56,000 on
+//     legacy, is split into several, in order, ending at service
+//     boundaries: the tool's cost grows faster than linearly with the
+//     chains of one restore; see chunk.go). Every nat chain the
 //     payload creates, flushes or deletes is declared in one block ahead
 //     of the rules, in descending name order: both iptables-restore
 //     backends insert chains into a sorted list, and this order is several

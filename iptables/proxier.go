@@ -37,7 +37,7 @@ type Proxier struct {
 	// wrote is set once a full sync succeeded (the canaries exist).
 	wrote bool
 	// chunk is the most new nat chains one restore of a full sync creates
-	// (0: no limit); iptables-nft only (chunk.go).
+	// (0: no limit); per backend (chunk.go).
 	chunk int
 	// saveAll: full syncs list every table in one iptables-save
 	// (iptables-nft, where that costs what listing nat alone does).
@@ -70,9 +70,14 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	p.r.env = newPlanEnv(&cfg)
 	noteLocalhostNodePorts(&cfg, p.r.env.localhostNodePorts, p.log)
 	p.r.mark = p.r.env.masqMark
-	if b, ok := ifs.IPTables.(xtables.Backender); ok && b.Backend() == xtables.BackendNFT {
-		p.chunk = chunkChains
-		_, p.saveAll = ifs.IPTables.(xtables.AllSaver)
+	if b, ok := ifs.IPTables.(xtables.Backender); ok {
+		switch b.Backend() {
+		case xtables.BackendNFT:
+			p.chunk = chunkChains
+			_, p.saveAll = ifs.IPTables.(xtables.AllSaver)
+		case xtables.BackendLegacy:
+			p.chunk = legacyChunkChains
+		}
 	}
 	p.Base, err = engine.New(cfg.Common, engine.Hooks{
 		Name:            "iptables",
