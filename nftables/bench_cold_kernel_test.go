@@ -1,0 +1,89 @@
+//go:build linux
+
+package nftables_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+)
+
+// BenchmarkKernelColdStartBench is a cold start on shared/upstream-bench's
+// workload (proxytest.BenchCluster, object for object, with upstream-bench's
+// node IP, pod CIDR and node ports on every address), with real nft in a
+// network namespace of its own, for the side-by-side with upstream's
+// nftables proxier (`upstream-bench -backend real -proxiers nftables`): per
+// op a new Proxier, every object fed, the first (full) sync of the empty
+// table, then the table deleted. sync-s and sync-cpu-s (this process and the
+// nft processes) are the first sync's; peak-heap-MiB is the largest live
+// heap sampled every millisecond over the op, the objects included, as
+// upstream-bench reports it.
+//
+//	sudo go test -run XXX -bench 'BenchmarkKernelColdStartBench/services=10000' -benchtime 1x ./nftables/
+func BenchmarkKernelColdStartBench(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			inFreshNetns(b, func() {
+				c := proxytest.NewBenchCluster(n)
+				var wall, cpu time.Duration
+				var peak uint64
+				for b.Loop() {
+					b.StopTimer()
+					runtime.GC()
+					hp := proxytest.StartHeapPeak()
+					b.StartTimer()
+					ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+					if err != nil {
+						b.Skipf("nftables unavailable: %v", err)
+					}
+					p, err := nftables.NewProxier(nftables.Config{
+						Common: engine.Common{
+							NodeName: proxytest.BenchNode,
+							NodeIPs:  []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+						},
+						LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
+						NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
+					}, ifs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for k := range c.Services {
+						p.OnServiceAdd(c.Services[k])
+						p.OnEndpointSliceAdd(c.Slices[k])
+					}
+					p.OnServiceSynced()
+					p.OnEndpointSlicesSynced()
+					t0, c0 := time.Now(), cpuTimeWithChildren()
+					if err := p.Sync(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					wall += time.Since(t0)
+					cpu += cpuTimeWithChildren() - c0
+					b.StopTimer()
+					peak = max(peak, hp.Finish())
+					if !p.Stats().Last.Full {
+						b.Fatal("the first sync was not full")
+					}
+					if err := p.Cleanup(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				b.ReportMetric(wall.Seconds()/float64(b.N), "sync-s")
+				b.ReportMetric(cpu.Seconds()/float64(b.N), "sync-cpu-s")
+				b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+				runtime.KeepAlive(c)
+			})
+		})
+	}
+}
