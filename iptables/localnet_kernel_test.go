@@ -54,6 +54,16 @@ func TestLocalhostNodePortsKernel(t *testing.T) {
 				if err := p.Sync(context.Background()); err != nil {
 					return err
 				}
+				// A full resync over the correct ruleset (KUBE-FIREWALL,
+				// its jumps) finds nothing to rewrite.
+				p.RequestFullSync()
+				if err := p.Sync(context.Background()); err != nil {
+					return err
+				}
+				if st := p.Stats(); !st.Last.Full || st.Last.Result.Writes != 0 {
+					t.Errorf("full resync over a correct ruleset: %+v, want a full sync writing nothing", st.Last)
+				}
+				t.Logf("full resync over a correct ruleset wrote %d lines", p.Stats().Last.Result.Writes)
 				v, err := sys.Get(SysctlRouteLocalnet)
 				if err != nil {
 					return err
