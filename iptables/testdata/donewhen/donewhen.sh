@@ -60,7 +60,9 @@ for g in 1 2 3 4 5 6; do
     while [ "$($IPT -t nat -S $SVC | md5sum)" == "$before" ]; do sleep 0.05; done
     echo "endpoint change $g: in the kernel after $(echo "$(now) - $t" | bc | cut -c1-5) s from the file write (file re-read every 2 s, min-sync 1 s)"
   else
+    seen=$(grep -c '"endpointSlice"={"name"="svc-0-x"' $DIR/log)
     python3 $GEN $N $E $g > $DIR/objs.new; mv $DIR/objs.new $DIR/objs.yaml
+    for i in $(seq 1 200); do [ "$(grep -c '"endpointSlice"={"name"="svc-0-x"' $DIR/log)" != "$seen" ] && break; sleep 0.1; done
   fi
   sleep 4
   echo "endpoint change $g: proxy had it (handler called) -> the sync that applied it returned: $(handoff) s"
