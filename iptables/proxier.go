@@ -49,6 +49,9 @@ type Proxier struct {
 	// stamps are the xtables.TableStamper stamps of the tables as last
 	// written or verified to hold the canary (none: check with a command).
 	stamps map[xtables.Table]uint64
+	// resync proves the tables unchanged since our last write, so a full
+	// resync may skip the listing (resync.go).
+	resync resyncState
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
@@ -131,7 +134,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 				return engine.Result{}, err
 			}
 		}
-		existing, err := p.ensureBase(ctx)
+		existing, err := p.ensureBaseOrSkip(ctx, req)
 		if err != nil {
 			return engine.Result{}, fmt.Errorf("ensure chains: %w", err)
 		}
@@ -155,7 +158,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		before = p.tableStamps()
 	}
 	if len(payload) > 0 {
-		if err := p.restore(ctx, payload, full); err != nil {
+		if err := p.restoreTracked(ctx, payload, full); err != nil {
 			p.r.discard()
 			p.r.releaseLarge()
 			p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)

@@ -40,8 +40,16 @@ func (c *Custody) Lose() { c.known = false }
 // before and after it: custody holds if the generation before it was the
 // recorded one and exactly one transaction (ours) committed. Anything else
 // loses custody. It reports whether custody holds.
-func (c *Custody) Committed(before, after uint32) bool {
-	if !c.known || before != c.gen || after != Next(before) {
+func (c *Custody) Committed(before, after uint32) bool { return c.CommittedN(before, after, 1) }
+
+// CommittedN is Committed for n transactions of ours (n >= 0) between the
+// two reads.
+func (c *Custody) CommittedN(before, after uint32, n int) bool {
+	want := before
+	for range n {
+		want = Next(want)
+	}
+	if !c.known || before != c.gen || after != want {
 		c.known = false
 		return false
 	}

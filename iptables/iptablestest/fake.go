@@ -32,6 +32,10 @@ type Fake struct {
 	restoreHook func(data []byte) error
 	// changes counts the calls that may have changed a table (TableStamp).
 	changes uint64
+	// gen models the nftables generation id (watch.go): one per command
+	// that changed a table, one per restored table section with a line.
+	gen   uint32
+	watch string
 
 	// Faults injects failures and counts calls, by method name
 	// ("Restore", "SaveInto", "EnsureRule", ...). A failed call changes
@@ -283,6 +287,7 @@ func (f *Fake) EnsureChain(ctx context.Context, table xtables.Table, chain xtabl
 		return false, err
 	}
 	t.chains[chain] = &chainState{name: chain}
+	f.gen++
 	return false, nil
 }
 
@@ -302,7 +307,7 @@ func (f *Fake) FlushChain(ctx context.Context, table xtables.Table, chain xtable
 	if err != nil {
 		return err
 	}
-	return t.flush(chain)
+	return f.counted(t.flush(chain))
 }
 
 // DeleteChain implements xtables.Runner (iptables -X): the chain must be
@@ -322,7 +327,7 @@ func (f *Fake) DeleteChain(ctx context.Context, table xtables.Table, chain xtabl
 	if err != nil {
 		return err
 	}
-	return t.deleteChain(chain)
+	return f.counted(t.deleteChain(chain))
 }
 
 // ChainExists implements xtables.Runner.
@@ -388,6 +393,7 @@ func (f *Fake) EnsureRule(ctx context.Context, position xtables.RulePosition, ta
 		t.remove(c, pos)
 		return false, fmt.Errorf("%w: %v", ErrLoop, loop)
 	}
+	f.gen++
 	return false, nil
 }
 
@@ -424,6 +430,7 @@ func (f *Fake) DeleteRule(ctx context.Context, table xtables.Table, chain xtable
 	}
 	if i := c.find(r.key); i >= 0 {
 		t.remove(c, i)
+		f.gen++
 	}
 	return nil
 }
@@ -471,6 +478,9 @@ func (f *Fake) Restore(ctx context.Context, data []byte) error {
 	if err == nil {
 		f.changes++
 		err = f.restore(data)
+		if err == nil {
+			f.gen += sectionsWithLines(data)
+		}
 	}
 	if err != nil {
 		f.stats.FailedRestores++
@@ -1097,4 +1107,13 @@ func (f *Fake) restoreCommand(cur *tableState, line string) error {
 		return fmt.Errorf("%w: -E (rename chain) is not supported by the fake", ErrBadRule)
 	}
 	return fmt.Errorf("%w: unknown command %q", ErrBadRule, cmd)
+}
+
+// counted notes a command that changed a table (err nil) in the modelled
+// generation.
+func (f *Fake) counted(err error) error {
+	if err == nil {
+		f.gen++
+	}
+	return err
 }

@@ -1,0 +1,84 @@
+package iptablestest
+
+import (
+	"bytes"
+	"hash/fnv"
+
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
+)
+
+var _ iptables.TableWatch = (*Fake)(nil)
+
+// SetTableWatch chooses what the Fake answers as an iptables.TableWatch,
+// modelling a backend: xtables.BackendNFT, the nftables generation id
+// (one per command that changed a table, and one per restored table
+// section holding a line, as iptables-nft-restore commits); or
+// xtables.BackendLegacy, a digest of each table (its rules as Dump prints
+// them) with the legacy blob's entry count. "" (the default) answers
+// neither, so an engine lists the tables on every full sync.
+func (f *Fake) SetTableWatch(backend string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watch = backend
+}
+
+// TableGeneration implements iptables.TableWatch (see SetTableWatch).
+func (f *Fake) TableGeneration() (uint32, bool, error) {
+	if err := f.Hit("TableGeneration"); err != nil {
+		return 0, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen, f.watch == xtables.BackendNFT, nil
+}
+
+// TableDigest implements iptables.TableWatch (see SetTableWatch).
+func (f *Fake) TableDigest(table xtables.Table) (iptables.TableDigest, bool, error) {
+	if err := f.Hit("TableDigest"); err != nil {
+		return iptables.TableDigest{}, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.watch != xtables.BackendLegacy {
+		return iptables.TableDigest{}, false, nil
+	}
+	t, err := f.table(table, false)
+	if err != nil {
+		return iptables.TableDigest{}, false, err
+	}
+	var buf bytes.Buffer
+	t.dump(&buf)
+	h := fnv.New64a()
+	h.Write(buf.Bytes())
+	entries := 1
+	for _, c := range t.chains {
+		entries += len(c.rules) + 2
+		if c.builtin {
+			entries--
+		}
+	}
+	return iptables.TableDigest{Hash: h.Sum64(), Entries: uint32(entries)}, true, nil
+}
+
+// sectionsWithLines counts the table sections of a restore input holding
+// at least one line (what iptables-nft-restore commits).
+func sectionsWithLines(data []byte) uint32 {
+	var n uint32
+	in, any := false, false
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		switch {
+		case len(line) == 0 || line[0] == '#':
+		case line[0] == '*':
+			in, any = true, false
+		case bytes.Equal(line, []byte("COMMIT")):
+			if in && any {
+				n++
+			}
+			in = false
+		default:
+			any = true
+		}
+	}
+	return n
+}
