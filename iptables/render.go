@@ -51,9 +51,11 @@ type renderer struct {
 	// legacy re-apply at 10,000 services: 7.4-7.6 s -> 5.6-6.5 s).
 	existing map[xtables.Chain]struct{}
 	svcOut   lineWriter // one service's own rules, before they join out
-	staleX   lineWriter // deletions, after every rule referencing them is gone
-	tail     []string   // nat KUBE-SERVICES tail rules (to KUBE-NODEPORTS)
-	names    []proxy.ServicePortName
+	// declScratch backs servicePlan.decl while a service is written.
+	declScratch []xtables.Chain
+	staleX      lineWriter // deletions, after every rule referencing them is gone
+	tail        []string   // nat KUBE-SERVICES tail rules (to KUBE-NODEPORTS)
+	names       []proxy.ServicePortName
 	// natLines and filterLines count the rules of the last payload.
 	natLines, filterLines int
 	// sizeHint is the payload size of the last full sync, to allocate the
@@ -110,11 +112,15 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	writeLocalnetFilterRules(f, &r.env)
 	writeFixedFilterRules(f, r.mark)
 
-	r.names = r.names[:0]
+	r.names = slices.Grow(r.names[:0], len(services))
 	for name := range services {
 		r.names = append(r.names, name)
 	}
 	slices.SortFunc(r.names, compareServicePortNames)
+	// Every chain is declared: one per endpoint, up to four per service.
+	if n := countEndpoints(endpoints) + 2*len(services) + len(fixedNATChains); cap(r.decl) < n {
+		r.decl = slices.Grow(r.decl, n)
+	}
 	var gone []xtables.Chain
 	for _, name := range r.names {
 		p := &servicePlan{}
@@ -230,6 +236,13 @@ func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoint
 // difference with old), and its own rules.
 func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePort, eps []proxy.Endpoint, p *servicePlan, old *servicePlan) {
 	info := asServicePortInfo(name, svc)
+	// Sized once (its chains: one per endpoint plus up to four), and the
+	// transient declarations in a slice reused across services.
+	if p.chains == nil {
+		p.chains = make([]xtables.Chain, 0, len(eps)+4)
+	}
+	p.decl = r.declScratch[:0]
+	defer func() { r.declScratch = p.decl[:0]; p.decl = nil }()
 	r.env.keepEndpointChains = nil
 	if old != nil && !r.fullRender && old.sticky == (info.SessionAffinityType() == v1.ServiceAffinityClientIP) {
 		r.env.keepEndpointChains = old.chains
@@ -253,7 +266,6 @@ func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePor
 		r.decl = append(r.decl, p.decl...)
 	}
 	r.env.keepEndpointChains = nil
-	p.decl = nil
 	if r.fullRender {
 		r.writeShared(p)
 		return
@@ -373,8 +385,12 @@ func (r *renderer) insertDecls() {
 	if len(r.decl) == 0 {
 		return
 	}
-	slices.SortFunc(r.decl, func(a, b xtables.Chain) int { return strings.Compare(string(b), string(a)) })
+	// Descending: sorting ascending with the ordered comparison and then
+	// reversing is about twice as fast as a descending comparator (111,000
+	// names at 10,000 services).
+	slices.Sort(r.decl)
 	r.decl = slices.Compact(r.decl)
+	slices.Reverse(r.decl)
 	const at = len("*nat\n")
 	size := r.declSize(r.decl)
 	n := len(r.out.buf)

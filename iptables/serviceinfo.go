@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"net/netip"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -26,7 +27,7 @@ func newServicePortInfo(name proxy.ServicePortName, base *proxy.BaseServicePort)
 		BaseServicePort: base,
 		name:            name,
 		nameStr:         name.String(),
-		protocol:        strings.ToLower(string(name.Protocol)),
+		protocol:        lowerProtocol(name.Protocol),
 		chains:          makeServiceChainNames(name),
 	}
 }
@@ -45,7 +46,7 @@ func makeServicePort(port *v1.ServicePort, svc *v1.Service, base *proxy.BaseServ
 type endpointInfo struct {
 	*proxy.BaseEndpoint
 	str   string // "ip:port"
-	ipStr string
+	ipStr string // the ip of str (not a string of its own)
 	chain xtables.Chain
 }
 
@@ -54,9 +55,24 @@ func newEndpointInfo(base *proxy.BaseEndpoint, name *proxy.ServicePortName) *end
 	return &endpointInfo{
 		BaseEndpoint: base,
 		str:          str,
-		ipStr:        base.Addr.String(),
+		ipStr:        hostOf(str, base.Addr),
 		chain:        endpointChainName(*name, str),
 	}
+}
+
+// hostOf returns the address part of str, addr's "ip:port" or "[ip]:port"
+// (netip.AddrPort's String), which is addr.String().
+func hostOf(str string, addr netip.Addr) string {
+	i := strings.LastIndexByte(str, ':')
+	switch {
+	case !addr.IsValid() || i < 0:
+		return addr.String()
+	case addr.Is4():
+		return str[:i]
+	case i >= 2 && str[0] == '[' && str[i-1] == ']':
+		return str[1 : i-1]
+	}
+	return addr.String()
 }
 
 // makeEndpoint is the tracker's MakeEndpoint hook.
