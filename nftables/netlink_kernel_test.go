@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -332,6 +333,31 @@ func TestKernelNetlinkEquivalence(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestKernelNetlinkInterfaceMatches: the local-traffic matches by
+// interface name (a bridge, a name prefix) written over netlink equal
+// nft's.
+func TestKernelNetlinkInterfaceMatches(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	for _, ld := range []proxy.LocalDetector{
+		{Mode: proxy.LocalModeBridgeInterface, Interface: "cni0"},
+		{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: "veth"},
+	} {
+		t.Run(string(ld.Mode), func(t *testing.T) {
+			cfg := conformanceConfig(topo, proxytest.Options{})
+			cfg.LocalDetector = ld
+			withTwin(t, v1.IPv4Protocol, cfg, func(tw *twin) {
+				tw.step("empty", proxytest.Objects{})
+				before := tw.nl.batches.Load()
+				tw.step("forms", formsObjects(topo))
+				if tw.nl.batches.Load() != before+1 {
+					t.Fatal("the forms step did not go over netlink")
+				}
+				tw.step("none", proxytest.Objects{})
+			})
+		})
 	}
 }
 

@@ -94,7 +94,11 @@ func encodeChangeSet(family byte, cs *changeSet) ([]netlink.Message, error) {
 			if err != nil {
 				return nil, err
 			}
-			e.addRule(w.spec.name, exprs, ruleComment(w.spec, i))
+			c := ruleComment(w.spec, i)
+			if len(c) > maxComment {
+				return nil, errNotEncodable
+			}
+			e.addRule(w.spec.name, exprs, c)
 		}
 	}
 	if err := e.elements(unix.NFT_MSG_NEWSETELEM, cs.elemAdds, true); err != nil {
@@ -165,6 +169,10 @@ func (e *nlEncoder) affinitySet(s setSpec) error {
 	})
 	return nil
 }
+
+// maxComment is the longest comment a one-byte TLV length holds with its
+// NUL; longer ones go through nft (which refuses them).
+const maxComment = 254
 
 // userdataComment is a comment TLV (type 0 for rules and set elements
 // alike), NUL-terminated as nft writes it.
@@ -247,6 +255,9 @@ func (e *nlEncoder) element(el elemSpec, add bool) ([]byte, error) {
 			return nil, err
 		}
 		b = append(b, nlattr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_DATA, v)...)
+	}
+	if len(el.comment) > maxComment {
+		return nil, errNotEncodable
 	}
 	if el.comment != "" {
 		b = append(b, nlattr(unix.NFTA_SET_ELEM_USERDATA, userdataComment(el.comment))...)
