@@ -150,6 +150,7 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 			return cs.renderedOps(), nil
 		}
 		// A form the encoder does not know: nft writes it.
+		p.log.V(4).Info("Partial sync through nft: the change set holds a form the netlink encoder does not know")
 	}
 	tx := p.nft.NewTransaction()
 	render(tx, cs)
