@@ -24,7 +24,10 @@ import (
 // network namespace of its own, for the side-by-side with upstream's
 // nftables proxier (`upstream-bench -backend real -proxiers nftables`): per
 // op a new Proxier, every object fed, the first (full) sync of the empty
-// table, then the table deleted. sync-s and sync-cpu-s (this process and the
+// table, then a restart (another new Proxier fed the same objects, its
+// first sync over that table, which must write nothing: restart-s), then
+// the table deleted. The op is timed up to the end of the first sync;
+// the restart is timed on its own. sync-s and sync-cpu-s (this process and the
 // nft processes) are the first sync's; peak-heap-MiB is the largest live
 // heap sampled every millisecond over the op, the objects included, as
 // upstream-bench reports it.
@@ -35,13 +38,9 @@ func BenchmarkKernelColdStartBench(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			inFreshNetns(b, func() {
 				c := proxytest.NewBenchCluster(n)
-				var wall, cpu time.Duration
+				var wall, cpu, restart, restartCPU time.Duration
 				var peak uint64
-				for b.Loop() {
-					b.StopTimer()
-					runtime.GC()
-					hp := proxytest.StartHeapPeak()
-					b.StartTimer()
+				start := func() *nftables.Proxier {
 					ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
 					if err != nil {
 						b.Skipf("nftables unavailable: %v", err)
@@ -63,6 +62,14 @@ func BenchmarkKernelColdStartBench(b *testing.B) {
 					}
 					p.OnServiceSynced()
 					p.OnEndpointSlicesSynced()
+					return p
+				}
+				for b.Loop() {
+					b.StopTimer()
+					runtime.GC()
+					hp := proxytest.StartHeapPeak()
+					b.StartTimer()
+					p := start()
 					t0, c0 := time.Now(), cpuTimeWithChildren()
 					if err := p.Sync(context.Background()); err != nil {
 						b.Fatal(err)
@@ -74,6 +81,17 @@ func BenchmarkKernelColdStartBench(b *testing.B) {
 					if !p.Stats().Last.Full {
 						b.Fatal("the first sync was not full")
 					}
+					// A restart: a new Proxier over the table just written.
+					q := start()
+					t0, c0 = time.Now(), cpuTimeWithChildren()
+					if err := q.Sync(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					restart += time.Since(t0)
+					restartCPU += cpuTimeWithChildren() - c0
+					if w := q.Stats().Last.Result.Writes; w != 0 {
+						b.Errorf("the restart wrote %d operations", w)
+					}
 					if err := p.Cleanup(context.Background()); err != nil {
 						b.Fatal(err)
 					}
@@ -82,6 +100,8 @@ func BenchmarkKernelColdStartBench(b *testing.B) {
 				b.ReportMetric(wall.Seconds()/float64(b.N), "sync-s")
 				b.ReportMetric(cpu.Seconds()/float64(b.N), "sync-cpu-s")
 				b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+				b.ReportMetric(restart.Seconds()/float64(b.N), "restart-s")
+				b.ReportMetric(restartCPU.Seconds()/float64(b.N), "restart-cpu-s")
 				runtime.KeepAlive(c)
 			})
 		})

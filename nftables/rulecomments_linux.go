@@ -8,9 +8,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	gnft "github.com/google/nftables"
@@ -81,58 +84,128 @@ func (l *netlinkRuleLister) TableExists(_ context.Context) (bool, error) {
 }
 
 func (l *netlinkRuleLister) FirstRuleComments(ctx context.Context, chains []string) (map[string]*string, error) {
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
-	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
+	// Sockets are opened here, on the caller's thread, so they belong to
+	// its network namespace whichever threads the workers then run on.
+	workers := min(runtime.GOMAXPROCS(0), 4, max(1, len(chains)/1024))
+	fds := make([]int, 0, workers)
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for range workers {
+		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		if err != nil {
+			return nil, fmt.Errorf("netlink: %w", err)
+		}
+		fds = append(fds, fd)
+		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+			return nil, fmt.Errorf("netlink bind: %w", err)
+		}
 	}
-	defer conn.Close()
-	return l.perChain(ctx, conn, chains)
+	results := make([]map[string]*string, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*len(chains)/workers, (w+1)*len(chains)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[w], errs[w] = l.perChain(ctx, fds[w], chains[lo:hi])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*string, len(chains))
+	for _, r := range results {
+		maps.Copy(out, r)
+	}
+	return out, nil
 }
 
-func (l *netlinkRuleLister) perChain(ctx context.Context, conn *netlink.Conn, chains []string) (map[string]*string, error) {
+// perChain dumps the rules of each chain in turn on fd and keeps the first
+// one's comment. It talks to the socket directly, one request and its
+// reply in one buffer reused throughout: at 110,000 chains that took
+// 2.6 s where the same requests through mdlayher/netlink's Conn (which
+// allocates per message and reads the end of each dump separately) took
+// 20-23 s (BENCHMARKS.md).
+func (l *netlinkRuleLister) perChain(ctx context.Context, fd int, chains []string) (map[string]*string, error) {
 	out := make(map[string]*string, len(chains))
-	hdr := []byte{l.family, unix.NFNETLINK_V0, 0, 0}
+	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
+	buf := make([]byte, 64<<10)
+	req := make([]byte, 0, 512)
 	for i, chain := range chains {
 		if i%1024 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		ae := netlink.NewAttributeEncoder()
-		ae.String(unix.NFTA_RULE_TABLE, l.table)
-		ae.String(unix.NFTA_RULE_CHAIN, chain)
-		attrs, err := ae.Encode()
-		if err != nil {
-			return nil, err
+		seq := uint32(i + 1)
+		req = append(req[:0], make([]byte, unix.NLMSG_HDRLEN)...)
+		req = append(req, l.family, unix.NFNETLINK_V0, 0, 0)
+		req = appendStringAttr(req, unix.NFTA_RULE_TABLE, l.table)
+		req = appendStringAttr(req, unix.NFTA_RULE_CHAIN, chain)
+		binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+		binary.NativeEndian.PutUint16(req[4:], uint16(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETRULE))
+		binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+		binary.NativeEndian.PutUint32(req[8:], seq)
+		if err := unix.Sendto(fd, req, 0, sa); err != nil {
+			return nil, fmt.Errorf("netlink rule dump of %s: %w", chain, err)
 		}
-		req := netlink.Message{
-			Header: netlink.Header{
-				Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE),
-				Flags: netlink.Request | netlink.Dump,
-			},
-			Data: append(hdr, attrs...),
-		}
-		if _, err := conn.Send(req); err != nil {
-			return nil, fmt.Errorf("netlink rule dump: %w", err)
-		}
-		first := true
-		for m, err := range conn.ReceiveIter() {
+		first, done := true, false
+		for !done {
+			n, _, err := unix.Recvfrom(fd, buf, 0)
 			if err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					break // chain gone meanwhile
-				}
 				return nil, fmt.Errorf("netlink rule dump of %s: %w", chain, err)
 			}
-			if m.Header.Type != netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE) || len(m.Data) < 4 || !first {
-				continue
+			b := buf[:n]
+			for len(b) >= unix.NLMSG_HDRLEN {
+				size := int(binary.NativeEndian.Uint32(b[0:]))
+				if size < unix.NLMSG_HDRLEN || size > len(b) {
+					return nil, fmt.Errorf("netlink rule dump of %s: malformed message", chain)
+				}
+				typ := binary.NativeEndian.Uint16(b[4:])
+				if binary.NativeEndian.Uint32(b[8:]) == seq {
+					data := b[unix.NLMSG_HDRLEN:size]
+					switch typ {
+					case unix.NLMSG_DONE:
+						done = true
+					case unix.NLMSG_ERROR:
+						done = true
+						if len(data) >= 4 {
+							if e := unix.Errno(-int32(binary.NativeEndian.Uint32(data))); e != 0 && e != unix.ENOENT {
+								return nil, fmt.Errorf("netlink rule dump of %s: %w", chain, e)
+							} // ENOENT: the chain went meanwhile
+						}
+					case unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE:
+						if first && len(data) >= 4 {
+							first = false
+							_, comment, err := parseRuleMessage(data[4:])
+							if err != nil {
+								return nil, err
+							}
+							out[chain] = comment
+						}
+					}
+				}
+				b = b[min(len(b), (size+3)&^3):]
 			}
-			first = false
-			_, comment, err := parseRuleMessage(m.Data[4:])
-			if err != nil {
-				return nil, err
-			}
-			out[chain] = comment
 		}
 	}
 	return out, nil
+}
+
+// appendStringAttr appends a NUL-terminated string netlink attribute,
+// padded to 4 bytes.
+func appendStringAttr(b []byte, typ uint16, s string) []byte {
+	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(s)+1))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, s...)
+	b = append(b, 0)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
 }
 
 // parseRuleMessage reads a rule's chain and comment (userdata TLV type 0,
