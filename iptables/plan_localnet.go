@@ -74,11 +74,15 @@ func (s procSysctl) Set(name string, value int) error {
 // NodePortAddresses, to run without it.
 var ErrRouteLocalnet = errors.New("iptables: cannot set " + SysctlRouteLocalnet + " for localhost node ports")
 
-// servesLocalhostNodePorts reports whether node ports are served on
-// 127.0.0.0/8: LocalhostNodePorts on, an IPv4 engine, and
-// NodePortAddresses empty or with an IPv4 CIDR holding a loopback
-// address (kube-proxy's ContainsIPv4Loopback: a CIDR containing 127.0.0.0
-// or one whose address is loopback).
+// ServesLocalhostNodePorts reports whether a Proxier with this Config
+// serves node ports on 127.0.0.0/8 (and so sets route_localnet):
+// LocalhostNodePorts on, IPFamily IPv4 (or unset), and NodePortAddresses
+// empty or with an IPv4 CIDR holding a loopback address (kube-proxy's
+// ContainsIPv4Loopback: a CIDR containing 127.0.0.0, or one whose
+// address is loopback). For a tool that prepares a node before the proxy
+// runs, as kube-proxy's --init-only does.
+func (c Config) ServesLocalhostNodePorts() bool { return servesLocalhostNodePorts(&c) }
+
 func servesLocalhostNodePorts(cfg *Config) bool {
 	if !cfg.LocalhostNodePorts || cfg.IPFamily == v1.IPv6Protocol {
 		return false

@@ -240,7 +240,7 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 
 	// The rest of kube-proxy v1.34's flags, with its meanings.
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "If set, write the effective configuration (defaults, --config, then flags) to this file as a KubeProxyConfiguration and exit.")
-	fs.BoolVar(&o.initOnly, "init-only", false, "If true, apply the node settings that need full root privileges (conntrack sysctls, OOM score), then exit. After that the proxy needs only CAP_NET_ADMIN.")
+	fs.BoolVar(&o.initOnly, "init-only", false, "If true, apply the node settings that need full root privileges (conntrack sysctls, OOM score, and in the iptables mode route_localnet for localhost node ports), then exit. After that the proxy needs only CAP_NET_ADMIN.")
 	fs.Var(&o.version, "version", "--version, --version=raw prints version information and quits; --version=false does nothing.")
 	fs.Lookup("version").NoOptDefVal = "true"
 	fs.Var(featureGatesFlag{&fv.FeatureGates}, "feature-gates", "A set of key=value pairs for kube-proxy v1.34's feature gates. Every gate kube-proxy knows is accepted (locked gates only at their locked value); none changes svcproxy's behaviour, and gates set away from their default are logged once.")

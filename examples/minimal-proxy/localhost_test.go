@@ -4,6 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/go-logr/logr"
+
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 )
 
 // --iptables-localhost-nodeports (default true, as kube-proxy) reaches the
@@ -40,5 +45,33 @@ func TestDryRunLocalhostNodePorts(t *testing.T) {
 	}
 	if n := strings.Count(errOut, "has no effect in this proxy mode"); n != 1 {
 		t.Errorf("ipvs with --iptables-localhost-nodeports=false: %d notes, want 1:\n%s", n, errOut)
+	}
+}
+
+// --init-only sets route_localnet as kube-proxy's iptables proxier does at
+// construction: in the iptables mode, with localhost node ports on and
+// node port addresses that let loopback in; never otherwise.
+func TestInitLocalhostNodePorts(t *testing.T) {
+	no := false
+	for _, tc := range []struct {
+		name string
+		mod  func(*KubeProxyConfiguration)
+		want int
+	}{
+		{"defaults", func(*KubeProxyConfiguration) {}, 1},
+		{"turned off", func(c *KubeProxyConfiguration) { c.IPTables.LocalhostNodePorts = &no }, 0},
+		{"ipvs mode", func(c *KubeProxyConfiguration) { c.Mode = modeIPVS }, 0},
+		{"node port addresses without loopback", func(c *KubeProxyConfiguration) { c.NodePortAddresses = []string{"192.168.0.0/16"} }, 0},
+		{"node port addresses with loopback", func(c *KubeProxyConfiguration) { c.NodePortAddresses = []string{"127.0.0.0/8", "192.168.0.0/16"} }, 1},
+	} {
+		cfg := defaultConfig()
+		tc.mod(cfg)
+		sys := iptablestest.NewSysctl(nil)
+		if err := initLocalhostNodePorts(cfg, sys, logr.Discard()); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if v, _ := sys.Get(iptables.SysctlRouteLocalnet); v != tc.want {
+			t.Errorf("%s: route_localnet = %d, want %d", tc.name, v, tc.want)
+		}
 	}
 }

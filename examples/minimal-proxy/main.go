@@ -19,7 +19,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/proxy"
+	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
@@ -93,7 +95,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Info("Cleanup done")
 		return exitOK
 	case o.initOnly:
-		if err := initNode(o.config, log); err != nil {
+		err := initNode(o.config, log)
+		if runtime.GOOS == "linux" {
+			err = errors.Join(err, initLocalhostNodePorts(o.config, procSysctls{}, log))
+		}
+		if err != nil {
 			log.Error(err, "Initialization failed")
 			return exitFailed
 		}
@@ -118,6 +124,37 @@ func initNode(cfg *KubeProxyConfiguration, log logr.Logger) error {
 		return nil
 	}
 	return applyConntrack(cfg.Conntrack, procSysctls{}, numCPU(), log.WithName("conntrack"))
+}
+
+// initLocalhostNodePorts sets route_localnet for --init-only, as
+// kube-proxy's iptables proxier does at construction (which --init-only
+// runs), when the iptables mode will serve node ports on 127.0.0.1. A
+// running engine sets it itself at each full sync.
+func initLocalhostNodePorts(cfg *KubeProxyConfiguration, sys iptables.Sysctl, log logr.Logger) error {
+	if cfg.Mode != "" && cfg.Mode != modeIPTables {
+		return nil
+	}
+	npa, err := nodePortAddresses(cfg.NodePortAddresses, nil)
+	if err != nil {
+		return err
+	}
+	icfg := iptables.Config{
+		Common:             enginebase.Common{IPFamily: v1.IPv4Protocol},
+		NodePortAddresses:  npa,
+		LocalhostNodePorts: cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts,
+	}
+	if !icfg.ServesLocalhostNodePorts() {
+		return nil
+	}
+	if v, err := sys.Get(iptables.SysctlRouteLocalnet); err == nil && v == 1 {
+		return nil
+	}
+	log.Info("Setting route_localnet=1 to allow node ports on localhost; to change this either turn off localhost node ports (--iptables-localhost-nodeports=false) or set node port addresses (--nodeport-addresses) that leave out loopback")
+	if err := sys.Set(iptables.SysctlRouteLocalnet, 1); err != nil {
+		log.Info("Warning: could not set a sysctl; leaving it as is", "name", iptables.SysctlRouteLocalnet, "want", 1, "err", err.Error())
+		return fmt.Errorf("setting %s: %w", iptables.SysctlRouteLocalnet, err)
+	}
+	return nil
 }
 
 // dryRunAPIWait bounds how long a dry run waits for the API server.
