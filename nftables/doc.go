@@ -43,9 +43,11 @@
 //     The encoder writes the expressions nft generates for the planner's
 //     per-service rule forms, chains, affinity sets and elements (so
 //     "nft list table" shows the same table, comments and content hashes
-//     included); a change set holding anything else (a firewall rule with
-//     several source ranges, which needs an anonymous set) goes through
-//     nft whole, as full syncs and the dry run always do. The kernel
+//     included), firewall rules with several source ranges as the
+//     anonymous interval sets nft makes of them; a change set holding
+//     anything else (source ranges that overlap or touch, which nft
+//     merges, or that reach the last address) goes through nft whole, as
+//     full syncs and the dry run always do. The kernel
 //     applies a batch atomically; the engine records it only once the
 //     kernel acknowledged it, and a refused batch (*BatchError) fails the
 //     sync, so the next one is full. What remains O(table) is the

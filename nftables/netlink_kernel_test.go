@@ -253,6 +253,14 @@ func sourceRange(topo proxytest.Topology, i int) string {
 	return []string{"203.0.113.0/25", "198.18.0.0/15"}[i]
 }
 
+// touchingRange is the range right after sourceRange(topo, 0).
+func touchingRange(topo proxytest.Topology) string {
+	if topo.Family == v1.IPv6Protocol {
+		return "2001:db8:ff80::/41"
+	}
+	return "203.0.113.128/25"
+}
+
 // TestKernelNetlinkEquivalence: for every rule and element form, and
 // along a random walk through the conformance table's states, partial
 // syncs written over netlink leave exactly the table nft leaves (same
@@ -280,10 +288,19 @@ func TestKernelNetlinkEquivalence(t *testing.T) {
 					tw.step("none", proxytest.Objects{})
 					tw.step("forms again", forms)
 
-					// Two source ranges: an anonymous set, written by nft.
+					// Two source ranges: an anonymous interval set.
 					multi := formsObjects(topo)
 					multi.Services[2].Spec.LoadBalancerSourceRanges = append(multi.Services[2].Spec.LoadBalancerSourceRanges, sourceRange(topo, 1))
+					before = tw.nl.batches.Load()
 					tw.step("two source ranges", multi)
+					if tw.nl.batches.Load() != before+1 {
+						t.Fatal("the two-range firewall did not go over netlink")
+					}
+					// Ranges that touch (nft merges them): left to nft.
+					merged := formsObjects(topo)
+					merged.Services[2].Spec.LoadBalancerSourceRanges = append(merged.Services[2].Spec.LoadBalancerSourceRanges, touchingRange(topo))
+					tw.step("touching source ranges", merged)
+					tw.step("two source ranges again", multi)
 
 					// Every step of the conformance table, in a random order.
 					r := rand.New(rand.NewPCG(uint64(len(scs)), 7))

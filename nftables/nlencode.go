@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -25,10 +26,11 @@ import (
 // and the rule forms the planner emits for per-service chains, each
 // encoded into the expressions nft 1.0.6 generates for its text (the
 // implicit "meta l4proto" before a port match, byte-aligned prefixes
-// loaded short, others masked, single-element sets turned into plain
-// matches). Anything else (a base chain, the table, an anonymous set of
-// several elements, a rule form it does not parse) makes the whole change
-// set go through nft as before: errNotEncodable.
+// loaded short, others masked, a one-element set turned into a plain
+// match, a set of several prefixes into an anonymous interval set). Anything
+// else (a base chain, the table, prefixes nft would merge, a rule form it
+// does not parse) makes the whole change set go through nft as before:
+// errNotEncodable.
 
 var errNotEncodable = errors.New("not encodable over netlink")
 
@@ -444,24 +446,36 @@ func (e *nlEncoder) addrMatch(f []string) ([]expr.Any, int, error) {
 	}
 	val := f[n]
 	if val == "{" {
-		// Only "{ X }": more elements would be an anonymous set.
-		if n+2 >= len(f) || f[n+2] != "}" || strings.HasSuffix(f[n+1], ",") {
+		var elems []string
+		end := -1
+		for i := n + 1; i < len(f); i++ {
+			if f[i] == "}" {
+				end = i
+				break
+			}
+			elems = append(elems, strings.TrimSuffix(f[i], ","))
+		}
+		if end < 0 || len(elems) == 0 {
 			return nil, 0, errNotEncodable
 		}
-		val, n = f[n+1], n+2
+		if len(elems) > 1 {
+			// An anonymous interval set, looked up.
+			id, err := e.anonymousPrefixSet(elems)
+			if err != nil {
+				return nil, 0, err
+			}
+			return []expr.Any{
+				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(e.ipLen())},
+				&expr.Lookup{SourceRegister: reg1, SetName: anonymousSetName, SetID: id, Invert: op == expr.CmpOpNeq},
+			}, end + 1, nil
+		}
+		// One element: nft makes it a plain match.
+		val, n = elems[0], end
 	}
-	pfx, err := netip.ParsePrefix(val)
+	pfx, err := e.parsePrefix(val)
 	if err != nil {
-		a, aerr := netip.ParseAddr(val)
-		if aerr != nil {
-			return nil, 0, errNotEncodable
-		}
-		pfx = netip.PrefixFrom(a, a.BitLen())
+		return nil, 0, err
 	}
-	if pfx.Addr().BitLen() != e.ipLen()*8 || pfx.Addr().Zone() != "" || pfx.Bits() == 0 {
-		return nil, 0, errNotEncodable
-	}
-	pfx = pfx.Masked()
 	bits, full := pfx.Bits(), e.ipLen()
 	addr := pfx.Addr().AsSlice()
 	// nft loads a byte-aligned prefix short and compares it; any other
@@ -482,6 +496,119 @@ func (e *nlEncoder) addrMatch(f []string) ([]expr.Any, int, error) {
 	}
 	out = append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr})
 	return out, n + 1, nil
+}
+
+// parsePrefix reads an address or a prefix of the encoder's family,
+// masked; a zero-length prefix is not encodable (nft drops the match).
+func (e *nlEncoder) parsePrefix(val string) (netip.Prefix, error) {
+	pfx, err := netip.ParsePrefix(val)
+	if err != nil {
+		a, aerr := netip.ParseAddr(val)
+		if aerr != nil {
+			return netip.Prefix{}, errNotEncodable
+		}
+		pfx = netip.PrefixFrom(a, a.BitLen())
+	}
+	if pfx.Addr().BitLen() != e.ipLen()*8 || pfx.Addr().Zone() != "" || pfx.Bits() == 0 {
+		return netip.Prefix{}, errNotEncodable
+	}
+	return pfx.Masked(), nil
+}
+
+// anonymousSetName is the name nft gives an anonymous set: the kernel
+// fills in a free number, and the batch refers to it by its id.
+const anonymousSetName = "__set%d"
+
+// anonymousPrefixSet adds the constant interval set nft makes of
+// "{ A, B/n, … }" (set, then elements) and returns its id. nft sends each
+// prefix as its start and, flagged as an interval end, the address after
+// its last one, in ascending order, led by an interval end at the zero
+// address unless a prefix starts there. Prefixes that overlap or touch
+// (nft merges them) or reach the last address (an open interval) are
+// left to nft.
+func (e *nlEncoder) anonymousPrefixSet(elems []string) (uint32, error) {
+	type span struct{ start, next netip.Addr }
+	var spans []span
+	for _, v := range elems {
+		pfx, err := e.parsePrefix(v)
+		if err != nil {
+			return 0, err
+		}
+		last := lastAddr(pfx)
+		next := last.Next()
+		if !next.IsValid() {
+			return 0, errNotEncodable
+		}
+		spans = append(spans, span{pfx.Addr(), next})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Less(spans[j].start) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start.Compare(spans[i-1].next) <= 0 {
+			return 0, errNotEncodable
+		}
+	}
+	zero := netip.IPv4Unspecified()
+	keyType, desc, field := uint32(7), uint32(12), uint32(11) // ipv4_addr; payload ip, saddr
+	if e.ipLen() == 16 {
+		zero = netip.IPv6Unspecified()
+		keyType, desc, field = 8, 13, 8 // ipv6_addr; payload ip6, saddr
+	}
+	type elem struct {
+		key []byte
+		end bool
+	}
+	var out []elem
+	if spans[0].start != zero {
+		out = append(out, elem{zero.AsSlice(), true})
+	}
+	for _, sp := range spans {
+		out = append(out, elem{sp.start.AsSlice(), false}, elem{sp.next.AsSlice(), true})
+	}
+	e.setID++
+	id := e.setID
+	u32 := func(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
+	tlv := func(typ byte, v []byte) []byte { return append([]byte{typ, byte(len(v))}, v...) }
+	typeof := append(tlv(0, u32(7)), tlv(1, append(tlv(0, u32(desc)), tlv(1, u32(field))...))...)
+	ud := append(append(tlv(0, u32(2)), tlv(2, u32(1))...), tlv(3, typeof)...)
+	e.add(unix.NFT_MSG_NEWSET, netlink.Create, func(ae *netlink.AttributeEncoder) {
+		ae.String(unix.NFTA_SET_TABLE, e.table)
+		ae.String(unix.NFTA_SET_NAME, anonymousSetName)
+		ae.Uint32(unix.NFTA_SET_FLAGS, unix.NFT_SET_ANONYMOUS|unix.NFT_SET_CONSTANT|unix.NFT_SET_INTERVAL)
+		ae.Uint32(unix.NFTA_SET_KEY_TYPE, keyType)
+		ae.Uint32(unix.NFTA_SET_KEY_LEN, uint32(e.ipLen()))
+		ae.Uint32(unix.NFTA_SET_ID, id)
+		ae.Nested(unix.NFTA_SET_DESC, func(nae *netlink.AttributeEncoder) error {
+			nae.Uint32(unix.NFTA_SET_DESC_SIZE, uint32(len(out)))
+			return nil
+		})
+		ae.Bytes(unix.NFTA_SET_USERDATA, ud)
+	})
+	var list []byte
+	for _, el := range out {
+		var b []byte
+		if el.end {
+			b = nlattr(unix.NFTA_SET_ELEM_FLAGS, binary.BigEndian.AppendUint32(nil, unix.NFT_SET_ELEM_INTERVAL_END))
+		}
+		b = append(b, nlattr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_KEY, nlattr(unix.NFTA_DATA_VALUE, el.key))...)
+		list = append(list, nlattr(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, b)...)
+	}
+	e.add(unix.NFT_MSG_NEWSETELEM, netlink.Create, func(ae *netlink.AttributeEncoder) {
+		ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
+		ae.String(unix.NFTA_SET_ELEM_LIST_SET, anonymousSetName)
+		ae.Uint32(unix.NFTA_SET_ELEM_LIST_SET_ID, id)
+		ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_LIST_ELEMENTS, list)
+	})
+	return id, nil
+}
+
+// lastAddr is the last address of a (masked) prefix.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // l4proto is "meta l4proto P" (also nft's implicit dependency of a port

@@ -44,8 +44,11 @@ func TestEncoderKnowsEveryServiceRule(t *testing.T) {
 func TestEncoderFallsBack(t *testing.T) {
 	e := newNLEncoder(unix.NFPROTO_IPV4)
 	for _, r := range []string{
-		"ip saddr != { 203.0.113.0/25, 198.18.0.0/15 } drop", // anonymous set
-		"ip6 saddr fd00::1 drop",                             // other family
+		"ip saddr != { 203.0.113.0/25, 203.0.113.128/25 } drop", // touching: nft merges
+		"ip saddr != { 10.0.0.0/8, 10.1.0.0/16 } drop",          // overlapping
+		"ip saddr != { 10.0.0.0/8, 255.255.255.255 } drop",      // open interval
+		"ip saddr != { 10.0.0.0/8, 10.1.0.0/16 drop",            // unterminated
+		"ip6 saddr fd00::1 drop",                                // other family
 		"ip daddr . meta l4proto . th dport vmap @service-ips",
 		"ct state new jump cluster-ips-check",
 		"ip saddr 10.0.0.1", // no verdict
