@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"syscall"
 	"testing"
@@ -194,29 +195,50 @@ func driftCheckBench(b *testing.B, backend string, n int) {
 // BenchmarkKernelResync measures full syncs over a ruleset that already
 // matches the plan, which write only the chains that differ (none):
 // "steady" is the periodic full resync of the proxier that wrote it
-// (RequestFullSync, then Sync), "restart" a new Proxier fed the same
-// objects (outside the timer) and its first Sync. Reported besides the
-// time per op: cold-s, the first sync into the empty namespace;
-// x-cold, the op's wall time over it; written-lines/op, the lines
-// restored (0: nothing rewritten). nft above 2,000 services needs
-// SVCPROXY_BENCH_NFT_10K=1.
+// (RequestFullSync, then Sync), which lists nothing while the tables are
+// provably as it left them (resync.go); "listed" is the same after a
+// foreign chain was added to mangle (outside the timer), so it lists the
+// tables as every steady resync did before; "restart" a new Proxier fed
+// the same objects (outside the timer) and its first Sync. Reported
+// besides the time per op: cold-s, the first sync into the empty
+// namespace; x-cold, the op's wall time over it; written-lines/op, the
+// lines restored (0: nothing rewritten); listings/op, the iptables-save
+// runs. nft above 2,000 services needs SVCPROXY_BENCH_NFT_10K=1.
 func BenchmarkKernelResync(b *testing.B) {
 	for _, backend := range []string{xtables.BackendLegacy, xtables.BackendNFT} {
 		for _, n := range []int{2000, 10000} {
-			for _, kind := range []string{"steady", "restart"} {
+			for _, kind := range []string{"steady", "listed", "restart"} {
 				b.Run(fmt.Sprintf("backend=%s/services=%d/%s", backend, n, kind), func(b *testing.B) {
 					if backend == xtables.BackendNFT && n > 2000 && os.Getenv("SVCPROXY_BENCH_NFT_10K") == "" {
 						b.Skip("nft above 2,000 services: set SVCPROXY_BENCH_NFT_10K=1")
 					}
-					inFreshNetns(b, func() { kernelResyncBench(b, backend, n, kind == "restart") })
+					inFreshNetns(b, func() { kernelResyncBench(b, backend, n, kind) })
 				})
 			}
 		}
 	}
 }
 
-func kernelResyncBench(b *testing.B, backend string, n int, restart bool) {
-	p, _ := kernelBenchProxier(b, backend, n)
+func kernelResyncBench(b *testing.B, backend string, n int, kind string) {
+	newProxier := func() (*Proxier, *listCounter) {
+		ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
+		if err != nil {
+			b.Skipf("backend %s: %v", backend, err)
+		}
+		lc := &listCounter{Runner: ipt}
+		q, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: lc})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			q.OnServiceAdd(benchService(i))
+			q.OnEndpointSliceAdd(benchSlice(i, 0))
+		}
+		q.OnServiceSynced()
+		q.OnEndpointSlicesSynced()
+		return q, lc
+	}
+	p, lc := newProxier()
 	ctx := context.Background()
 	start := time.Now()
 	if err := p.Sync(ctx); err != nil {
@@ -224,24 +246,34 @@ func kernelResyncBench(b *testing.B, backend string, n int, restart bool) {
 	}
 	cold := time.Since(start)
 	var cpu, wall time.Duration
-	written := 0
+	written, listings := 0, 0
 	b.ResetTimer()
-	for b.Loop() {
-		q := p
-		if restart {
+	for i := 0; b.Loop(); i++ {
+		q, qc := p, lc
+		switch kind {
+		case "restart":
 			b.StopTimer()
-			q, _ = kernelBenchProxier(b, backend, n)
+			q, qc = newProxier()
 			runtime.GC()
 			b.StartTimer()
-		} else {
+		case "listed":
+			b.StopTimer()
+			if out, err := exec.Command("iptables-"+backend, "-t", "mangle", "-N", fmt.Sprintf("FOREIGN-%d", i)).CombinedOutput(); err != nil {
+				b.Fatalf("foreign chain: %v\n%s", err, out)
+			}
+			b.StartTimer()
+			q.RequestFullSync()
+		default:
 			q.RequestFullSync()
 		}
+		qc.lists = 0
 		c0, t0 := cpuTimeWithChildren(), time.Now()
 		if err := q.Sync(ctx); err != nil {
 			b.Fatal(err)
 		}
 		cpu += cpuTimeWithChildren() - c0
 		wall += time.Since(t0)
+		listings += qc.lists
 		if st := q.Stats(); !st.Last.Full {
 			b.Fatalf("want a full sync, got %+v", st.Last)
 		} else {
@@ -253,6 +285,7 @@ func kernelResyncBench(b *testing.B, backend string, n int, restart bool) {
 	b.ReportMetric(cold.Seconds(), "cold-s")
 	b.ReportMetric(wall.Seconds()/float64(b.N)/cold.Seconds(), "x-cold")
 	b.ReportMetric(float64(written)/float64(b.N), "written-lines/op")
+	b.ReportMetric(float64(listings)/float64(b.N), "listings/op")
 	if err := p.Cleanup(ctx); err != nil {
 		b.Errorf("Cleanup: %v", err)
 	}

@@ -201,3 +201,24 @@ func TestResyncWithoutWatchLists(t *testing.T) {
 		}
 	}
 }
+
+// With a digest proof (legacy), every legacyVerifyEvery-th resync lists
+// anyway; the generation proof (nft) needs no such bound.
+func TestLegacyResyncListsEveryFew(t *testing.T) {
+	p, fake := resyncProxier(t, xtables.BackendLegacy, nil)
+	var pattern []bool
+	for range 8 {
+		l, _ := resync(t, p, fake)
+		pattern = append(pattern, l > 0)
+	}
+	want := []bool{false, false, false, true, false, false, false, true}
+	if fmt.Sprint(pattern) != fmt.Sprint(want) {
+		t.Errorf("listed per resync: %v, want %v", pattern, want)
+	}
+	q, qfake := resyncProxier(t, xtables.BackendNFT, nil)
+	for i := range 8 {
+		if l, _ := resync(t, q, qfake); l != 0 {
+			t.Errorf("nft resync %d listed", i)
+		}
+	}
+}

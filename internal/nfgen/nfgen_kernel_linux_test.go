@@ -141,6 +141,10 @@ func TestLegacyDigest(t *testing.T) {
 		if d, _, _ := LegacyDigest(false, "filter", seed); d != d3 {
 			t.Errorf("traffic changed the digest: %+v -> %+v", d3, d)
 		}
+		i1, _, _ := LegacyInfo(false, "nat")
+		if i1.Entries != d2.Entries || i1.Size != d2.Size {
+			t.Errorf("LegacyInfo %+v, LegacyDigest %+v", i1, d2)
+		}
 		if _, ok, err := LegacyDigest(true, "nat", seed); err != nil {
 			t.Errorf("ip6 nat: %v %v", ok, err)
 		}

@@ -81,11 +81,46 @@ const (
 	getEntriesRetries = 3
 )
 
+// LegacyInfo reads only the table's info (IPT_SO_GET_INFO: blob size,
+// entry count, hook offsets), in microseconds. Its Hash covers the size
+// and the hook offsets, not the content: a change that keeps the size and
+// the entry count goes unseen.
+func LegacyInfo(ipv6 bool, table string) (d Digest, ok bool, err error) {
+	domain, level := unix.AF_INET, unix.SOL_IP
+	if ipv6 {
+		domain, level = unix.AF_INET6, unix.SOL_IPV6
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if err != nil {
+		return d, false, fmt.Errorf("nfgen: raw socket: %w", err)
+	}
+	defer unix.Close(fd)
+	var info getInfo
+	if len(table) >= len(info.name) {
+		return d, false, fmt.Errorf("nfgen: table name %q too long", table)
+	}
+	copy(info.name[:], table)
+	size := uint32(unsafe.Sizeof(info))
+	if errno := getsockopt(fd, level, soGetInfo, unsafe.Pointer(&info), &size); errno != 0 {
+		if errno == unix.ENOENT || errno == unix.ENOPROTOOPT {
+			return d, false, nil
+		}
+		return d, false, fmt.Errorf("nfgen: table info of %s: %w", table, errno)
+	}
+	h := uint64(info.size)
+	for _, off := range append(info.hookEntry[:], info.underflow[:]...) {
+		h = (h ^ uint64(off)) * 1099511628211
+	}
+	return Digest{Hash: h, Entries: info.numEntries, Size: info.size}, true, nil
+}
+
 // LegacyDigest fingerprints an iptables-legacy table of the calling
 // thread's network namespace (ipv6: the ip6tables one): one copy of the
 // table's blob from the kernel, hashed with seed skipping each entry's
 // counters. ok is false when the table (or x_tables) is not loaded.
-// Hashes are comparable only under the same seed.
+// Hashes are comparable only under the same seed. It copies the whole
+// blob: at 10,000 services (nat: 545,000 entries) the three tables took
+// 0.55 s together, which is why the engines use LegacyInfo.
 func LegacyDigest(ipv6 bool, table string, seed maphash.Seed) (d Digest, ok bool, err error) {
 	domain, level := unix.AF_INET, unix.SOL_IP
 	nextAt, ctrAt, minSize := nextOffsetAt, countersAt, minEntrySize
