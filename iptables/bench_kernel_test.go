@@ -201,7 +201,8 @@ func driftCheckBench(b *testing.B, backend string, n int) {
 // tables as every steady resync did before; "restart" a new Proxier fed
 // the same objects (outside the timer) and its first Sync. Reported
 // besides the time per op: cold-s, the first sync into the empty
-// namespace; x-cold, the op's wall time over it; written-lines/op, the
+// namespace (cold-cpu-s: its CPU, the tools included); x-cold, the op's
+// wall time over it (x-cold-cpu: CPU over CPU); written-lines/op, the
 // lines restored (0: nothing rewritten); listings/op, the iptables-save
 // runs. nft above 2,000 services needs SVCPROXY_BENCH_NFT_10K=1.
 func BenchmarkKernelResync(b *testing.B) {
@@ -240,11 +241,11 @@ func kernelResyncBench(b *testing.B, backend string, n int, kind string) {
 	}
 	p, lc := newProxier()
 	ctx := context.Background()
-	start := time.Now()
+	start, coldCPU0 := time.Now(), cpuTimeWithChildren()
 	if err := p.Sync(ctx); err != nil {
 		b.Fatal(err)
 	}
-	cold := time.Since(start)
+	cold, coldCPU := time.Since(start), cpuTimeWithChildren()-coldCPU0
 	var cpu, wall time.Duration
 	written, listings := 0, 0
 	b.ResetTimer()
@@ -286,6 +287,8 @@ func kernelResyncBench(b *testing.B, backend string, n int, kind string) {
 	b.ReportMetric(wall.Seconds()/float64(b.N)/cold.Seconds(), "x-cold")
 	b.ReportMetric(float64(written)/float64(b.N), "written-lines/op")
 	b.ReportMetric(float64(listings)/float64(b.N), "listings/op")
+	b.ReportMetric(coldCPU.Seconds(), "cold-cpu-s")
+	b.ReportMetric(cpu.Seconds()/float64(b.N)/coldCPU.Seconds(), "x-cold-cpu")
 	if err := p.Cleanup(ctx); err != nil {
 		b.Errorf("Cleanup: %v", err)
 	}

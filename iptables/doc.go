@@ -24,7 +24,13 @@
 //     chaindiff.go), and deletes the per-service chains no longer wanted
 //     (those it wrote before, and those the kernel lists). A restart over
 //     a correct ruleset, or a resync of an unchanged one, restores
-//     nothing. A partial sync writes only the services that changed.
+//     nothing. A full resync (periodic, node-label, engine-chosen or
+//     requested) of tables nobody changed since the engine's last write
+//     skips iptables-save altogether and diffs against the chain digests
+//     it carried through its own restores: iptables-nft proves it with the
+//     nftables ruleset generation, legacy with each table's size and
+//     entry count, listing anyway every 4th resync (resync.go). A partial
+//     sync writes only the services that changed.
 //   - apply: one iptables-restore --noflush call (a full sync that
 //     creates more than 5,000 nat chains on iptables-nft, or 56,000 on
 //     legacy, is split into several, in order, ending at service

@@ -65,6 +65,10 @@
 //     adopted in one transaction per chunk; the periodic resync
 //     (FullSyncPeriod) and node-label changes list only object names and
 //     elements and trust the recorded hashes of chains that still exist;
+//     and any of these (RequestFullSync included) lists nothing at all
+//     when the ruleset generation id (Interfaces.Generation) is still the
+//     one the engine's last transaction left: no transaction of anyone
+//     else has committed in the network namespace since (genid.go);
 //   - a full sync that writes many services (a cold start) is split into
 //     transactions of about Config.MaxTransactionOps operations, whole
 //     services each, so traffic to the first services flows before the

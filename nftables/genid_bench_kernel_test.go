@@ -19,8 +19,9 @@ import (
 // proxier that wrote it, on real nft (BenchmarkKernelSync's workload).
 // An op is "steady": RequestFullSync, then Sync, which lists nothing
 // while the ruleset generation is the one our last transaction left
-// (genid.go). Reported once per run, after one cold start: cold-s;
-// x-cold, the op's wall time over it; periodic-s, the FullSyncPeriod
+// (genid.go). Reported once per run, after one cold start: cold-s (and
+// cold-cpu-s, nft included); x-cold, the op's wall time over it (and
+// x-cold-cpu, CPU over CPU); periodic-s, the FullSyncPeriod
 // resync (also skipped); listed-s, the periodic resync after a foreign
 // table was added (outside the timer), which lists names and elements as
 // every periodic resync did before; listings/op and writes/op of the
@@ -59,7 +60,9 @@ func kernelResyncBench(b *testing.B, n int) {
 		}
 		return time.Since(t0)
 	}
+	coldCPU0 := cpuTimeWithChildren()
 	cold := timed()
+	coldCPU := cpuTimeWithChildren() - coldCPU0
 	var wall, cpu time.Duration
 	listings, writes := 0, 0
 	b.ResetTimer()
@@ -87,6 +90,8 @@ func kernelResyncBench(b *testing.B, n int) {
 	b.ReportMetric(cold.Seconds(), "cold-s")
 	b.ReportMetric(wall.Seconds()/float64(b.N)/cold.Seconds(), "x-cold")
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric(coldCPU.Seconds(), "cold-cpu-s")
+	b.ReportMetric(cpu.Seconds()/float64(b.N)/coldCPU.Seconds(), "x-cold-cpu")
 	b.ReportMetric(periodic.Seconds(), "periodic-s")
 	b.ReportMetric(listed.Seconds(), "listed-s")
 	b.ReportMetric(listed.Seconds()/cold.Seconds(), "listed-x-cold")
