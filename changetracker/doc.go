@@ -28,6 +28,9 @@
 //     filtered to the family; ClientIP affinity defaults to 10800 s;
 //     externalTrafficPolicy Local only counts on an externally reachable
 //     service; the health-check node port only on a Local LoadBalancer.
+//     A service whose cluster IPs are all of the other family is logged
+//     once (V(2)) and counted while it stays so (Tracker.OtherFamily); in
+//     a dual-stack proxy the other family's tracker serves it.
 //   - Bad input (an out-of-range port, an unparsable address, an unknown
 //     protocol) is logged through the configured logr.Logger, counted
 //     (Tracker.Skipped) and skipped, just that field, port or endpoint; the
