@@ -18,23 +18,26 @@ import (
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
-// TestLocalhostNodePortsKernel: on a real kernel (iptables-nft, a netns of
-// its own with route_localnet reset to the kernel's 0), a node port
+// TestLocalhostNodePortsKernel: on a real kernel (both backends, a netns
+// of its own with route_localnet reset to the kernel's 0), a node port
 // answers on 127.0.0.1 from the node with Config.LocalhostNodePorts (the
 // engine sets route_localnet) and not without it (the connection is
 // refused: nothing listens there and the rules leave 127.0.0.0/8 alone).
 func TestLocalhostNodePortsKernel(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
-	for _, on := range []bool{true, false} {
-		name := map[bool]string{true: "on", false: "off"}[on]
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		on      bool
+	}{{xtables.BackendNFT, true}, {xtables.BackendNFT, false}, {xtables.BackendLegacy, true}, {xtables.BackendLegacy, false}} {
+		on := tc.on
+		t.Run(tc.backend+"/"+map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
 			topo := proxytest.DefaultTopology(v1.IPv4Protocol)
 			env := netnstest.NewEnv(t, topo)
 			pod := topo.Pods()[0]
 			err := netnstest.Exec(env.Node, func() error {
-				ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: xtables.BackendNFT})
+				ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: tc.backend})
 				if err != nil {
-					t.Skipf("iptables nft backend unavailable: %v", err)
+					t.Skipf("iptables %s backend unavailable: %v", tc.backend, err)
 				}
 				sys := NewSysctl() // this namespace's /proc/sys
 				if err := sys.Set(SysctlRouteLocalnet, 0); err != nil {
