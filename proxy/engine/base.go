@@ -354,7 +354,9 @@ func (b *Base) runOnce(ctx context.Context) error {
 		// A drift check runs here, on Run's goroutine (inside the network
 		// namespace Run was called in), never on a goroutine of its own.
 		if drifted := b.checkDrift(ctx); !drifted && !b.syncDue() {
-			return nil // only the check was due
+			// Only the check was due: it must not hold back a change
+			// arriving right after it by MinSyncPeriod.
+			return runner.ErrNotRun
 		}
 	}
 	err := b.Sync(ctx)

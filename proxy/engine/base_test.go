@@ -433,3 +433,43 @@ func TestNewValidates(t *testing.T) {
 		t.Error("a family other than the interfaces' was accepted")
 	}
 }
+
+// A drift check that finds nothing is not a sync: a change arriving right
+// after it is synced at once when MinSyncPeriod has passed since the last
+// sync, not MinSyncPeriod after the check. (The loop runs on a fake clock
+// that never moves by itself, so a sync gated on a later time never comes.)
+func TestDriftCheckDoesNotDelayTheNextSync(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	r := &recorder{syncs: make(chan Request, 16)}
+	checked := make(chan struct{}, 16)
+	h := r.hooks()
+	h.Drifted = func(context.Context) (bool, error) {
+		checked <- struct{}{}
+		return false, nil
+	}
+	b, err := New(Common{Logger: testr.New(t), Clock: clk, MinSyncPeriod: time.Second, SyncPeriod: time.Hour,
+		DriftCheckInterval: 2 * time.Second}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	synced(b)
+	waitFor(t, r.syncs, func(req Request) bool { return req.Reason == ReasonInitial })
+
+	// Two seconds on: the drift ticker fires and the loop runs a check only.
+	for {
+		clk.Step(100 * time.Millisecond)
+		select {
+		case <-checked:
+		case <-time.After(10 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	time.Sleep(20 * time.Millisecond) // let the check's loop run end
+	b.OnServiceAdd(service("a", "10.0.0.1", v1.ProtocolTCP))
+	waitFor(t, r.syncs, func(req Request) bool { return len(req.Update.ChangedServices) == 1 })
+}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,6 +34,12 @@ type Config struct {
 	// The zero value discards.
 	Logger logr.Logger
 }
+
+// ErrNotRun is what fn returns when it found nothing to do worth counting
+// as a run (a cheap check that turned up nothing, say): the run neither
+// delays the next one by MinInterval nor restarts the MaxInterval count,
+// and it is not a failure. fn may wrap it.
+var ErrNotRun = errors.New("runner: nothing was run")
 
 // defaultRetryInterval is the retry interval when neither RetryInterval nor
 // MinInterval is set: failing runs must not spin.
@@ -216,8 +223,12 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) runOnce(ctx context.Context, log logr.Logger, s *schedule) {
 	c := r.cfg.Clock
 	s.pending = false
-	s.lastStart = c.Now()
+	start := c.Now()
 	err := r.fn(ctx)
+	if errors.Is(err, ErrNotRun) {
+		return // the schedule stays as if fn had not been called
+	}
+	s.lastStart = start
 	s.lastEnd = c.Now()
 	s.ran = true
 	s.failed = err != nil

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,8 @@ type fnBehaviour struct {
 	duration func(n int) time.Duration
 	// triggerDuring makes run n call Trigger while it runs.
 	triggerDuring func(n int) bool
+	// notRun makes run n return ErrNotRun.
+	notRun func(n int) bool
 }
 
 func newHarness(t *testing.T, cfg Config, b fnBehaviour, preTrigger bool) *harness {
@@ -68,6 +71,9 @@ func newHarness(t *testing.T, cfg Config, b fnBehaviour, preTrigger bool) *harne
 		}
 		if b.fail != nil && b.fail(n) {
 			return errors.New("injected failure")
+		}
+		if b.notRun != nil && b.notRun(n) {
+			return fmt.Errorf("only a check: %w", ErrNotRun)
 		}
 		return nil
 	}
@@ -199,6 +205,20 @@ func TestRunnerSchedule(t *testing.T) {
 			name:   "a trigger before Run is remembered",
 			script: "+1s", preTrigger: true,
 			want: "0s",
+		},
+		{
+			name:   "a run that returns ErrNotRun does not hold back the next by MinInterval",
+			cfg:    Config{MinInterval: time.Second},
+			b:      fnBehaviour{notRun: func(n int) bool { return n == 1 }},
+			script: "T +5s T +100ms T +2s",
+			want:   "0s 5s 5.1s",
+		},
+		{
+			name:   "a run that returns ErrNotRun does not restart the MaxInterval count",
+			cfg:    Config{MaxInterval: 5 * time.Second},
+			b:      fnBehaviour{notRun: func(n int) bool { return n == 0 }},
+			script: "+3s T +2s +1s",
+			want:   "3s 5s",
 		},
 		{
 			name:   "MinInterval delays an early trigger",
