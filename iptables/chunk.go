@@ -2,6 +2,8 @@ package iptables
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"slices"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
@@ -54,13 +56,25 @@ var legacyChunkChains = 56000
 
 // splitPayload splits a full payload into restores creating at most about
 // max new nat chains each; it returns [payload] when it creates fewer.
-// It runs before the first restore of a cold start, so it copies each
-// line once and allocates per chain, not per line (at 10,000 services:
-// 434,000 lines, 111,000 chains).
 func splitPayload(payload []byte, max int) [][]byte {
+	var chunks [][]byte
+	splitPayloadEach(payload, max, func(c []byte) bool {
+		chunks = append(chunks, c)
+		return true
+	})
+	return chunks
+}
+
+// splitPayloadEach is splitPayload handing each chunk to emit as soon as
+// it is cut (the caller restores it while the rest is split); it stops
+// when emit returns false. It runs before the first restore of a cold
+// start, so it copies each line once and allocates per chain, not per
+// line (at 10,000 services: 434,000 lines, 111,000 chains).
+func splitPayloadEach(payload []byte, max int, emit func([]byte) bool) {
 	natEnd := bytes.Index(payload, []byte("\nCOMMIT\n"))
 	if !bytes.HasPrefix(payload, []byte("*nat\n")) || natEnd < 0 {
-		return [][]byte{payload}
+		emit(payload)
+		return
 	}
 	nat := payload[len("*nat\n") : natEnd+1]
 	rest := payload[natEnd+len("\nCOMMIT\n"):] // the filter section, if any
@@ -75,7 +89,8 @@ func splitPayload(payload []byte, max int) [][]byte {
 		body = body[i+1:]
 	}
 	if len(names) <= max {
-		return [][]byte{payload}
+		emit(payload)
+		return
 	}
 	index := make(map[string]int32, len(names))
 	for i, n := range names {
@@ -100,7 +115,7 @@ func splitPayload(payload []byte, max int) [][]byte {
 		}
 	})
 
-	var chunks [][]byte
+	stopped := false
 	// decl are the chains the current chunk declares, as indices into
 	// names: the block is in descending order, so ascending indices are.
 	var decl []int32
@@ -139,7 +154,7 @@ func splitPayload(payload []byte, max int) [][]byte {
 		if last {
 			b = append(b, rest...)
 		}
-		chunks = append(chunks, b)
+		stopped = !emit(b)
 		decl, from = decl[:0], to
 	}
 	// use declares c in the current chunk if it is a block chain not
@@ -171,7 +186,9 @@ func splitPayload(payload []byte, max int) [][]byte {
 			chain, rest := splitChain(line[3:])
 			shared = string(chain) == string(xtables.ChainKubeServices) || string(chain) == string(ChainKubeNodePorts)
 			if !shared && prevShared && len(decl) >= max {
-				flush(at, false)
+				if flush(at, false); stopped {
+					return
+				}
 			}
 			use(chain, &lastChain)
 			if i := bytes.LastIndex(rest, []byte(" -j ")); i >= 0 {
@@ -186,5 +203,40 @@ func splitPayload(payload []byte, max int) [][]byte {
 		at += end + 1
 	}
 	flush(len(body), true)
-	return chunks
+}
+
+// restoreChunks applies a full payload in chunks of at most p.chunk new
+// nat chains, in order, splitting on another goroutine meanwhile: the
+// first restore starts once its chunk is cut, not after the whole split.
+func (p *Proxier) restoreChunks(ctx context.Context, payload []byte) error {
+	chunks := make(chan []byte, 1)
+	stop := make(chan struct{})
+	go func() {
+		defer close(chunks)
+		splitPayloadEach(payload, p.chunk, func(c []byte) bool {
+			select {
+			case chunks <- c:
+				return true
+			case <-stop:
+				return false
+			}
+		})
+	}()
+	n := 0
+	for c := range chunks {
+		n++
+		if err := p.ipt.Restore(ctx, c); err != nil {
+			close(stop)
+			for range chunks {
+			}
+			if n > 1 {
+				return fmt.Errorf("chunk %d: %w", n, err)
+			}
+			return err
+		}
+	}
+	if n > 1 {
+		p.log.V(2).Info("Full sync restored in chunks", "chunks", n, "chainsPerChunk", p.chunk)
+	}
+	return nil
 }

@@ -2,6 +2,8 @@ package iptables_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -90,4 +92,40 @@ func newTestProxierOn(t *testing.T, cfg Config, fake *iptablestest.Fake) (*Proxi
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
 	return p, fake
+}
+
+// A chunked full sync that fails midway returns the chunk's error, leaves
+// the earlier chunks applied, and the next sync (full) converges to the
+// tables of one restore.
+func TestChunkedFullSyncFailureMidway(t *testing.T) {
+	big := state{}
+	for i := range 40 {
+		big.services = append(big.services, benchService(i))
+		big.slices = append(big.slices, benchSlice(i, 0))
+	}
+	ref, refFake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
+	big.load(ref)
+	mustSync(t, ref)
+	want := normalizedDump(refFake.Dump())
+
+	p, fake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
+	SetChunkChains(p, 30)
+	restores := 0
+	boom := errors.New("boom")
+	fake.SetRestoreHook(func([]byte) error {
+		restores++
+		if restores == 3 {
+			return boom
+		}
+		return nil
+	})
+	big.load(p)
+	if err := p.Sync(context.Background()); !errors.Is(err, boom) || !strings.Contains(err.Error(), "chunk 3") {
+		t.Fatalf("Sync = %v, want the third chunk's error", err)
+	}
+	fake.SetRestoreHook(nil)
+	mustSync(t, p)
+	if got := normalizedDump(fake.Dump()); got != want {
+		t.Errorf("tables after the retry differ from one restore's:\n%s", lineDiff(want, got))
+	}
 }

@@ -190,19 +190,7 @@ func (p *Proxier) restore(ctx context.Context, payload []byte, full bool) error 
 	if !full || p.chunk <= 0 {
 		return p.ipt.Restore(ctx, payload)
 	}
-	chunks := splitPayload(payload, p.chunk)
-	for i, c := range chunks {
-		if err := p.ipt.Restore(ctx, c); err != nil {
-			if len(chunks) > 1 {
-				return fmt.Errorf("chunk %d of %d: %w", i+1, len(chunks), err)
-			}
-			return err
-		}
-	}
-	if len(chunks) > 1 {
-		p.log.V(2).Info("Full sync restored in chunks", "chunks", len(chunks), "chainsPerChunk", p.chunk)
-	}
-	return nil
+	return p.restoreChunks(ctx, payload)
 }
 
 // largeClusterEndpoints is kube-proxy's threshold for terse rules.
