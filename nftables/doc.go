@@ -58,14 +58,15 @@
 //   - a full sync lists the table once and writes only the chains, sets
 //     and elements that differ: the first rule of every chain the engine
 //     writes carries a hash of the chain's content in its comment. At
-//     start, after a failure, detected drift, Cleanup or RequestFullSync
-//     every chain's hash is read (Interfaces.Comments: one netlink rule
-//     dump per chain), so a restart over a correct table writes nothing
-//     for unchanged services and a table left by upstream kube-proxy is
-//     adopted in one transaction per chunk; the periodic resync
-//     (FullSyncPeriod) and node-label changes list only object names and
-//     elements and trust the recorded hashes of chains that still exist;
-//     and any of these (RequestFullSync included) lists nothing at all
+//     start, after a failure, detected drift, Cleanup, RequestFullSync
+//     and a periodic resync that lists, every chain's hash and rule count
+//     are read (Interfaces.Comments: one netlink rule dump per chain; a
+//     rule added or deleted by hand below the first changes the count),
+//     so a restart over a correct table writes nothing for unchanged
+//     services and a table left by upstream kube-proxy is adopted in one
+//     transaction per chunk; node-label changes list only object names
+//     and elements and trust the recorded hashes of chains that still
+//     exist; and any of these (RequestFullSync included) lists nothing at all
 //     when the ruleset generation id (Interfaces.Generation) is still the
 //     one the engine's last transaction left: no transaction of anyone
 //     else has committed in the network namespace since (genid.go);

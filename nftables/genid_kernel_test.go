@@ -4,6 +4,7 @@ package nftables_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,8 +29,8 @@ func (c *countingLister) TableExists(ctx context.Context) (bool, error) {
 	return c.real.TableExists(ctx)
 }
 
-func (c *countingLister) FirstRuleComments(ctx context.Context, chains []string) (map[string]*string, error) {
-	return c.real.FirstRuleComments(ctx, chains)
+func (c *countingLister) ChainHeads(ctx context.Context, chains []string) (map[string]nftables.ChainHead, error) {
+	return c.real.ChainHeads(ctx, chains)
 }
 
 func (c *countingLister) ListContainer(ctx context.Context, name string) (map[string]string, error) {
@@ -101,27 +102,42 @@ func TestKernelResyncOfUnchangedTable(t *testing.T) {
 		}
 		periodic("after the listing", false)
 
-		// A rule of ours deleted by hand: the first rule of the services
-		// chain, which carries the chain's content hash (a listing reads
-		// only first rules: a later rule deleted by hand goes unseen by
-		// any full sync, as before this change).
-		rules, err := ifs.NFTables.ListRules(context.Background(), "services")
-		if err != nil || len(rules) == 0 {
-			t.Fatalf("services chain: %v %v", rules, err)
+		// A rule of ours deleted by hand, the first of the services chain
+		// (which carries the chain's content hash) and then a later one of
+		// a service chain (the listing counts each chain's rules): the
+		// periodic resync lists every chain and repairs each.
+		deleteRule := func(chain string, i int) {
+			t.Helper()
+			rules, err := ifs.NFTables.ListRules(context.Background(), chain)
+			if err != nil || len(rules) <= i {
+				t.Fatalf("chain %s: %v %v", chain, rules, err)
+			}
+			tx := ifs.NFTables.NewTransaction()
+			tx.Delete(&knftables.Rule{Chain: chain, Handle: rules[i].Handle})
+			if err := ifs.NFTables.Run(context.Background(), tx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		tx := ifs.NFTables.NewTransaction()
-		tx.Delete(&knftables.Rule{Chain: "services", Handle: rules[0].Handle})
-		if err := ifs.NFTables.Run(context.Background(), tx); err != nil {
-			t.Fatal(err)
+		deleteRule("services", 0)
+		if out := periodic("first rule of ours deleted", true); out.Result.Writes == 0 {
+			t.Error("first rule deleted: nothing written")
 		}
-		// The periodic resync trusts recorded chain hashes once it lists
-		// (as before); what it must do is list. A requested resync then
-		// reads every chain and repairs.
-		periodic("rule of ours deleted", true)
-		p.RequestFullSync()
-		mustSync(t, p)
 		if got := nft(t, "list table ip kube-proxy"); stripStale(got) != stripStale(want) {
-			t.Errorf("not repaired:\n got: %s\nwant: %s", got, want)
+			t.Errorf("first rule deleted: not repaired:\n got: %s\nwant: %s", got, want)
+		}
+		var svcChain string
+		for _, l := range strings.Split(want, "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "chain" && strings.HasPrefix(f[1], "service-") && !strings.Contains(f[1], "-check") {
+				svcChain = f[1]
+				break
+			}
+		}
+		deleteRule(svcChain, 2)
+		if out := periodic("later rule of ours deleted", true); out.Result.Writes == 0 {
+			t.Error("later rule deleted: nothing written")
+		}
+		if got := nft(t, "list table ip kube-proxy"); stripStale(got) != stripStale(want) {
+			t.Errorf("later rule deleted: not repaired:\n got: %s\nwant: %s", got, want)
 		}
 
 		// An element of ours deleted by hand: listed and repaired.

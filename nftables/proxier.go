@@ -177,12 +177,14 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	u := req.Update
 	// After a restart, a failure, drift, a cleanup or on request, the
 	// record of what the chains hold is gone or not to be trusted: read
-	// every chain's content hash. A periodic (or node-change) resync
-	// trusts the hashes recorded for chains that still exist, and lists
-	// only names and elements.
+	// every chain's content hash and rule count. So does the periodic
+	// resync when it lists at all (something committed to nftables since
+	// our last transaction: possibly a hand edit inside a chain of ours).
+	// A node-change or engine-asked resync trusts the hashes recorded for
+	// chains that still exist, and lists only names and elements.
 	var known *tableState
 	switch req.Reason {
-	case engine.ReasonPeriodic, engine.ReasonNode, engine.ReasonEngine:
+	case engine.ReasonNode, engine.ReasonEngine:
 		if p.static != nil {
 			known = p.state
 		}

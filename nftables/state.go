@@ -17,16 +17,22 @@ import (
 // partial sync, what the last successful transactions committed. Partial
 // syncs diff against it and never list the kernel.
 type tableState struct {
-	declared bool                         // table and containers exist
-	chains   map[string]string            // chain → content hash ("" unknown or empty)
-	sets     map[string]time.Duration     // affinity set → timeout
-	elems    map[string]map[string]string // container → key → value
-	stale    map[string]time.Time         // flushed chains to delete once unreferenced
+	declared bool              // table and containers exist
+	chains   map[string]string // chain → content hash ("" unknown or empty)
+	// counts are the rules a listing found in each chain, where it counted
+	// them: a chain whose first rule carries the right hash but whose rule
+	// count differs was edited by hand below its first rule. Writes of
+	// ours drop the entry (the listing no longer describes the chain).
+	counts map[string]int
+	sets   map[string]time.Duration     // affinity set → timeout
+	elems  map[string]map[string]string // container → key → value
+	stale  map[string]time.Time         // flushed chains to delete once unreferenced
 }
 
 func newTableState() *tableState {
 	st := &tableState{
 		chains: map[string]string{},
+		counts: map[string]int{},
 		sets:   map[string]time.Duration{},
 		elems:  map[string]map[string]string{},
 		stale:  map[string]time.Time{},
@@ -116,14 +122,25 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 			}
 		}
 	case lister != nil:
-		if comments, err = lister.FirstRuleComments(ctx, all["chain"]); err != nil {
+		heads, err := lister.ChainHeads(ctx, all["chain"])
+		if err != nil {
 			return nil, err
+		}
+		for n, h := range heads {
+			comments[n] = h.Comment
+			st.counts[n] = h.Rules
 		}
 	default:
 		for _, r := range rules {
 			if _, seen := comments[r.Chain]; !seen {
 				comments[r.Chain] = r.Comment
 			}
+			st.counts[r.Chain]++
+		}
+	}
+	if known != nil {
+		for n, c := range known.counts {
+			st.counts[n] = c
 		}
 	}
 	present := map[string]bool{}
@@ -259,7 +276,7 @@ func (cs *changeSet) diffChains(st *tableState, want, had []chainSpec) {
 	for i := range want {
 		c := &want[i]
 		h, ok := st.chains[c.name]
-		if ok && h == c.hash {
+		if n, counted := st.counts[c.name]; ok && h == c.hash && (!counted || n == len(c.rules)) {
 			continue
 		}
 		_, wasStale := st.stale[c.name]
@@ -413,16 +430,19 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 	for _, n := range cs.deletes {
 		delete(st.stale, n)
 		delete(st.chains, n)
+		delete(st.counts, n)
 	}
 	for _, e := range cs.elemDels {
 		delete(st.elems[e.container], e.key)
 	}
 	for _, n := range cs.flushes {
 		delete(st.chains, n)
+		delete(st.counts, n)
 		st.stale[n] = now
 	}
 	for _, w := range cs.writes {
 		st.chains[w.spec.name] = w.spec.hash
+		delete(st.counts, w.spec.name)
 		delete(st.stale, w.spec.name)
 	}
 	for _, n := range cs.setDels {
