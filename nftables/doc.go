@@ -36,7 +36,8 @@
 //     against what the last successful transactions committed (kept in
 //     memory) and writes only the chains whose content changed and the map
 //     elements added or removed;
-//   - a partial sync's transaction goes to the kernel as one netlink batch
+//   - a partial sync's transaction, and each chunk of a full sync's,
+//     goes to the kernel as one netlink batch
 //     (Interfaces.Netlink, set by NewInterfaces), not through nft: nft
 //     (1.0.6) reads every chain, set and map of the table back before any
 //     transaction that adds a rule, O(table) however small the change.
@@ -45,9 +46,10 @@
 //     "nft list table" shows the same table, comments and content hashes
 //     included), firewall rules with several source ranges as the
 //     anonymous interval sets nft makes of them; a change set holding
-//     anything else (source ranges that overlap or touch, which nft
+//     anything else (the table, its sets and maps, base chains and the
+//     fixed chains' rules; source ranges that overlap or touch, which nft
 //     merges, or that reach the last address) goes through nft whole, as
-//     full syncs and the dry run always do. The kernel
+//     the dry run always does. The kernel
 //     applies a batch atomically; the engine records it only once the
 //     kernel acknowledged it, and a refused batch (*BatchError) fails the
 //     sync, so the next one is full. What remains O(table) is the
@@ -73,7 +75,9 @@
 //   - a full sync that writes many services (a cold start) is split into
 //     transactions of about Config.MaxTransactionOps operations, whole
 //     services each, so traffic to the first services flows before the
-//     last are written;
+//     last are written; into an empty table the fixed part (table, sets,
+//     maps, base and fixed chains) goes first, alone, through nft, and
+//     every chunk of services after it over netlink;
 //   - drift (the table deleted or flushed behind the engine's back) is
 //     found by listing one two-rule chain every DriftCheckInterval, and
 //     repaired by a full sync.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mdlayher/netlink"
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 
@@ -18,11 +19,13 @@ import (
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
-// checkedNFT runs check after every transaction that reached the kernel.
+// checkedNFT runs check after every transaction that reached the kernel,
+// through nft (Run) or over netlink (the writer that netlink returns).
 type checkedNFT struct {
 	knftables.Interface
-	check func(n int)
-	runs  int
+	check  func(n int)
+	runs   int // transactions of either kind
+	nlRuns int // of them, netlink batches
 }
 
 func (c *checkedNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
@@ -30,6 +33,26 @@ func (c *checkedNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 	if err == nil {
 		c.runs++
 		c.check(c.runs)
+	}
+	return err
+}
+
+// netlink wraps w so that its batches are checked as c's transactions.
+func (c *checkedNFT) netlink(w nftables.NetlinkWriter) nftables.NetlinkWriter {
+	return checkedWriter{w: w, c: c}
+}
+
+type checkedWriter struct {
+	w nftables.NetlinkWriter
+	c *checkedNFT
+}
+
+func (cw checkedWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
+	err := cw.w.WriteBatch(ctx, msgs)
+	if err == nil {
+		cw.c.runs++
+		cw.c.nlRuns++
+		cw.c.check(cw.c.runs)
 	}
 	return err
 }
@@ -49,13 +72,14 @@ func TestKernelAdoptUpstreamTable(t *testing.T) {
 			topo := proxytest.DefaultTopology(v1.IPv4Protocol)
 			svcs, slices := goldenObjects(topo)
 			cfg := upstreamVariants[0].config(topo)
-			start := func(nft knftables.Interface, maxOps int) *nftables.Proxier {
+			start := func(nft *checkedNFT, maxOps int) *nftables.Proxier {
 				ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
 				if err != nil {
 					t.Skipf("nftables unavailable: %v", err)
 				}
 				if nft != nil {
 					ifs.NFTables = nft
+					ifs.Netlink = nft.netlink(ifs.Netlink)
 				}
 				c := cfg
 				c.MaxTransactionOps = maxOps
@@ -102,6 +126,9 @@ func TestKernelAdoptUpstreamTable(t *testing.T) {
 				checked.check = func(int) {}
 				if checked.runs < 2 {
 					t.Errorf("adoption ran %d transactions; the test wants several", checked.runs)
+				}
+				if checked.nlRuns == 0 || checked.nlRuns == checked.runs {
+					t.Errorf("adoption ran %d transactions, %d of them over netlink; the test wants both kinds", checked.runs, checked.nlRuns)
 				}
 				got := nft(t, "list table ip kube-proxy")
 				for _, obsolete := range []string{"chain filter-prerouting {", "chain filter-output-post-dnat {"} {

@@ -15,13 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The netlink encoder turns a partial sync's change set into the nftables
-// netlink messages nft would send for the same transaction, so that the
-// transaction needs no nft process: nft (1.0.6) reads back every chain,
+// The netlink encoder turns a change set (a partial sync's, or one chunk
+// of a full sync's) into the nftables netlink messages nft would send for
+// the same transaction, so that the transaction needs no nft process:
+// nft (1.0.6) reads back every chain,
 // set and map of the table before any transaction that adds a rule, which
 // costs O(table) however small the change.
 //
-// It knows exactly the objects partial syncs write: regular chains (add,
+// It knows exactly the objects services need: regular chains (add,
 // flush, delete), affinity sets, elements of the engine's sets and maps,
 // and the rule forms the planner emits for per-service chains, each
 // encoded into the expressions nft 1.0.6 generates for its text (the

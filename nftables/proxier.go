@@ -134,14 +134,16 @@ func requeue(pending bool) time.Duration {
 
 // run renders cs into one transaction, runs it and commits it to the
 // state, only once the kernel took it. An empty change set runs nothing.
-// A partial sync's change set goes over netlink when Interfaces.Netlink
-// is set and the encoder knows every object in it; else through nft.
+// A change set (a partial sync's, or one chunk of a full sync's) goes over
+// netlink when Interfaces.Netlink is set and the encoder knows every
+// object in it; else through nft (the table and its containers, base
+// chains, the fixed chains' rules).
 func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, error) {
 	if cs.empty() {
 		cs.commit(p.state, p.plans, now)
 		return 0, nil
 	}
-	if cs.partial && p.ifs.Netlink != nil {
+	if p.ifs.Netlink != nil {
 		if msgs, err := encodeChangeSet(p.family(), cs); err == nil {
 			if err := p.ifs.Netlink.WriteBatch(ctx, msgs); err != nil {
 				return 0, fmt.Errorf("netlink transaction of %d messages: %w", len(msgs), err)
@@ -150,7 +152,7 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 			return cs.renderedOps(), nil
 		}
 		// A form the encoder does not know: nft writes it.
-		p.log.V(4).Info("Partial sync through nft: the change set holds a form the netlink encoder does not know")
+		p.log.V(4).Info("Transaction through nft: the change set holds a form the netlink encoder does not know", "partial", cs.partial)
 	}
 	tx := p.nft.NewTransaction()
 	render(tx, cs)
@@ -222,8 +224,15 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	total := 0
 	limit := p.cfg.MaxTransactionOps
 	cs := first
+	// Into a table that holds nothing of ours (a cold start), the fixed
+	// part goes alone, through nft (the encoder does not know the table,
+	// containers and base chains), and every service chunk after it over
+	// netlink; with services in it, the first chunk would go through nft
+	// whole. A table that holds services keeps them in the first chunk:
+	// its removals and their replacements land together.
+	cutFirst := p.ifs.Netlink != nil && len(st.chains) == 0
 	for _, n := range sortedNames(want) {
-		if limit > 0 && cs.ops() >= limit {
+		if (limit > 0 && cs.ops() >= limit) || (cutFirst && cs == first) {
 			w, err := p.runTracked(ctx, cs, req.Now)
 			total += w
 			if err != nil {
