@@ -35,75 +35,89 @@ import (
 //	sudo go test -run XXX -bench 'BenchmarkKernelColdStartBench/services=10000' -benchtime 1x ./nftables/
 func BenchmarkKernelColdStartBench(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			inFreshNetns(b, func() {
-				c := proxytest.NewBenchCluster(n)
-				var wall, cpu, restart, restartCPU time.Duration
-				var peak uint64
-				start := func() *nftables.Proxier {
-					ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
-					if err != nil {
-						b.Skipf("nftables unavailable: %v", err)
-					}
-					p, err := nftables.NewProxier(nftables.Config{
-						Common: engine.Common{
-							NodeName: proxytest.BenchNode,
-							NodeIPs:  []netip.Addr{netip.MustParseAddr("192.0.2.10")},
-						},
-						LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
-						NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
-					}, ifs)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for k := range c.Services {
-						p.OnServiceAdd(c.Services[k])
-						p.OnEndpointSliceAdd(c.Slices[k])
-					}
-					p.OnServiceSynced()
-					p.OnEndpointSlicesSynced()
-					return p
-				}
-				for b.Loop() {
-					b.StopTimer()
-					runtime.GC()
-					hp := proxytest.StartHeapPeak()
-					b.StartTimer()
-					p := start()
-					t0, c0 := time.Now(), cpuTimeWithChildren()
-					if err := p.Sync(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-					wall += time.Since(t0)
-					cpu += cpuTimeWithChildren() - c0
-					b.StopTimer()
-					peak = max(peak, hp.Finish())
-					if !p.Stats().Last.Full {
-						b.Fatal("the first sync was not full")
-					}
-					// A restart: a new Proxier over the table just written.
-					q := start()
-					t0, c0 = time.Now(), cpuTimeWithChildren()
-					if err := q.Sync(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-					restart += time.Since(t0)
-					restartCPU += cpuTimeWithChildren() - c0
-					if w := q.Stats().Last.Result.Writes; w != 0 {
-						b.Errorf("the restart wrote %d operations", w)
-					}
-					if err := p.Cleanup(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-				}
-				b.ReportMetric(wall.Seconds()/float64(b.N), "sync-s")
-				b.ReportMetric(cpu.Seconds()/float64(b.N), "sync-cpu-s")
-				b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
-				b.ReportMetric(restart.Seconds()/float64(b.N), "restart-s")
-				b.ReportMetric(restartCPU.Seconds()/float64(b.N), "restart-cpu-s")
-				runtime.KeepAlive(c)
-			})
-		})
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) { coldStartBench(b, n, 0) })
 	}
+}
+
+// BenchmarkKernelColdStartChunks is BenchmarkKernelColdStartBench at
+// 10,000 services with transactions of at most ops operations
+// (Config.MaxTransactionOps; -1: one transaction), to pick the default.
+//
+//	sudo go test -run XXX -bench 'BenchmarkKernelColdStartChunks' -benchtime 1x ./nftables/
+func BenchmarkKernelColdStartChunks(b *testing.B) {
+	for _, ops := range []int{10000, 25000, 50000, 100000, 200000, -1} {
+		b.Run(fmt.Sprintf("services=10000/ops=%d", ops), func(b *testing.B) { coldStartBench(b, 10000, ops) })
+	}
+}
+
+func coldStartBench(b *testing.B, n, maxOps int) {
+	inFreshNetns(b, func() {
+		c := proxytest.NewBenchCluster(n)
+		var wall, cpu, restart, restartCPU time.Duration
+		var peak uint64
+		start := func() *nftables.Proxier {
+			ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+			if err != nil {
+				b.Skipf("nftables unavailable: %v", err)
+			}
+			p, err := nftables.NewProxier(nftables.Config{
+				Common: engine.Common{
+					NodeName: proxytest.BenchNode,
+					NodeIPs:  []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+				},
+				LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
+				NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
+				MaxTransactionOps: maxOps,
+			}, ifs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for k := range c.Services {
+				p.OnServiceAdd(c.Services[k])
+				p.OnEndpointSliceAdd(c.Slices[k])
+			}
+			p.OnServiceSynced()
+			p.OnEndpointSlicesSynced()
+			return p
+		}
+		for b.Loop() {
+			b.StopTimer()
+			runtime.GC()
+			hp := proxytest.StartHeapPeak()
+			b.StartTimer()
+			p := start()
+			t0, c0 := time.Now(), cpuTimeWithChildren()
+			if err := p.Sync(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			wall += time.Since(t0)
+			cpu += cpuTimeWithChildren() - c0
+			b.StopTimer()
+			peak = max(peak, hp.Finish())
+			if !p.Stats().Last.Full {
+				b.Fatal("the first sync was not full")
+			}
+			// A restart: a new Proxier over the table just written.
+			q := start()
+			t0, c0 = time.Now(), cpuTimeWithChildren()
+			if err := q.Sync(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			restart += time.Since(t0)
+			restartCPU += cpuTimeWithChildren() - c0
+			if w := q.Stats().Last.Result.Writes; w != 0 {
+				b.Errorf("the restart wrote %d operations", w)
+			}
+			if err := p.Cleanup(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(wall.Seconds()/float64(b.N), "sync-s")
+		b.ReportMetric(cpu.Seconds()/float64(b.N), "sync-cpu-s")
+		b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+		b.ReportMetric(restart.Seconds()/float64(b.N), "restart-s")
+		b.ReportMetric(restartCPU.Seconds()/float64(b.N), "restart-cpu-s")
+		runtime.KeepAlive(c)
+	})
 }

@@ -92,18 +92,25 @@ func (netlinkWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) err
 // are the sequence numbers of the begin message and of the last of msgs.
 func encodeBatch(msgs []netlink.Message, seq uint32) (buf []byte, first, last uint32) {
 	batchHdr := []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES}
+	aligned := func(n int) int { return (n + 3) &^ 3 }
+	size := 2 * aligned(unix.NLMSG_HDRLEN+len(batchHdr))
+	for _, m := range msgs {
+		size += aligned(unix.NLMSG_HDRLEN + len(m.Data))
+	}
+	// One allocation of the batch's size: a batch of a cold start's chunk
+	// is tens of MiB, and growing it by appends held twice that.
+	buf = make([]byte, 0, size)
 	put := func(typ uint16, flags uint16, seq uint32, data []byte) {
 		n := unix.NLMSG_HDRLEN + len(data)
-		h := make([]byte, unix.NLMSG_HDRLEN, (n+3)&^3)
+		h := buf[len(buf) : len(buf)+aligned(n)]
 		binary.NativeEndian.PutUint32(h[0:], uint32(n))
 		binary.NativeEndian.PutUint16(h[4:], typ)
 		binary.NativeEndian.PutUint16(h[6:], flags)
 		binary.NativeEndian.PutUint32(h[8:], seq)
-		h = append(h, data...)
-		for len(h)%4 != 0 {
-			h = append(h, 0)
-		}
-		buf = append(buf, h...)
+		binary.NativeEndian.PutUint32(h[12:], 0) // port id
+		copy(h[unix.NLMSG_HDRLEN:], data)
+		clear(h[n:])
+		buf = buf[:len(buf)+len(h)]
 	}
 	first = seq
 	put(unix.NFNL_MSG_BATCH_BEGIN, unix.NLM_F_REQUEST, seq, batchHdr)
