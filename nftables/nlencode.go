@@ -54,6 +54,23 @@ func (e *nlEncoder) ipLen() int {
 	return 4
 }
 
+// encodedBatch is a change set's netlink encoding (or why it has none).
+type encodedBatch struct {
+	msgs []netlink.Message
+	err  error
+}
+
+// encoded returns cs's netlink messages: the encoding startEncode began,
+// else one made now.
+func (cs *changeSet) encoded(family byte) ([]netlink.Message, error) {
+	if cs.encoding != nil {
+		b := <-cs.encoding
+		cs.encoding = nil
+		return b.msgs, b.err
+	}
+	return encodeChangeSet(family, cs)
+}
+
 // encodeChangeSet renders cs as render does, in the same order, into
 // netlink messages; errNotEncodable when some object has a form the
 // encoder does not know.

@@ -144,7 +144,7 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 		return 0, nil
 	}
 	if p.ifs.Netlink != nil {
-		if msgs, err := encodeChangeSet(p.family(), cs); err == nil {
+		if msgs, err := cs.encoded(p.family()); err == nil {
 			if err := p.ifs.Netlink.WriteBatch(ctx, msgs); err != nil {
 				return 0, fmt.Errorf("netlink transaction of %d messages: %w", len(msgs), err)
 			}
@@ -162,6 +162,23 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 	}
 	cs.commit(p.state, p.plans, now)
 	return n, nil
+}
+
+// startEncode encodes cs for netlink on a goroutine of its own (the
+// encoding reads cs only; run waits for it); nothing without a netlink
+// writer. The write itself stays on the caller's goroutine, whose thread
+// is in the network namespace to write to.
+func (p *proxier) startEncode(cs *changeSet) {
+	if p.ifs.Netlink == nil || cs.empty() {
+		return
+	}
+	ch := make(chan encodedBatch, 1)
+	fam := p.family()
+	go func() {
+		msgs, err := encodeChangeSet(fam, cs)
+		ch <- encodedBatch{msgs, err}
+	}()
+	cs.encoding = ch
 }
 
 // family is the netfilter family of the proxier's table.
@@ -231,16 +248,33 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	// whole. A table that holds services keeps them in the first chunk:
 	// its removals and their replacements land together.
 	cutFirst := p.ifs.Netlink != nil && len(st.chains) == 0
+	// Each chunk is encoded for netlink (startEncode) while the kernel
+	// takes the chunk before it: the kernel's part of a batch costs about
+	// twice the encoding. The chunks hold disjoint services, so diffing
+	// one before the previous is recorded sees the same state.
+	var prev *changeSet
+	runPrev := func() error {
+		if prev == nil {
+			return nil
+		}
+		w, err := p.runTracked(ctx, prev, req.Now)
+		total += w
+		prev = nil
+		return err
+	}
 	for _, n := range sortedNames(want) {
 		if (limit > 0 && cs.ops() >= limit) || (cutFirst && cs == first) {
-			w, err := p.runTracked(ctx, cs, req.Now)
-			total += w
-			if err != nil {
+			p.startEncode(cs)
+			if err := runPrev(); err != nil {
 				return engine.Result{}, err
 			}
-			cs = cs.next()
+			prev, cs = cs, cs.next()
 		}
 		cs.diffService(p.state, n, nil, want[n])
+	}
+	p.startEncode(cs)
+	if err := runPrev(); err != nil {
+		return engine.Result{}, err
 	}
 	w, err := p.runTracked(ctx, cs, req.Now)
 	total += w

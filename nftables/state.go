@@ -226,6 +226,8 @@ type changeSet struct {
 	deleted map[string]bool
 	// partial: a partial sync's change set, which may go over netlink.
 	partial bool
+	// encoding: its netlink encoding under way (startEncode), or nil.
+	encoding <-chan encodedBatch
 }
 
 func newChangeSet() *changeSet {
