@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
 )
 
 // testBinDir holds what the tests of this run build (the minimal-proxy
@@ -31,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	testBinDir = dir
-	code := m.Run()
+	// The kernel tests and the e2e get an xtables lock of their own, never
+	// the host's (netnstest.Main).
+	code := netnstest.Main(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
