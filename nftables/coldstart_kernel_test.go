@@ -3,6 +3,8 @@
 package nftables_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"testing"
@@ -71,12 +73,61 @@ func (tw *twin) coldStart(name string, cfg nftables.Config, objs proxytest.Objec
 	return batches
 }
 
+// refusedChunk cold-starts objs on the netlink side of tw (after a
+// coldStart of the same objs) with its second batch refused by the
+// kernel: the sync fails with a *BatchError, the table keeps what the
+// batches before it wrote (no service left half-written, IPv4: tableGaps),
+// and the next sync, a full one, converges to the table nft alone writes.
+func refusedChunk(tw *twin, cfg nftables.Config, objs proxytest.Objects) {
+	t := tw.t
+	t.Helper()
+	want := tw.list(0)
+	tw.enter(1)
+	_ = exec.Command("nft", "delete", "table", string(nftables.Family(tw.fam)), nftables.TableName).Run()
+	ifs, err := nftables.NewInterfaces(tw.fam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifs.Netlink = tw.nl
+	p, err := nftables.NewProxier(cfg, ifs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := proxytest.NewFeeder(p)
+	if err := f.Apply(objs); err != nil {
+		t.Fatal(err)
+	}
+	f.Synced()
+	tw.nl.failAt = tw.nl.batches.Load() + 2
+	defer func() { tw.nl.failAt = 0 }()
+	err = p.Sync(context.Background())
+	var be *nftables.BatchError
+	if !errors.As(err, &be) {
+		t.Fatalf("cold start with its second batch refused: err = %v, want a *BatchError", err)
+	}
+	if tw.fam == v1.IPv4Protocol {
+		if gaps := tableGaps(t); len(gaps) > 0 {
+			t.Errorf("after the refused batch: %v", gaps)
+		}
+	}
+	if got := tw.list(1); got == want {
+		t.Fatal("the table is complete although a batch was refused")
+	}
+	if out := mustSync(t, p); !out.Full {
+		t.Error("the sync after the refused batch was not full")
+	}
+	if got := tw.list(1); got != want {
+		t.Errorf("after the refused batch and a full sync, the table differs from nft's:\n%s", listingDiff(want, got))
+	}
+}
+
 // TestKernelNetlinkColdStart: a cold start (the first full sync into an
 // empty table) whose service chunks go over netlink leaves exactly the
 // table a cold start through nft alone leaves, for the golden table's
 // services (and UDP and SCTP ports) cut into chunks of a few services, and
 // for the objects of every step of the conformance table; a restart over
-// either writes nothing.
+// either writes nothing; a refused batch fails the sync and the next one
+// repairs the table (refusedChunk).
 func TestKernelNetlinkColdStart(t *testing.T) {
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		topo := proxytest.DefaultTopology(fam)
@@ -87,6 +138,7 @@ func TestKernelNetlinkColdStart(t *testing.T) {
 				if n := tw.coldStart("forms", cfg, formsObjects(topo)); n < 2 {
 					t.Errorf("the cold start sent %d netlink batches; want the services in several", n)
 				}
+				refusedChunk(tw, cfg, formsObjects(topo))
 				if fam == v1.IPv4Protocol {
 					svcs, slices := goldenObjects(topo)
 					if n := tw.coldStart("golden", cfg, proxytest.Objects{Services: svcs, EndpointSlices: slices}); n < 2 {
