@@ -4,16 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy/sysctl"
 )
 
 // Localhost node ports (Config.LocalhostNodePorts), as kube-proxy's
@@ -37,35 +34,11 @@ const ChainKubeFirewall xtables.Chain = "KUBE-FIREWALL"
 // Sysctl reads and writes integer kernel settings named relative to
 // /proc/sys ("net/ipv4/conf/all/route_localnet"). Network settings are
 // per network namespace.
-type Sysctl interface {
-	Get(name string) (int, error)
-	Set(name string, value int) error
-}
+type Sysctl = sysctl.Interface
 
-// NewSysctl returns the /proc/sys of the calling process's network
+// NewSysctl returns the /proc/sys of the calling thread's network
 // namespace (on systems without /proc/sys every call fails).
-func NewSysctl() Sysctl { return procSysctl{root: "/proc/sys"} }
-
-type procSysctl struct{ root string }
-
-func (s procSysctl) Get(name string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(s.root, name))
-	if err != nil {
-		return 0, fmt.Errorf("sysctl %s: %w", name, err)
-	}
-	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0, fmt.Errorf("sysctl %s: %w", name, err)
-	}
-	return v, nil
-}
-
-func (s procSysctl) Set(name string, value int) error {
-	if err := os.WriteFile(filepath.Join(s.root, name), []byte(strconv.Itoa(value)), 0o644); err != nil {
-		return fmt.Errorf("sysctl %s: %w", name, err)
-	}
-	return nil
-}
+func NewSysctl() Sysctl { return sysctl.New() }
 
 // ErrRouteLocalnet is wrapped by the error of a full sync that could not
 // set route_localnet (a read-only /proc/sys, as in an unprivileged

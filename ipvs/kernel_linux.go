@@ -5,12 +5,10 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"github.com/svcproxy/svcproxy/proxy/sysctl"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -668,27 +666,6 @@ func (k *kernelNetlink) LocalAddresses(family v1.IPFamily, exceptDev string) ([]
 
 // ---------------------------------------------------------------- sysctl
 
-type procSysctl struct{ root string }
-
-// NewSysctl returns the /proc/sys of the calling process's namespaces.
+// NewSysctl returns the /proc/sys of the calling thread's namespaces.
 // Network sysctls are per namespace: call it from the namespace to change.
-func NewSysctl() Sysctl { return procSysctl{root: "/proc/sys"} }
-
-func (s procSysctl) Get(name string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(s.root, name))
-	if err != nil {
-		return 0, fmt.Errorf("sysctl %s: %w", name, err)
-	}
-	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0, fmt.Errorf("sysctl %s: %w", name, err)
-	}
-	return v, nil
-}
-
-func (s procSysctl) Set(name string, value int) error {
-	if err := os.WriteFile(filepath.Join(s.root, name), []byte(strconv.Itoa(value)), 0o644); err != nil {
-		return fmt.Errorf("sysctl %s: %w", name, err)
-	}
-	return nil
-}
+func NewSysctl() Sysctl { return sysctl.New() }

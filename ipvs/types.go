@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"github.com/svcproxy/svcproxy/proxy/sysctl"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -255,7 +256,4 @@ type Netlink interface {
 }
 
 // Sysctl reads and writes /proc/sys entries ("net/ipv4/vs/conntrack").
-type Sysctl interface {
-	Get(name string) (int, error)
-	Set(name string, value int) error
-}
+type Sysctl = sysctl.Interface

@@ -290,7 +290,7 @@ func (tr *Tracer) TraceAll(p proxytest.Packet) (Trace, error) {
 
 	tr.fake.mu.Lock()
 	defer tr.fake.mu.Unlock()
-	tc := &traceCtx{cfg: tr.cfg, fake: tr.fake, srcPort: p.SrcPort, routeLocalnet: tr.sysctl == nil || tr.sysctl.routeLocalnet()}
+	tc := &traceCtx{cfg: tr.cfg, fake: tr.fake, srcPort: p.SrcPort, routeLocalnet: tr.sysctl == nil || routeLocalnet(tr.sysctl)}
 	var ends []*pktState
 	var err error
 	switch p.Origin {
