@@ -121,13 +121,57 @@ func refusedChunk(tw *twin, cfg nftables.Config, objs proxytest.Objects) {
 	}
 }
 
+// flushedRepair flushes the table (every chain's rules, "nft flush
+// table") on both sides of tw, after a coldStart of objs, and starts a new
+// engine on each over it: both repair it to the same table. It returns the
+// netlink batches of the netlink side's repair.
+func flushedRepair(tw *twin, cfg nftables.Config, objs proxytest.Objects) int64 {
+	t := tw.t
+	t.Helper()
+	var lists [2]string
+	var batches int64
+	for i := range tw.p {
+		tw.enter(i)
+		nft(t, "flush", "table", string(nftables.Family(tw.fam)), nftables.TableName)
+		ifs, err := nftables.NewInterfaces(tw.fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			ifs.Netlink = nil
+		} else {
+			ifs.Netlink = tw.nl
+		}
+		p, err := nftables.NewProxier(cfg, ifs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := proxytest.NewFeeder(p)
+		if err := f.Apply(objs); err != nil {
+			t.Fatal(err)
+		}
+		f.Synced()
+		before := tw.nl.batches.Load()
+		if w := mustSync(t, p).Result.Writes; w == 0 {
+			t.Errorf("engine %d: the repair of a flushed table wrote nothing", i)
+		}
+		batches += tw.nl.batches.Load() - before
+		lists[i] = tw.list(i)
+	}
+	if lists[0] != lists[1] {
+		t.Fatalf("the repair of a flushed table over netlink differs from nft's:\n%s", listingDiff(lists[0], lists[1]))
+	}
+	return batches
+}
+
 // TestKernelNetlinkColdStart: a cold start (the first full sync into an
 // empty table) whose service chunks go over netlink leaves exactly the
 // table a cold start through nft alone leaves, for the golden table's
 // services (and UDP and SCTP ports) cut into chunks of a few services, and
 // for the objects of every step of the conformance table; a restart over
 // either writes nothing; a refused batch fails the sync and the next one
-// repairs the table (refusedChunk).
+// repairs the table (refusedChunk); a table flushed by hand is repaired
+// to the same table both ways, its services over netlink (flushedRepair).
 func TestKernelNetlinkColdStart(t *testing.T) {
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		topo := proxytest.DefaultTopology(fam)
@@ -139,6 +183,9 @@ func TestKernelNetlinkColdStart(t *testing.T) {
 					t.Errorf("the cold start sent %d netlink batches; want the services in several", n)
 				}
 				refusedChunk(tw, cfg, formsObjects(topo))
+				if n := flushedRepair(tw, cfg, formsObjects(topo)); n < 2 {
+					t.Errorf("the repair of a flushed table sent %d netlink batches; want the services in several", n)
+				}
 				if fam == v1.IPv4Protocol {
 					svcs, slices := goldenObjects(topo)
 					if n := tw.coldStart("golden", cfg, proxytest.Objects{Services: svcs, EndpointSlices: slices}); n < 2 {

@@ -241,13 +241,16 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	total := 0
 	limit := p.cfg.MaxTransactionOps
 	cs := first
-	// Into a table that holds nothing of ours (a cold start), the fixed
-	// part goes alone, through nft (the encoder does not know the table,
-	// containers and base chains), and every service chunk after it over
-	// netlink; with services in it, the first chunk would go through nft
-	// whole. A table that holds services keeps them in the first chunk:
-	// its removals and their replacements land together.
-	cutFirst := p.ifs.Netlink != nil && len(st.chains) == 0
+	// When the fixed part must be written through nft (the encoder does
+	// not know the table, containers and base chains: a cold start, a
+	// table flushed or deleted by hand) and the first chunk removes
+	// nothing, the fixed part goes alone and every service chunk after it
+	// over netlink; with services in it, the first chunk would go through
+	// nft whole. A first chunk that removes objects (adopting another
+	// layout) keeps its first services: removals and their replacements
+	// land together.
+	cutFirst := p.ifs.Netlink != nil && needsNFT(first) &&
+		len(first.flushes)+len(first.elemDels)+len(first.setDels) == 0
 	// Each chunk is encoded for netlink (startEncode) while the kernel
 	// takes the chunk before it: the kernel's part of a batch costs about
 	// twice the encoding. The chunks hold disjoint services, so diffing
@@ -284,6 +287,20 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	p.static = static
 	p.logConflicts(*cs.conflicts)
 	return engine.Result{Writes: total, RequeueAfter: requeue(pending || len(p.state.stale) > 0)}, nil
+}
+
+// needsNFT: cs declares the table or writes a base chain, which the
+// netlink encoder leaves to nft.
+func needsNFT(cs *changeSet) bool {
+	if cs.declare != nil {
+		return true
+	}
+	for _, w := range cs.writes {
+		if w.spec.base != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // removeUnwanted adds to cs the removal of per-service chains, affinity
