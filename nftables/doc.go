@@ -75,9 +75,10 @@
 //   - a full sync that writes many services (a cold start) is split into
 //     transactions of about Config.MaxTransactionOps operations, whole
 //     services each, so traffic to the first services flows before the
-//     last are written; into an empty table the fixed part (table, sets,
-//     maps, base and fixed chains) goes first, alone, through nft, and
-//     every chunk of services after it over netlink;
+//     last are written; into an empty table, or one flushed by hand, the
+//     fixed part (table, sets, maps, base and fixed chains) goes first,
+//     alone, through nft, and every chunk of services after it over
+//     netlink;
 //   - drift (the table deleted or flushed behind the engine's back) is
 //     found by listing one two-rule chain every DriftCheckInterval, and
 //     repaired by a full sync.
