@@ -12,42 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/internal/netnstest"
 	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
-
-// inFreshNetns runs f on this goroutine's OS thread inside a new network
-// namespace, which is destroyed afterwards (the thread goes back to the
-// original one first).
-func inFreshNetns(b *testing.B, f func()) {
-	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Skip("needs root for a network namespace and iptables")
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New() // also switches this thread into it
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(fmt.Sprintf("cannot return to the original netns: %v", err))
-		}
-		ns.Close()
-	}()
-	f()
-}
 
 // BenchmarkKernelSync applies the BenchmarkSyncFull/Partial workload to the
 // real kernel, in a network namespace of its own, with both backends.
@@ -65,7 +37,7 @@ func BenchmarkKernelSync(b *testing.B) {
 						b.Skip("iptables-nft at 10,000 services: a cold start (chunked) and every full sync's listing " +
 							"take tens of seconds each (see BENCHMARKS.md); set SVCPROXY_BENCH_NFT_10K=1 to run it")
 					}
-					inFreshNetns(b, func() { kernelSyncBench(b, backend, n, kind == "full") })
+					netnstest.InFreshNetns(b, func() { kernelSyncBench(b, backend, n, kind == "full") })
 				})
 			}
 		}
@@ -154,7 +126,7 @@ func BenchmarkKernelDriftCheck(b *testing.B) {
 				if backend == xtables.BackendNFT && n > 2000 && os.Getenv("SVCPROXY_BENCH_NFT_10K") == "" {
 					b.Skip("nft above 2,000 services: the first sync takes minutes; set SVCPROXY_BENCH_NFT_10K=1")
 				}
-				inFreshNetns(b, func() { driftCheckBench(b, backend, n) })
+				netnstest.InFreshNetns(b, func() { driftCheckBench(b, backend, n) })
 			})
 		}
 	}
@@ -213,7 +185,7 @@ func BenchmarkKernelResync(b *testing.B) {
 					if backend == xtables.BackendNFT && n > 2000 && os.Getenv("SVCPROXY_BENCH_NFT_10K") == "" {
 						b.Skip("nft above 2,000 services: set SVCPROXY_BENCH_NFT_10K=1")
 					}
-					inFreshNetns(b, func() { kernelResyncBench(b, backend, n, kind) })
+					netnstest.InFreshNetns(b, func() { kernelResyncBench(b, backend, n, kind) })
 				})
 			}
 		}
@@ -309,7 +281,7 @@ func BenchmarkKernelColdStart(b *testing.B) {
 				var cpu time.Duration
 				b.StopTimer()
 				for range b.N {
-					inFreshNetns(b, func() {
+					netnstest.InFreshNetns(b, func() {
 						p, _ := kernelBenchProxier(b, backend, n)
 						runtime.GC()
 						c0 := cpuTimeWithChildren()

@@ -5,18 +5,15 @@ package iptables_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"hash/maphash"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/internal/nfgen"
 	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
@@ -43,31 +40,6 @@ func (l *listCounter) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error 
 
 func (l *listCounter) Backend() string { return l.Runner.(xtables.Backender).Backend() }
 
-func inNetnsT(t *testing.T, f func()) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace and iptables")
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(fmt.Sprintf("cannot return to the original netns: %v", err))
-		}
-		ns.Close()
-	}()
-	f()
-}
-
 // TestKernelResyncOfUnchangedTables: with both backends, a full resync of
 // tables unchanged since our writes (the cold start, partial syncs) runs
 // no iptables-save and restores nothing; a chain added by hand, a rule of
@@ -76,7 +48,7 @@ func inNetnsT(t *testing.T, f func()) {
 func TestKernelResyncOfUnchangedTables(t *testing.T) {
 	for _, backend := range []string{xtables.BackendLegacy, xtables.BackendNFT} {
 		t.Run(backend, func(t *testing.T) {
-			inNetnsT(t, func() { kernelResyncTest(t, backend) })
+			netnstest.InFreshNetns(t, func() { kernelResyncTest(t, backend) })
 		})
 	}
 }
@@ -195,7 +167,7 @@ func kernelResyncTest(t *testing.T, backend string) {
 // three tables' whole blobs, counters excluded (nfgen.LegacyDigest, which
 // the engine does not use for that cost); nat-entries.
 func BenchmarkKernelLegacyDigest(b *testing.B) {
-	inFreshNetns(b, func() {
+	netnstest.InFreshNetns(b, func() {
 		p, _ := kernelBenchProxier(b, xtables.BackendLegacy, 10000)
 		if err := p.Sync(context.Background()); err != nil {
 			b.Fatal(err)

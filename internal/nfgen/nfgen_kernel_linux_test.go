@@ -5,40 +5,12 @@ package nfgen
 import (
 	"hash/maphash"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netns"
+	"github.com/svcproxy/svcproxy/internal/netnstest"
 )
-
-// inFreshNetns runs f on a locked thread in a new network namespace.
-func inFreshNetns(t *testing.T, f func()) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(err)
-		}
-		ns.Close()
-	}()
-	f()
-}
 
 func run(t *testing.T, name string, args ...string) {
 	t.Helper()
@@ -59,7 +31,7 @@ func gen(t *testing.T) uint32 {
 // TestGenerationCountsCommits: every committed transaction (nft, and the
 // iptables-nft tools) moves the generation by one; listings do not.
 func TestGenerationCountsCommits(t *testing.T) {
-	inFreshNetns(t, func() {
+	netnstest.InFreshNetns(t, func() {
 		if _, err := exec.LookPath("nft"); err != nil {
 			t.Skip("no nft binary")
 		}
@@ -93,7 +65,7 @@ func TestGenerationCountsCommits(t *testing.T) {
 }
 
 func TestLegacyDigest(t *testing.T) {
-	inFreshNetns(t, func() {
+	netnstest.InFreshNetns(t, func() {
 		if _, err := exec.LookPath("iptables-legacy"); err != nil {
 			t.Skip("no iptables-legacy")
 		}
