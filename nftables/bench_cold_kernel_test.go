@@ -25,9 +25,10 @@ import (
 // nftables proxier (`upstream-bench -backend real -proxiers nftables`): per
 // op a new Proxier, every object fed, the first (full) sync of the empty
 // table, then a restart (another new Proxier fed the same objects, its
-// first sync over that table, which must write nothing: restart-s), then
-// the table deleted. The op is timed up to the end of the first sync;
-// the restart is timed on its own. sync-s and sync-cpu-s (this process and the
+// first sync over that table, which must write nothing: restart-s), a
+// repair (the table flushed by hand, a third Proxier's first sync over it:
+// repair-s), then the table deleted. The op is timed up to the end of the
+// first sync; the restart and the repair are timed on their own. sync-s and sync-cpu-s (this process and the
 // nft processes) are the first sync's; peak-heap-MiB is the largest live
 // heap sampled every millisecond over the op, the objects included, as
 // upstream-bench reports it.
@@ -53,7 +54,7 @@ func BenchmarkKernelColdStartChunks(b *testing.B) {
 func coldStartBench(b *testing.B, n, maxOps int) {
 	inFreshNetns(b, func() {
 		c := proxytest.NewBenchCluster(n)
-		var wall, cpu, restart, restartCPU time.Duration
+		var wall, cpu, restart, restartCPU, repair, repairCPU time.Duration
 		var peak uint64
 		start := func() *nftables.Proxier {
 			ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
@@ -108,6 +109,16 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 			if w := q.Stats().Last.Result.Writes; w != 0 {
 				b.Errorf("the restart wrote %d operations", w)
 			}
+			// A repair: the table flushed by hand ("nft flush table"),
+			// then a new Proxier over it.
+			nft(b, "flush", "table", "ip", nftables.TableName)
+			r := start()
+			t0, c0 = time.Now(), cpuTimeWithChildren()
+			if err := r.Sync(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			repair += time.Since(t0)
+			repairCPU += cpuTimeWithChildren() - c0
 			if err := p.Cleanup(context.Background()); err != nil {
 				b.Fatal(err)
 			}
@@ -118,6 +129,8 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 		b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		b.ReportMetric(restart.Seconds()/float64(b.N), "restart-s")
 		b.ReportMetric(restartCPU.Seconds()/float64(b.N), "restart-cpu-s")
+		b.ReportMetric(repair.Seconds()/float64(b.N), "repair-s")
+		b.ReportMetric(repairCPU.Seconds()/float64(b.N), "repair-cpu-s")
 		runtime.KeepAlive(c)
 	})
 }
