@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"errors"
-	"hash/fnv"
 	"net"
 	"strconv"
 	"strings"
@@ -117,20 +116,41 @@ func protoLower(p v1.Protocol) string {
 const hashPrefix = "svcproxy:"
 
 func chainHash(base *baseChain, rules []ruleSpec) string {
-	h := fnv.New64a()
+	// FNV-1a (64 bits) over the same bytes hash/fnv was fed before, byte
+	// for byte, computed inline: every full sync hashes every chain, and
+	// the []byte conversions for hash.Hash's Write allocated per rule.
+	h := fnvOffset64
 	if base != nil {
 		// A base chain's hook and priority are part of its content: a
 		// table whose base chain hangs at another priority is rewritten.
-		h.Write([]byte(base.typ + " " + base.hook + " " + base.priority))
-		h.Write([]byte{2})
+		h = fnvString(h, base.typ)
+		h = fnvString(h, " ")
+		h = fnvString(h, base.hook)
+		h = fnvString(h, " ")
+		h = fnvString(h, base.priority)
+		h = fnvByte(h, 2)
 	}
 	for _, r := range rules {
-		h.Write([]byte(r.text))
-		h.Write([]byte{0})
-		h.Write([]byte(r.comment))
-		h.Write([]byte{1})
+		h = fnvString(h, r.text)
+		h = fnvByte(h, 0)
+		h = fnvString(h, r.comment)
+		h = fnvByte(h, 1)
 	}
-	return strconv.FormatUint(h.Sum64(), 36)
+	return strconv.FormatUint(h, 36)
+}
+
+const (
+	fnvOffset64 uint64 = 14695981039346656037
+	fnvPrime64  uint64 = 1099511628211
+)
+
+func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime64 }
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime64
+	}
+	return h
 }
 
 // hashFromComment extracts the content hash from a first rule's comment.

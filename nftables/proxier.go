@@ -306,9 +306,18 @@ func needsNFT(cs *changeSet) bool {
 // removeUnwanted adds to cs the removal of per-service chains, affinity
 // sets and container elements in st that neither want nor static holds.
 func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.NamespacedName]*servicePlan, static *staticPlan, now time.Time) {
-	chains := map[string]bool{}
-	sets := map[string]bool{}
-	elems := map[string]bool{}
+	// Sized from the state (what the table holds is about what is
+	// wanted), keyed without building strings: at 10,000 services this
+	// runs on every full resync over some 110,000 chains and 40,000
+	// elements.
+	type elemKey struct{ container, key string }
+	nElems := 0
+	for _, m := range st.elems {
+		nElems += len(m)
+	}
+	chains := make(map[string]bool, len(st.chains))
+	sets := make(map[string]bool, len(st.sets))
+	elems := make(map[elemKey]bool, nElems)
 	for _, sp := range want {
 		for _, c := range sp.chains {
 			chains[c.name] = true
@@ -317,11 +326,11 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 			sets[s.name] = true
 		}
 		for _, e := range sp.elems {
-			elems[e.container+"\x00"+e.key] = true
+			elems[elemKey{e.container, e.key}] = true
 		}
 	}
 	for _, e := range static.elems {
-		elems[e.container+"\x00"+e.key] = true
+		elems[elemKey{e.container, e.key}] = true
 	}
 	var flush []string
 	for n, h := range st.chains {
@@ -351,7 +360,7 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 	for _, c := range containers {
 		var keys []string
 		for k := range st.elems[c] {
-			if !elems[c+"\x00"+k] {
+			if !elems[elemKey{c, k}] {
 				keys = append(keys, k)
 			}
 		}
