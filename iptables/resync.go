@@ -420,35 +420,6 @@ func applyPayload(known map[xtables.Table]tableSums, payload []byte) bool {
 	return true
 }
 
-// sectionsWithCommands counts the table sections of a restore input that
-// hold at least one line: iptables-nft-restore commits each such section
-// as a transaction of its own, and an empty one not at all.
-func sectionsWithCommands(data []byte) int {
-	n := 0
-	in, any := false, false
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		switch {
-		case len(line) == 0 || line[0] == '#':
-		case line[0] == '*':
-			in, any = true, false
-		case bytes.Equal(line, []byte("COMMIT")):
-			if in && any {
-				n++
-			}
-			in = false
-		default:
-			any = true
-		}
-	}
-	return n
-}
-
 // writeCounter counts the commits of the writes made through it: one per
 // table section a restore writes, per chain created and per rule inserted;
 // other writes (unknown effect) set other.
@@ -479,7 +450,7 @@ func (w *writeCounter) writes() int {
 func (w *writeCounter) Restore(ctx context.Context, data []byte) error {
 	err := w.Runner.Restore(ctx, data)
 	if err == nil {
-		w.restores += sectionsWithCommands(data)
+		w.restores += xtables.SectionsWithCommands(data)
 	} else {
 		w.other = true
 	}

@@ -101,7 +101,7 @@ func TestSectionsWithCommands(t *testing.T) {
 		"*nat\nCOMMIT\n*filter\n-A B -j RETURN\nCOMMIT\n":             1,
 		"# comment\n*nat\nCOMMIT\n":                                   0,
 	} {
-		if got := sectionsWithCommands([]byte(in)); got != want {
+		if got := xtables.SectionsWithCommands([]byte(in)); got != want {
 			t.Errorf("%q: %d, want %d", in, got, want)
 		}
 	}

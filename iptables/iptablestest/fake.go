@@ -479,7 +479,7 @@ func (f *Fake) Restore(ctx context.Context, data []byte) error {
 		f.changes++
 		err = f.restore(data)
 		if err == nil {
-			f.gen += sectionsWithLines(data)
+			f.gen += uint32(xtables.SectionsWithCommands(data))
 		}
 	}
 	if err != nil {

@@ -60,25 +60,3 @@ func (f *Fake) TableDigest(table xtables.Table) (iptables.TableDigest, bool, err
 	}
 	return iptables.TableDigest{Hash: h.Sum64(), Entries: uint32(entries)}, true, nil
 }
-
-// sectionsWithLines counts the table sections of a restore input holding
-// at least one line (what iptables-nft-restore commits).
-func sectionsWithLines(data []byte) uint32 {
-	var n uint32
-	in, any := false, false
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		switch {
-		case len(line) == 0 || line[0] == '#':
-		case line[0] == '*':
-			in, any = true, false
-		case bytes.Equal(line, []byte("COMMIT")):
-			if in && any {
-				n++
-			}
-			in = false
-		default:
-			any = true
-		}
-	}
-	return n
-}

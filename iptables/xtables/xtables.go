@@ -94,3 +94,33 @@ type Runner interface {
 	// HasRandomFully reports whether MASQUERADE --random-fully is supported.
 	HasRandomFully() bool
 }
+
+// SectionsWithCommands counts the table sections of an iptables-restore
+// input that hold at least one line: iptables-nft-restore commits each
+// such section as a transaction of its own (one step of the nftables
+// ruleset generation), and an empty one not at all.
+func SectionsWithCommands(data []byte) int {
+	n := 0
+	in, any := false, false
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		switch {
+		case len(line) == 0 || line[0] == '#':
+		case line[0] == '*':
+			in, any = true, false
+		case bytes.Equal(line, []byte("COMMIT")):
+			if in && any {
+				n++
+			}
+			in = false
+		default:
+			any = true
+		}
+	}
+	return n
+}
