@@ -19,7 +19,6 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/proxy"
@@ -202,46 +201,20 @@ func listingDiff(a, b string) string {
 // node port with affinity, load balancer with one source range, external
 // IP and eTP Local, iTP Local, no endpoints) plus UDP and SCTP ports.
 func formsObjects(topo proxytest.Topology) proxytest.Objects {
-	a1, b1 := topo.LocalPods[0], topo.RemotePods[0]
-	http := []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080}}
-	slicePorts := []proxytest.SlicePortSpec{{Name: "http", Port: 8080}}
-	eps := []proxytest.EndpointSpec{{Pod: a1}, {Pod: b1}}
-	svcs := []*v1.Service{
-		proxytest.MakeService(topo, "web", topo.ServiceIP(1), http, nil),
-		proxytest.MakeService(topo, "sticky", topo.ServiceIP(2), []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080, NodePort: 30080}}, func(s *v1.Service) {
-			s.Spec.Type = v1.ServiceTypeNodePort
-			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
-			s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
-		}),
-		proxytest.MakeService(topo, "lb", topo.ServiceIP(3), []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080, NodePort: 30081}}, func(s *v1.Service) {
-			s.Spec.Type = v1.ServiceTypeLoadBalancer
-			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
-			s.Spec.HealthCheckNodePort = 32000
-			s.Spec.LoadBalancerSourceRanges = []string{sourceRange(topo, 0)}
-			s.Spec.ExternalIPs = []string{topo.ExternalIP(1).String()}
-			s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: topo.LoadBalancerIP(1).String()}}
-		}),
-		proxytest.MakeService(topo, "itp", topo.ServiceIP(4), http, func(s *v1.Service) {
-			s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
-		}),
-		proxytest.MakeService(topo, "empty", topo.ServiceIP(5), http, nil),
-		proxytest.MakeService(topo, "dns", topo.ServiceIP(6), []proxytest.ServicePortSpec{
-			{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, TargetPort: 5353, NodePort: 30053},
-			{Name: "sig", Protocol: v1.ProtocolSCTP, Port: 9, TargetPort: 9999},
-		}, func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort }),
-	}
-	objs := proxytest.Objects{Services: svcs}
+	svcs, slices := goldenObjects(topo)
 	for _, s := range svcs {
-		switch s.Name {
-		case "empty":
-		case "dns":
-			objs.EndpointSlices = append(objs.EndpointSlices, proxytest.MakeSlice(topo, s.Name, "1",
-				[]proxytest.SlicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: 5353}, {Name: "sig", Protocol: v1.ProtocolSCTP, Port: 9999}}, eps...))
-		default:
-			objs.EndpointSlices = append(objs.EndpointSlices, proxytest.MakeSlice(topo, s.Name, "1", slicePorts, eps...))
+		if s.Name == "lb" {
+			s.Spec.LoadBalancerSourceRanges = []string{sourceRange(topo, 0)} // of the topology's family
 		}
 	}
-	return objs
+	svcs = append(svcs, proxytest.MakeService(topo, "dns", topo.ServiceIP(6), []proxytest.ServicePortSpec{
+		{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, TargetPort: 5353, NodePort: 30053},
+		{Name: "sig", Protocol: v1.ProtocolSCTP, Port: 9, TargetPort: 9999},
+	}, func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort }))
+	slices = append(slices, proxytest.MakeSlice(topo, "dns", "1",
+		[]proxytest.SlicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: 5353}, {Name: "sig", Protocol: v1.ProtocolSCTP, Port: 9999}},
+		proxytest.EndpointSpec{Pod: topo.LocalPods[0]}, proxytest.EndpointSpec{Pod: topo.RemotePods[0]}))
+	return proxytest.Objects{Services: svcs, EndpointSlices: slices}
 }
 
 // sourceRange returns a non-byte-aligned range of the test documentation
