@@ -137,6 +137,13 @@ type Stats struct {
 	// Skipped counts invalid ports, fields and endpoint addresses the
 	// tracker logged and skipped (bad objects in the cluster).
 	Skipped uint64
+	// OtherFamily is how many services are skipped now because every
+	// cluster IP they have is of the other IP family (each is logged
+	// once, at V(2); see changetracker.Tracker.OtherFamily). Expected for
+	// the single-stack services of a dual-stack cluster on a single-stack
+	// Provider; a dual-stack Provider reports 0, as each such service is
+	// served by its other half.
+	OtherFamily int
 }
 
 // SyncError is the error of a failed sync: the engine's error (errors.As
@@ -480,7 +487,7 @@ func (b *Base) syncLocked(ctx context.Context) SyncOutcome {
 		b.stats.Failures++
 		b.stats.ConsecutiveFailures++
 		b.stats.Last = out
-		b.stats.Skipped = b.tracker.Skipped()
+		b.stats.Skipped, b.stats.OtherFamily = b.tracker.Skipped(), b.tracker.OtherFamily()
 		return out
 	}
 	out.Result = res
@@ -507,7 +514,7 @@ func (b *Base) syncLocked(ctx context.Context) SyncOutcome {
 	b.stats.ConsecutiveFailures = 0
 	b.stats.Last = out
 	b.stats.LastSuccess = start
-	b.stats.Skipped = b.tracker.Skipped()
+	b.stats.Skipped, b.stats.OtherFamily = b.tracker.Skipped(), b.tracker.OtherFamily()
 	if v := b.log.V(2); v.Enabled() { // not boxing the values on every sync when off
 		v.Info("Synced", "engine", b.hooks.Name, "full", out.Full, "reason", out.Reason,
 			"services", out.Services, "changed", out.Changed, "writes", res.Writes, "elapsed", out.Duration)

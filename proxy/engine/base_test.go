@@ -473,3 +473,28 @@ func TestDriftCheckDoesNotDelayTheNextSync(t *testing.T) {
 	b.OnServiceAdd(service("a", "10.0.0.1", v1.ProtocolTCP))
 	waitFor(t, r.syncs, func(req Request) bool { return len(req.Update.ChangedServices) == 1 })
 }
+
+// A service of the other IP family only is skipped and counted in Stats,
+// and stops counting once it gains an IP of this family or goes.
+func TestStatsCountOtherFamilyServices(t *testing.T) {
+	r := &recorder{}
+	b := newBase(t, Common{Clock: clocktesting.NewFakeClock(time.Unix(1e9, 0))}, r)
+	ctx := context.Background()
+	synced(b)
+	v6 := service("v6", "fd00::10", v1.ProtocolTCP)
+	b.OnServiceAdd(service("v4", "10.0.0.1", v1.ProtocolTCP))
+	b.OnServiceAdd(v6)
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.OtherFamily != 1 {
+		t.Fatalf("OtherFamily = %d after an IPv6-only service on IPv4, want 1", s.OtherFamily)
+	}
+	b.OnServiceDelete(v6)
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.OtherFamily != 0 {
+		t.Fatalf("OtherFamily = %d after the service went, want 0", s.OtherFamily)
+	}
+}
