@@ -1,0 +1,765 @@
+package xtblob
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// DefaultLockWait is how long Restore waits for the xtables lock when
+// RestoreOptions.LockWait is zero (the engines' default, as kube-proxy's).
+const DefaultLockWait = 5 * time.Second
+
+// ErrLockHeld is wrapped by Restore's error when another program held the
+// xtables lock for all of RestoreOptions.LockWait. Nothing was written.
+var ErrLockHeld = errors.New("xtblob: xtables lock held by another program")
+
+// RestoreOptions configures Restore. The zero value is ready to use.
+type RestoreOptions struct {
+	// LockFile is the xtables lock to hold while the tables are read,
+	// changed and written. Empty: $XTABLES_LOCKFILE if set, else
+	// /run/xtables.lock, as iptables 1.8.9 does.
+	LockFile string
+	// LockWait bounds the wait for the lock (polled). Zero:
+	// DefaultLockWait; negative: one try.
+	LockWait time.Duration
+	// Workers is how many goroutines encode rules. Zero: GOMAXPROCS.
+	Workers int
+
+	// newEncoder replaces NewEncoder (tests).
+	newEncoder func(Family) ruleEncoder
+}
+
+// ruleEncoder is what Restore needs of an Encoder.
+type ruleEncoder interface {
+	AppendRule(dst []byte, rule []byte) ([]byte, RuleRef, error)
+}
+
+// RestoreError is a line of the input that failed, as
+// iptables-restore's "line N failed"; it wraps ErrUnsupported for a line
+// this package does not handle. Nothing was written.
+type RestoreError struct {
+	Line  int    // 1-based
+	Table string // the table section it is in, "" outside one
+	Err   error
+}
+
+func (e *RestoreError) Error() string {
+	if e.Table == "" {
+		return fmt.Sprintf("xtblob: line %d failed: %v", e.Line, e.Err)
+	}
+	return fmt.Sprintf("xtblob: table %s: line %d failed: %v", e.Table, e.Line, e.Err)
+}
+
+func (e *RestoreError) Unwrap() error { return e.Err }
+
+// The lines of an iptables-restore input.
+const (
+	opTable       = iota // *table
+	opCommit             // COMMIT
+	opChain              // :CHAIN POLICY [p:b]
+	opAppend             // -A CHAIN rule
+	opInsert             // -I CHAIN [n] rule
+	opDelete             // -D CHAIN rule
+	opDeleteNum          // -D CHAIN n
+	opReplace            // -R CHAIN n rule
+	opFlush              // -F [CHAIN]
+	opNewChain           // -N CHAIN
+	opDeleteChain        // -X [CHAIN]
+	opPolicy             // -P CHAIN POLICY
+	opFail               // a line that fails as it stands (err)
+)
+
+// op is one line of input.
+type op struct {
+	kind  uint8
+	line  int32
+	num   int32  // rule number, 1-based
+	enc   int32  // index in plan.encs, -1
+	chain string // aliases the input; "" for "every chain"
+	arg   string // table name, policy
+	err   error  // opFail
+}
+
+// encRule is a rule of the input and its encoding.
+type encRule struct {
+	text      []byte
+	jump      string
+	verdictAt int32
+	src       uint16
+	off, size uint32
+	err       error
+}
+
+// plan is a parsed input: its lines, then its encoded rules.
+type plan struct {
+	fam    Family
+	ops    []op
+	encs   []encRule
+	tables []string // in order of first appearance
+	arenas [][]byte // encoded entries, one per worker (table source 1+i)
+}
+
+func bstr(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// field splits off the first space- or tab-separated word of s.
+func field(s []byte) (word, rest []byte) {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	s = s[i:]
+	j := 0
+	for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+		j++
+	}
+	return s[:j], s[j:]
+}
+
+func trimSpace(s []byte) []byte {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return s[i:]
+}
+
+// maxLine is iptables-restore's line buffer: a longer line is read as
+// two, which this package does not imitate.
+const maxLine = 10240 - 1
+
+// parseInput splits data into its lines, as iptables-restore reads them.
+// Lines that fail as they stand become opFail, so that errors surface in
+// line order when the plan is applied. The plan aliases data.
+func parseInput(fam Family, data []byte) *plan {
+	p := &plan{fam: fam}
+	p.ops = make([]op, 0, bytes.Count(data, []byte{'\n'})+1)
+	p.encs = make([]encRule, 0, cap(p.ops))
+	inTable := false
+	seen := map[string]bool{}
+	fail := func(line int, err error) {
+		p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1, err: err})
+	}
+	line := 0
+	for len(data) > 0 {
+		line++
+		var l []byte
+		nl := false
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			l, data, nl = data[:i], data[i+1:], true
+		} else {
+			l, data = data, nil
+		}
+		if len(l) >= maxLine {
+			fail(line, unsupportedf("a line of %d bytes", len(l)))
+			continue
+		}
+		switch {
+		case len(l) == 0 && nl:
+			continue
+		case len(l) > 0 && l[0] == '#':
+			continue
+		case inTable && nl && string(l) == "COMMIT":
+			p.ops = append(p.ops, op{kind: opCommit, line: int32(line), enc: -1})
+			inTable = false
+			continue
+		case !inTable && len(l) > 0 && l[0] == '*':
+			name, _ := field(l[1:])
+			if len(name) == 0 {
+				fail(line, errors.New("table name invalid"))
+				continue
+			}
+			if len(name) > 32 {
+				name = name[:32]
+			}
+			t := bstr(name)
+			if !seen[t] {
+				seen[t] = true
+				p.tables = append(p.tables, t)
+			}
+			p.ops = append(p.ops, op{kind: opTable, line: int32(line), enc: -1, arg: t})
+			inTable = true
+			continue
+		case !inTable:
+			fail(line, errors.New("not in a table section"))
+			continue
+		case len(l) > 0 && l[0] == ':':
+			name, rest := field(l[1:])
+			policy, rest := field(rest)
+			_ = rest // counters: used only with --counters
+			if len(name) == 0 {
+				fail(line, errors.New("chain name invalid"))
+				continue
+			}
+			o := op{kind: opChain, line: int32(line), enc: -1, chain: bstr(name), arg: bstr(policy)}
+			p.ops = append(p.ops, o)
+			continue
+		}
+		p.parseCommand(line, l)
+	}
+	if inTable {
+		fail(line+1, errors.New("COMMIT expected"))
+	}
+	return p
+}
+
+// parseCommand parses a command line of a table section.
+func (p *plan) parseCommand(line int, l []byte) {
+	o := op{line: int32(line), enc: -1}
+	fail := func(err error) {
+		p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1, err: err})
+	}
+	l = trimSpace(l)
+	if len(l) > 0 && l[0] == '[' { // [pcnt:bcnt]: iptables-restore uses them only with --counters
+		i := bytes.IndexByte(l, ']')
+		if i < 0 {
+			fail(errors.New("bad counters"))
+			return
+		}
+		l = l[i+1:]
+	}
+	cmd, rest := field(l)
+	var hasRule, hasNum, numOptional, chainOptional bool
+	switch string(cmd) {
+	case "-A", "--append":
+		o.kind, hasRule = opAppend, true
+	case "-I", "--insert":
+		o.kind, hasRule, hasNum, numOptional = opInsert, true, true, true
+	case "-D", "--delete":
+		o.kind, hasRule, hasNum, numOptional = opDelete, true, true, true
+	case "-R", "--replace":
+		o.kind, hasRule, hasNum = opReplace, true, true
+	case "-F", "--flush":
+		o.kind, chainOptional = opFlush, true
+	case "-N", "--new-chain":
+		o.kind = opNewChain
+	case "-X", "--delete-chain":
+		o.kind, chainOptional = opDeleteChain, true
+	case "-P", "--policy":
+		o.kind = opPolicy
+	default:
+		fail(unsupportedf("command %q", cmd))
+		return
+	}
+	name, rest := field(rest)
+	if len(name) == 0 || name[0] == '-' {
+		if !chainOptional || len(name) != 0 {
+			fail(unsupportedf("%s without a chain", cmd))
+			return
+		}
+	} else if name[0] == '"' || name[0] == '\'' || name[0] == '!' {
+		fail(unsupportedf("chain name %s", name))
+		return
+	}
+	o.chain = bstr(name)
+	if hasNum {
+		w, r := field(rest)
+		if len(w) > 0 && w[0] != '-' && w[0] != '!' {
+			n, err := strconv.ParseUint(string(w), 10, 31)
+			if err != nil || n == 0 {
+				fail(fmt.Errorf("invalid rule number `%s'", w))
+				return
+			}
+			o.num = int32(n)
+			rest = r
+			if o.kind == opDelete {
+				o.kind, hasRule = opDeleteNum, false
+			}
+		} else if !numOptional {
+			fail(fmt.Errorf("%s needs a rule number", cmd))
+			return
+		} else if o.kind == opInsert {
+			o.num = 1
+		}
+	}
+	switch {
+	case o.kind == opPolicy:
+		pol, r := field(rest)
+		if len(pol) == 0 || len(trimSpace(r)) != 0 {
+			fail(unsupportedf("-P %s %s", name, rest))
+			return
+		}
+		o.arg = bstr(pol)
+	case hasRule:
+		o.enc = int32(len(p.encs))
+		p.encs = append(p.encs, encRule{text: trimSpace(rest), verdictAt: -1})
+	default:
+		if len(trimSpace(rest)) != 0 {
+			fail(unsupportedf("%s %s with %q", cmd, name, trimSpace(rest)))
+			return
+		}
+	}
+	p.ops = append(p.ops, o)
+}
+
+// encode encodes every rule of the plan, on workers goroutines, each
+// into an arena of its own.
+func (p *plan) encode(workers int, newEnc func(Family) ruleEncoder) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if newEnc == nil {
+		newEnc = func(f Family) ruleEncoder { return NewEncoder(f) }
+	}
+	n := len(p.encs)
+	if n < 2048 {
+		workers = 1
+	}
+	if workers > n/1024+1 {
+		workers = n/1024 + 1
+	}
+	p.arenas = make([][]byte, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.arenas[w] = encodeRange(p.fam, newEnc(p.fam), p.encs[lo:hi], uint16(w+1))
+		}()
+	}
+	wg.Wait()
+}
+
+// maxEntry is the largest entry (next_offset is 16 bits): an arena keeps
+// that much room free before each rule, so that AppendRule never has to
+// move it.
+const maxEntry = 1 << 16
+
+func encodeRange(fam Family, enc ruleEncoder, encs []encRule, src uint16) []byte {
+	text := 0
+	for i := range encs {
+		text += len(encs[i].text)
+	}
+	// entries run 4 to 15 times their text (a comment match alone is 288
+	// bytes); the reservation is virtual memory, touched as it fills.
+	a := newArena(16*text + 4*maxEntry)
+	for i := range encs {
+		e := &encs[i]
+		a.reserve(maxEntry)
+		start := len(a.buf)
+		out, ref, err := enc.AppendRule(a.buf, e.text)
+		if err != nil {
+			e.err = err
+			continue
+		}
+		if len(out) > start && &out[start] != &a.buf[:start+1][start] {
+			// the encoder moved the buffer (an entry over maxEntry?)
+			e.err = fmt.Errorf("xtblob: the encoder outgrew its buffer")
+			continue
+		}
+		a.buf = a.buf[:len(out)]
+		e.src, e.off, e.size = src, uint32(start), uint32(len(out)-start)
+		e.verdictAt = int32(ref.VerdictAt)
+		if ref.Jump != nil {
+			e.jump = bstr(ref.Jump)
+		}
+		_ = ref.Goto
+	}
+	return a.buf
+}
+
+// arena is a growing buffer outside the Go heap where one can be had.
+type arena struct {
+	buf []byte
+}
+
+func newArena(n int) *arena { return &arena{buf: allocBig(n)[:0]} }
+
+// reserve makes room for n more bytes, moving the buffer if needed.
+func (a *arena) reserve(n int) {
+	if cap(a.buf)-len(a.buf) >= n {
+		return
+	}
+	nb := allocBig(2*cap(a.buf) + n)[:len(a.buf)]
+	copy(nb, a.buf)
+	freeBig(a.buf[:cap(a.buf)])
+	a.buf = nb
+}
+
+func (p *plan) free() {
+	for i, a := range p.arenas {
+		if cap(a) > 0 {
+			freeBig(a[:cap(a)])
+		}
+		p.arenas[i] = nil
+	}
+}
+
+// tableSource reads a table from the kernel.
+type tableSource func(name string) (*table, error)
+
+// apply runs the plan's lines in order on the tables (read through read
+// when first named), as iptables-restore --noflush would; only the
+// sections of table only when it is not empty. The first failing line
+// ends it with a *RestoreError.
+func (p *plan) apply(tables map[string]*table, read tableSource, only string) error {
+	var t *table
+	cur := ""
+	skip := false
+	for i := range p.ops {
+		o := &p.ops[i]
+		if o.kind == opTable {
+			cur = o.arg
+			skip = only != "" && cur != only
+			if skip {
+				continue
+			}
+			t = tables[cur]
+			if t == nil {
+				var err error
+				if t, err = read(cur); err != nil {
+					return &RestoreError{Line: int(o.line), Table: cur, Err: err}
+				}
+				for _, a := range p.arenas {
+					t.srcs = append(t.srcs, a)
+				}
+				tables[cur] = t
+			}
+			continue
+		}
+		if o.kind == opCommit {
+			cur, t = "", nil
+			continue
+		}
+		if skip {
+			continue
+		}
+		if err := p.applyOp(t, o); err != nil {
+			return &RestoreError{Line: int(o.line), Table: cur, Err: err}
+		}
+	}
+	return nil
+}
+
+var (
+	errNoChain  = errors.New("no chain/target/match by that name")
+	errExists   = errors.New("chain already exists")
+	errBuiltin  = errors.New("can't delete built-in chain")
+	errRefs     = errors.New("can't delete chain with references left")
+	errNotEmpty = errors.New("chain is not empty")
+	errIndex    = errors.New("index too big")
+	errNoRule   = errors.New("bad rule (does a matching rule exist in that chain?)")
+	errPolicy   = errors.New("bad policy name")
+	errPolChain = errors.New("bad built-in chain name")
+)
+
+func isVerdictName(s string) bool {
+	return s == "ACCEPT" || s == "DROP" || s == "QUEUE" || s == "RETURN"
+}
+
+func (p *plan) applyOp(t *table, o *op) error {
+	if o.kind == opFail {
+		return o.err
+	}
+	if len(o.chain) >= chainNameLimit {
+		return fmt.Errorf("invalid chain name `%s' (%d chars max)", o.chain, chainNameLimit-1)
+	}
+	switch o.kind {
+	case opChain:
+		if o.arg == "" {
+			return errors.New("policy invalid")
+		}
+		ci, ok := t.lookup(o.chain)
+		switch {
+		case ok && t.chains[ci].hook >= 0:
+		case ok:
+			t.flush(ci)
+		default:
+			if isVerdictName(o.chain) {
+				return fmt.Errorf("error creating chain '%s': %w", o.chain, errExists)
+			}
+			ci = t.addChain(o.chain, -1)
+		}
+		t.changed = true
+		if o.arg != "-" {
+			// iptables-restore sets the policy's counters: to [p:b]
+			// with --counters, to zero without.
+			return t.setPolicy(o.chain, o.arg, ctrSet)
+		}
+		return nil
+	case opPolicy:
+		t.changed = true
+		return t.setPolicy(o.chain, o.arg, ctrNone)
+	case opNewChain:
+		if o.chain[0] == '!' {
+			return fmt.Errorf("chain name not allowed to start with `!'")
+		}
+		if _, ok := t.lookup(o.chain); ok || isVerdictName(o.chain) {
+			return errExists
+		}
+		if isTargetName(p.fam, o.chain) {
+			return errors.New("chain name may not clash with target name")
+		}
+		t.addChain(o.chain, -1)
+		t.changed = true
+		return nil
+	case opFlush:
+		t.changed = true
+		if o.chain == "" {
+			for i := range t.chains {
+				if !t.chains[i].deleted {
+					t.flush(int32(i))
+				}
+			}
+			return nil
+		}
+		ci, ok := t.lookup(o.chain)
+		if !ok {
+			return errNoChain
+		}
+		t.flush(ci)
+		return nil
+	case opDeleteChain:
+		t.changed = true
+		if o.chain == "" {
+			for i := range t.chains {
+				c := &t.chains[i]
+				if c.deleted || c.hook >= 0 {
+					continue
+				}
+				if c.n > 0 {
+					return fmt.Errorf("%s: %w", c.name, errNotEmpty)
+				}
+				if c.refs > 0 {
+					return fmt.Errorf("%s: %w", c.name, errRefs)
+				}
+			}
+			for i := range t.chains {
+				if c := &t.chains[i]; !c.deleted && c.hook < 0 {
+					t.deleteChain(int32(i))
+				}
+			}
+			return nil
+		}
+		ci, ok := t.lookup(o.chain)
+		switch {
+		case !ok:
+			return errNoChain
+		case t.chains[ci].hook >= 0:
+			return errBuiltin
+		case t.chains[ci].refs > 0:
+			return errRefs
+		case t.chains[ci].n > 0:
+			return errNotEmpty
+		}
+		t.deleteChain(ci)
+		return nil
+	case opDeleteNum:
+		ci, ok := t.lookup(o.chain)
+		if !ok {
+			return errNoChain
+		}
+		if o.num > t.chains[ci].n {
+			return errIndex
+		}
+		prev := int32(-1)
+		if o.num > 1 {
+			prev = t.nth(ci, o.num-2)
+		}
+		t.removeRule(ci, prev)
+		t.changed = true
+		return nil
+	}
+	// the commands with a rule
+	e := &p.encs[o.enc]
+	if e.err != nil {
+		return e.err
+	}
+	r, err := t.newRule(e)
+	if err != nil {
+		return err
+	}
+	ci, ok := t.lookup(o.chain)
+	if !ok {
+		return errNoChain
+	}
+	switch o.kind {
+	case opAppend:
+		t.appendRule(ci, r)
+	case opInsert:
+		if o.num-1 > t.chains[ci].n {
+			return errIndex
+		}
+		t.insertRule(ci, o.num-1, r)
+	case opReplace:
+		if o.num > t.chains[ci].n {
+			return errIndex
+		}
+		prev := int32(-1)
+		if o.num > 1 {
+			prev = t.nth(ci, o.num-2)
+		}
+		t.removeRule(ci, prev)
+		t.insertRule(ci, o.num-1, r)
+	case opDelete:
+		prev := int32(-1)
+		found := false
+		for q := t.chains[ci].first; q >= 0; prev, q = q, t.rules[q].next {
+			if t.sameRule(&r, &t.rules[q]) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return errNoRule
+		}
+		t.removeRule(ci, prev)
+		t.changed = true
+		return nil
+	}
+	if r.kind == kindJump {
+		t.chains[r.jump].refs++
+	}
+	t.changed = true
+	return nil
+}
+
+func (t *table) setPolicy(name, policy string, mode uint8) error {
+	ci, ok := t.lookup(name)
+	if !ok || t.chains[ci].hook < 0 {
+		return fmt.Errorf("can't set policy `%s' on `%s': %w", policy, name, errPolChain)
+	}
+	c := &t.chains[ci]
+	switch policy {
+	case "ACCEPT":
+		c.verdict = verdictAccept
+	case "DROP":
+		c.verdict = verdictDrop
+	default:
+		return fmt.Errorf("can't set policy `%s' on `%s': %w", policy, name, errPolicy)
+	}
+	c.polCtrMode = mode
+	c.polCtr = [2]uint64{}
+	return nil
+}
+
+func (t *table) deleteChain(ci int32) {
+	c := &t.chains[ci]
+	c.deleted = true
+	delete(t.byName, c.name)
+	t.nUser--
+}
+
+// newRule makes the rule of an encoded entry, mapping its target as
+// libiptc does: a user chain's name to a jump, a verdict's name to the
+// verdict. The rule is not counted as a reference yet.
+func (t *table) newRule(e *encRule) (rule, error) {
+	lay := t.lay
+	ent := t.srcs[e.src][e.off : e.off+e.size]
+	to := u16(ent[lay.targetOffsetAt:])
+	tg := ent[to:]
+	r := rule{next: -1, jump: -1, oldIdx: -1, off: e.off, size: e.size, src: e.src}
+	if e.jump != "" {
+		ci, ok := t.lookup(e.jump)
+		if !ok {
+			return r, fmt.Errorf("couldn't load target `%s': %w", e.jump, errNoChain)
+		}
+		if t.chains[ci].hook >= 0 {
+			return r, fmt.Errorf("can't jump to built-in chain %s", e.jump)
+		}
+		if u16(tg) != standardSize {
+			return r, fmt.Errorf("xtblob: the jump to %s has a target of %d bytes", e.jump, u16(tg))
+		}
+		r.kind, r.jump = kindJump, ci
+		return r, nil
+	}
+	name := cstring(tg[targetNameAt : targetNameAt+targetNameLen])
+	v := int32(0)
+	switch name {
+	case "":
+		if u16(tg) != standardSize {
+			return r, unsupportedf("a standard target of %d bytes", u16(tg))
+		}
+		if i32(tg[targetHeader:]) < 0 {
+			r.kind = kindStandard
+		} else {
+			r.kind = kindFallthrough
+		}
+		return r, nil
+	case "ACCEPT":
+		v = verdictAccept
+	case "DROP":
+		v = verdictDrop
+	case "QUEUE":
+		v = verdictQueue
+	case "RETURN":
+		v = verdictReturn
+	default:
+		r.kind = kindModule
+		return r, nil
+	}
+	if u16(tg) != standardSize {
+		return r, unsupportedf("a %s target of %d bytes", name, u16(tg))
+	}
+	clear(tg[targetNameAt : targetRevAt+1])
+	binaryPutI32(tg[targetHeader:], v)
+	r.kind = kindStandard
+	return r, nil
+}
+
+// sameRule reports whether rule a (new, not yet in the table) is the one
+// b, as libiptc's delete compares them: heads, matches and targets byte
+// for byte (the kernel clears what it keeps for itself on readback, as
+// iptables' masks do), jumps by the chain they go to.
+func (t *table) sameRule(a, b *rule) bool {
+	if a.size != b.size || a.kind != b.kind {
+		return false
+	}
+	lay := t.lay
+	ea, eb := t.entry(a), t.entry(b)
+	if !bytes.Equal(ea[:lay.comefromAt], eb[:lay.comefromAt]) {
+		return false
+	}
+	to := u16(ea[lay.targetOffsetAt:])
+	if !bytes.Equal(ea[lay.entrySize:to], eb[lay.entrySize:to]) {
+		return false
+	}
+	switch a.kind {
+	case kindJump:
+		return a.jump == b.jump
+	case kindFallthrough:
+		return true
+	case kindStandard:
+		return i32(ea[to+targetHeader:]) == i32(eb[to+targetHeader:])
+	}
+	return bytes.Equal(ea[to:], eb[to:])
+}
+
+func binaryPutI32(b []byte, v int32) { binary.NativeEndian.PutUint32(b, uint32(v)) }
+
+// isTargetName reports whether iptables would load name as a target
+// extension (it refuses such names for -N): a libxt_NAME.so, or the
+// family's libipt_/libip6t_ one, in $XTABLES_LIBDIR or the usual places.
+func isTargetName(fam Family, name string) bool {
+	dirs := []string{"/usr/lib/x86_64-linux-gnu/xtables", "/usr/lib/aarch64-linux-gnu/xtables",
+		"/usr/lib64/xtables", "/usr/lib/xtables", "/usr/libexec/xtables"}
+	if env := os.Getenv("XTABLES_LIBDIR"); env != "" {
+		dirs = filepath.SplitList(env)
+	}
+	fp := "libipt_"
+	if fam == IPv6 {
+		fp = "libip6t_"
+	}
+	for _, d := range dirs {
+		for _, f := range [2]string{"libxt_", fp} {
+			if _, err := os.Stat(filepath.Join(d, f+name+".so")); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,425 @@
+package xtblob
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+)
+
+func famName(f Family) string {
+	if f == IPv6 {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
+func tool(f Family, name string) string {
+	if f == IPv6 {
+		return "ip6" + name
+	}
+	return "ip" + name
+}
+
+// runTool runs iptables-legacy-restore --noflush (ip6tables-… for IPv6)
+// on input in the current network namespace.
+func runTool(t testing.TB, f Family, input string) error {
+	t.Helper()
+	cmd := exec.Command(tool(f, "tables-legacy-restore"), "--noflush", "-w", "5")
+	cmd.Stdin = strings.NewReader(input)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+// mustTool runs iptables-legacy (ip6tables-legacy) commands, one per line.
+func mustTool(t testing.TB, f Family, lines string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		cmd := exec.Command(tool(f, "tables-legacy"), append([]string{"-w", "5"}, tokens(l)...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v: %s", tool(f, "tables-legacy"), l, err, out)
+		}
+	}
+}
+
+// save is iptables-legacy-save of table, with counters, without its
+// comment lines.
+func save(t testing.TB, f Family, table string) string {
+	t.Helper()
+	out, err := exec.Command(tool(f, "tables-legacy-save"), "-c", "-t", table).Output()
+	if err != nil {
+		t.Fatalf("save %s: %v", table, err)
+	}
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(string(out), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+// raw is a table as the kernel returns it: its info (hooks, underflows,
+// entry count, size) then its entries, byte for byte.
+func raw(t testing.TB, f Family, table string) []byte {
+	t.Helper()
+	k, err := openKernel(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.close()
+	tb, err := k.readTable(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer freeBig(tb.mem)
+	var out []byte
+	out = binary.NativeEndian.AppendUint32(out, tb.info.validHooks)
+	for h := 0; h < numHooks; h++ {
+		out = binary.NativeEndian.AppendUint32(out, tb.info.hookEntry[h])
+		out = binary.NativeEndian.AppendUint32(out, tb.info.underflow[h])
+	}
+	out = binary.NativeEndian.AppendUint32(out, tb.info.numEntries)
+	out = binary.NativeEndian.AppendUint32(out, tb.info.size)
+	return append(out, tb.srcs[0]...)
+}
+
+// state is every table's raw readback and save text.
+type state map[string]string
+
+func snapshot(t testing.TB, f Family, tables ...string) state {
+	s := state{}
+	for _, tb := range tables {
+		s[tb+" raw"] = string(raw(t, f, tb))
+		s[tb+" save"] = save(t, f, tb)
+	}
+	return s
+}
+
+func diffState(t testing.TB, what string, want, got state) {
+	t.Helper()
+	for k, w := range want {
+		g := got[k]
+		if g == w {
+			continue
+		}
+		if strings.HasSuffix(k, " save") {
+			t.Errorf("%s: %s differs:\nwant:\n%s\ngot:\n%s", what, k, w, g)
+			continue
+		}
+		i := 0
+		for i < len(w) && i < len(g) && w[i] == g[i] {
+			i++
+		}
+		t.Errorf("%s: %s differs at byte %d (lengths %d, %d)", what, k, i, len(w), len(g))
+	}
+}
+
+var testOpts = RestoreOptions{newEncoder: newTestEncoder}
+
+// foreign is what another program keeps in the tables: chains, jumps,
+// gotos, rules with counters, a policy with counters.
+const foreign = `
+-t filter -N FOREIGN
+-t filter -N FOREIGN-2
+-t filter -A FOREIGN -s %[1]s -j ACCEPT -c 11 1100
+-t filter -A FOREIGN -m comment --comment "theirs" -g FOREIGN-2 -c 12 1200
+-t filter -A FOREIGN-2 -j DROP
+-t filter -A FOREIGN-2 -c 3 300
+-t filter -I INPUT -j FOREIGN -c 7 700
+-t filter -A OUTPUT -d %[1]s -j RETURN
+-t filter -P FORWARD DROP -c 5 500
+-t nat -N ZZZ-FOREIGN
+-t nat -A OUTPUT -j ZZZ-FOREIGN -c 9 900
+-t nat -A ZZZ-FOREIGN -j MARK --set-xmark 0x1/0x1
+`
+
+func foreignFor(f Family) string {
+	addr := "192.0.2.1"
+	if f == IPv6 {
+		addr = "2001:db8::1"
+	}
+	return fmt.Sprintf(foreign, addr)
+}
+
+func eachFamily(t *testing.T, f func(t *testing.T, fam Family)) {
+	for _, fam := range []Family{IPv4, IPv6} {
+		t.Run(famName(fam), func(t *testing.T) { f(t, fam) })
+	}
+}
+
+func TestKernelRoundTrip(t *testing.T) {
+	eachFamily(t, func(t *testing.T, fam Family) {
+		netnstest.InFreshNetns(t, func() {
+			mustTool(t, fam, foreignFor(fam))
+			before := raw(t, fam, "filter")
+			k, err := openKernel(fam)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.close()
+			tb, err := k.readTable("filter")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer freeBig(tb.mem)
+			if err := k.commit(tb); err != nil {
+				t.Fatal(err)
+			}
+			after := raw(t, fam, "filter")
+			// libiptc keeps every counter but the policies' (which it
+			// resets to what they counted since the read): zero them in
+			// what we expect.
+			want := zeroPolicyCounters(t, fam, before)
+			if !bytes.Equal(want, after) {
+				t.Errorf("readback after our write differs from before")
+			}
+			if s := save(t, fam, "filter"); !strings.Contains(s, "[11:1100] -A FOREIGN") || !strings.Contains(s, ":FORWARD DROP [0:0]") {
+				t.Errorf("counters not as libiptc keeps them:\n%s", s)
+			}
+		})
+	})
+}
+
+// zeroPolicyCounters clears the counters of the built-in chains' policy
+// entries (the underflows) in a raw readback.
+func zeroPolicyCounters(t testing.TB, fam Family, r []byte) []byte {
+	r = bytes.Clone(r)
+	lay := &layouts[fam]
+	hooks := binary.NativeEndian.Uint32(r)
+	const infoLen = 4 + 8*numHooks + 8
+	for h := 0; h < numHooks; h++ {
+		if hooks&(1<<h) == 0 {
+			continue
+		}
+		uf := binary.NativeEndian.Uint32(r[4+8*h+4:])
+		clear(r[infoLen+int(uf)+lay.countersAt : infoLen+int(uf)+lay.countersAt+16])
+	}
+	return r
+}
+
+// payloads is a sequence of restore inputs (%[1]s, %[2]s: addresses of
+// the family).
+var payloads = []string{
+	// a full payload
+	`*filter
+:INPUT ACCEPT [0:0]
+:KUBE-A - [0:0]
+:KUBE-B - [0:0]
+:KUBE-C - [0:0]
+-A INPUT -m comment --comment "kube" -j KUBE-A
+-A KUBE-A -s %[1]s -j KUBE-B
+-A KUBE-A -g KUBE-C
+-A KUBE-B -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-B -d %[2]s -j ACCEPT
+-A KUBE-B
+-A KUBE-C -j KUBE-B
+COMMIT
+*nat
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-1 - [0:0]
+-A PREROUTING -j KUBE-SERVICES
+-A OUTPUT -j KUBE-SERVICES
+-A KUBE-SERVICES -d %[2]s -j KUBE-SVC-1
+-A KUBE-SVC-1 -j MARK --set-xmark 0x4000/0x4000
+COMMIT
+`,
+	// a second full payload: redeclares, deletes, adds
+	`# comment
+*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-1 - [0:0]
+:KUBE-SVC-0 - [0:0]
+-A KUBE-SERVICES -d %[2]s -j KUBE-SVC-0
+-A KUBE-SVC-0 -j RETURN
+-X KUBE-SVC-1
+COMMIT
+*filter
+:KUBE-A - [0:0]
+:KUBE-B - [0:0]
+:KUBE-C - [0:0]
+:KUBE-D - [0:0]
+-A KUBE-A -j KUBE-D
+-A KUBE-D -j KUBE-B
+-X KUBE-C
+COMMIT
+`,
+	// partial: the setup commands' shapes
+	`*filter
+-N KUBE-E
+-I INPUT -j KUBE-E
+-I INPUT 2 -s %[1]s -j DROP
+-A KUBE-E -j RETURN
+-I KUBE-E 1 -j ACCEPT
+-R KUBE-E 2 -d %[1]s -j DROP
+-D INPUT -s %[1]s -j DROP
+-D FOREIGN 1
+-P OUTPUT DROP
+:FORWARD ACCEPT [0:0]
+COMMIT
+*nat
+-F KUBE-SERVICES
+-F KUBE-SVC-0
+-X KUBE-SVC-0
+-D OUTPUT -j ZZZ-FOREIGN
+-F ZZZ-FOREIGN
+-X ZZZ-FOREIGN
+COMMIT
+`,
+	// empty sections change nothing
+	`*filter
+COMMIT
+*nat
+# nothing
+COMMIT
+`,
+}
+
+func fill(p, a1, a2 string) string {
+	return strings.NewReplacer("%[1]s", a1, "%[2]s", a2).Replace(p)
+}
+
+func addrs(fam Family) (string, string) {
+	if fam == IPv6 {
+		return "2001:db8::7", "fd00::10"
+	}
+	return "10.0.0.7", "172.30.0.10"
+}
+
+func TestKernelSameResult(t *testing.T) {
+	eachFamily(t, func(t *testing.T, fam Family) {
+		a1, a2 := addrs(fam)
+		for _, withForeign := range []bool{false, true} {
+			t.Run(fmt.Sprintf("foreign=%v", withForeign), func(t *testing.T) {
+				var want []state
+				netnstest.InFreshNetns(t, func() {
+					if withForeign {
+						mustTool(t, fam, foreignFor(fam))
+					}
+					for i, p := range payloads {
+						if !withForeign && i == 2 {
+							break // -D FOREIGN 1 needs them
+						}
+						if err := runTool(t, fam, fill(p, a1, a2)); err != nil {
+							t.Fatalf("payload %d by the tool: %v", i, err)
+						}
+						want = append(want, snapshot(t, fam, "filter", "nat"))
+					}
+				})
+				netnstest.InFreshNetns(t, func() {
+					if withForeign {
+						mustTool(t, fam, foreignFor(fam))
+					}
+					for i := range want {
+						if err := Restore(fam, []byte(fill(payloads[i], a1, a2)), testOpts); err != nil {
+							t.Fatalf("payload %d by Restore: %v", i, err)
+						}
+						diffState(t, fmt.Sprintf("payload %d", i), want[i], snapshot(t, fam, "filter", "nat"))
+					}
+				})
+			})
+		}
+	})
+}
+
+func TestKernelErrors(t *testing.T) {
+	cases := []struct {
+		name, input string
+		line        int
+		unsupported bool
+	}{
+		{"delete a referenced chain", "*filter\n:KUBE-A - [0:0]\n-X FOREIGN-2\nCOMMIT\n", 3, false},
+		{"delete a chain with rules", "*filter\n-X FOREIGN\nCOMMIT\n", 2, false},
+		{"delete a built-in chain", "*filter\n-X INPUT\nCOMMIT\n", 2, false},
+		{"append to a missing chain", "*filter\n-A NOPE -j ACCEPT\nCOMMIT\n", 2, false},
+		{"jump to a missing chain", "*filter\n:KUBE-A - [0:0]\n-A KUBE-A -j KUBE-NOPE\nCOMMIT\n", 3, false},
+		{"jump to a built-in chain", "*filter\n:KUBE-A - [0:0]\n-A KUBE-A -j INPUT\nCOMMIT\n", 3, false},
+		{"a bad rule", "*filter\n:KUBE-A - [0:0]\n-A KUBE-A -s 999.1.2.3 -j ACCEPT\nCOMMIT\n", 3, false},
+		{"new chain that exists", "*filter\n-N FOREIGN\nCOMMIT\n", 2, false},
+		{"bad policy", "*filter\n:INPUT REJECT [0:0]\nCOMMIT\n", 2, false},
+		{"policy of a user chain", "*filter\n:KUBE-A ACCEPT [0:0]\nCOMMIT\n", 2, false},
+		{"insert past the end", "*filter\n-I FOREIGN-2 4 -j ACCEPT\nCOMMIT\n", 2, false},
+		{"delete a missing rule", "*filter\n-D FOREIGN -j DROP\nCOMMIT\n", 2, false},
+		{"no COMMIT", "*filter\n:KUBE-A - [0:0]\n", 3, false},
+		{"a missing table", "*nope\nCOMMIT\n", 1, false},
+		{"second table fails", "*nat\n:KUBE-X - [0:0]\nCOMMIT\n*filter\n-X FOREIGN\nCOMMIT\n", 5, false},
+		{"unsupported command", "*nat\n:KUBE-X - [0:0]\nCOMMIT\n*filter\n:KUBE-A - [0:0]\n-E FOREIGN BAR\nCOMMIT\n", 6, true},
+		{"unsupported match", "*nat\n:KUBE-X - [0:0]\nCOMMIT\n*filter\n-X FOREIGN\n-A INPUT -m tcp -j ACCEPT\nCOMMIT\n", 6, true},
+	}
+	eachFamily(t, func(t *testing.T, fam Family) {
+		netnstest.InFreshNetns(t, func() {
+			mustTool(t, fam, foreignFor(fam))
+			before := snapshot(t, fam, "filter", "nat")
+			for _, c := range cases {
+				err := Restore(fam, []byte(c.input), testOpts)
+				var re *RestoreError
+				switch {
+				case !errors.As(err, &re):
+					t.Errorf("%s: got %v, want a *RestoreError", c.name, err)
+				case re.Line != c.line:
+					t.Errorf("%s: error %q names line %d, want %d", c.name, err, re.Line, c.line)
+				case errors.Is(err, ErrUnsupported) != c.unsupported:
+					t.Errorf("%s: error %q: unsupported=%v, want %v", c.name, err, !c.unsupported, c.unsupported)
+				}
+				diffState(t, c.name, before, snapshot(t, fam, "filter", "nat"))
+				// the tool fails too
+				if terr := runTool(t, fam, c.input); terr == nil && !c.unsupported {
+					t.Errorf("%s: the tool took it", c.name)
+				}
+				// the tool may have committed a table before failing (or
+				// taken what we do not)
+				{
+					mustTool(t, fam, "-t nat -F\n-t nat -X\n-t filter -F\n-t filter -X\n-t filter -P FORWARD ACCEPT")
+					mustTool(t, fam, foreignFor(fam))
+					before = snapshot(t, fam, "filter", "nat")
+				}
+			}
+		})
+	})
+}
+
+func TestKernelLock(t *testing.T) {
+	netnstest.InFreshNetns(t, func() {
+		path := t.TempDir() + "/xtables.lock"
+		opts := testOpts
+		opts.LockFile = path
+		opts.LockWait = 200 * 1e6
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := flockForTest(f); err != nil {
+			t.Fatal(err)
+		}
+		in := []byte("*filter\n:KUBE-A - [0:0]\nCOMMIT\n")
+		err = Restore(IPv4, in, opts)
+		if !errors.Is(err, ErrLockHeld) {
+			t.Fatalf("with the lock held: %v, want ErrLockHeld", err)
+		}
+		if s := save(t, IPv4, "filter"); strings.Contains(s, "KUBE-A") {
+			t.Fatalf("written without the lock:\n%s", s)
+		}
+		f.Close()
+		if err := Restore(IPv4, in, opts); err != nil {
+			t.Fatalf("after release: %v", err)
+		}
+		if s := save(t, IPv4, "filter"); !strings.Contains(s, ":KUBE-A") {
+			t.Fatalf("not written:\n%s", s)
+		}
+	})
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package xtblob
+
+// Restore needs Linux's x_tables; elsewhere it is ErrUnsupported.
+func Restore(fam Family, data []byte, opts RestoreOptions) error {
+	return unsupportedf("x_tables are Linux's")
+}
+
+func allocBig(n int) []byte { return make([]byte, n) }
+func freeBig(b []byte)      {}
