@@ -657,12 +657,12 @@ func (t *table) deleteChain(ci int32) {
 // newRule makes the rule of an encoded entry, mapping its target as
 // libiptc does: a user chain's name to a jump, a verdict's name to the
 // verdict. The rule is not counted as a reference yet.
-func (t *table) newRule(e *encRule) (rule, error) {
+func (t *table) newRule(e *encRule) (tableRule, error) {
 	lay := t.lay
 	ent := t.srcs[e.src][e.off : e.off+e.size]
 	to := u16(ent[lay.targetOffsetAt:])
 	tg := ent[to:]
-	r := rule{next: -1, jump: -1, oldIdx: -1, off: e.off, size: e.size, src: e.src}
+	r := tableRule{next: -1, jump: -1, oldIdx: -1, off: e.off, size: e.size, src: e.src}
 	if e.jump != "" {
 		ci, ok := t.lookup(e.jump)
 		if !ok {
@@ -715,7 +715,7 @@ func (t *table) newRule(e *encRule) (rule, error) {
 // b, as libiptc's delete compares them: heads, matches and targets byte
 // for byte (the kernel clears what it keeps for itself on readback, as
 // iptables' masks do), jumps by the chain they go to.
-func (t *table) sameRule(a, b *rule) bool {
+func (t *table) sameRule(a, b *tableRule) bool {
 	if a.size != b.size || a.kind != b.kind {
 		return false
 	}

@@ -31,8 +31,8 @@ const (
 	errorTargetStr = "ERROR"
 )
 
-// layout is where ipt_entry and ip6t_entry keep their fields.
-type layout struct {
+// entryLayout is where ipt_entry and ip6t_entry keep their fields.
+type entryLayout struct {
 	entrySize      int // sizeof(struct ipt_entry): where the matches start
 	targetOffsetAt int // u16 target_offset
 	nextOffsetAt   int // u16 next_offset
@@ -40,7 +40,7 @@ type layout struct {
 	countersAt     int // struct xt_counters {u64 pcnt, bcnt}
 }
 
-var layouts = [2]layout{
+var entryLayouts = [2]entryLayout{
 	IPv4: {entrySize: 112, targetOffsetAt: 88, nextOffsetAt: 90, comefromAt: 92, countersAt: 96},
 	IPv6: {entrySize: 168, targetOffsetAt: 140, nextOffsetAt: 142, comefromAt: 144, countersAt: 152},
 }
@@ -48,8 +48,8 @@ var layouts = [2]layout{
 // headSize is a user chain's head entry (an ERROR target naming the
 // chain), also the size of the table's final ERROR entry; footSize is a
 // chain's last entry (its policy, or RETURN).
-func (l *layout) headSize() int { return l.entrySize + errorSize }
-func (l *layout) footSize() int { return l.entrySize + standardSize }
+func (l *entryLayout) headSize() int { return l.entrySize + errorSize }
+func (l *entryLayout) footSize() int { return l.entrySize + standardSize }
 
 // hookNames are the built-in chains by hook number (NF_INET_PRE_ROUTING ...).
 var hookNames = [numHooks]string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
@@ -85,10 +85,10 @@ type info struct {
 	size       uint32
 }
 
-// rule is one entry of a chain. Its bytes live in one of the table's
+// tableRule is one entry of a chain. Its bytes live in one of the table's
 // sources (src 0: the blob read from the kernel; others: the encoders'
 // arenas); rules of a chain are linked through next, in the table's pool.
-type rule struct {
+type tableRule struct {
 	next   int32
 	jump   int32 // chain index, for kindJump
 	oldIdx int32 // the entry's index in the blob read, -1 for a new rule
@@ -121,14 +121,14 @@ type chain struct {
 // or as encoded.
 type table struct {
 	fam     Family
-	lay     *layout
+	lay     *entryLayout
 	name    string
 	info    info
 	srcs    [][]byte
 	mem     []byte // what holds srcs[0], to free
 	chains  []chain
 	byName  map[string]int32
-	rules   []rule
+	rules   []tableRule
 	changed bool
 	nUser   int
 }
@@ -158,9 +158,9 @@ func unsupportedf(format string, args ...any) error {
 // jump into the middle of a chain, a built-in chain after a user chain,
 // a chain without its last entry) is ErrUnsupported.
 func parseTable(fam Family, name string, inf info, blob []byte) (*table, error) {
-	lay := &layouts[fam]
+	lay := &entryLayouts[fam]
 	t := &table{fam: fam, lay: lay, name: name, info: inf, srcs: [][]byte{blob}}
-	t.rules = make([]rule, 0, inf.numEntries)
+	t.rules = make([]tableRule, 0, inf.numEntries)
 	t.byName = make(map[string]int32, inf.numEntries/4+8)
 	size := len(blob)
 	if uint32(size) != inf.size {
@@ -270,7 +270,7 @@ func parseTable(fam Family, name string, inf info, blob []byte) (*table, error) 
 		if cur < 0 {
 			return nil, unsupportedf("%s: entry at %d outside any chain", name, off)
 		}
-		r := rule{next: -1, jump: -1, oldIdx: idx, off: uint32(off), size: uint32(next)}
+		r := tableRule{next: -1, jump: -1, oldIdx: idx, off: uint32(off), size: uint32(next)}
 		switch {
 		case tname != "":
 			r.kind = kindModule
@@ -330,7 +330,7 @@ func (t *table) addChain(name string, hook int8) int32 {
 	return i
 }
 
-func (t *table) appendRule(ci int32, r rule) {
+func (t *table) appendRule(ci int32, r tableRule) {
 	ri := int32(len(t.rules))
 	r.next = -1
 	t.rules = append(t.rules, r)
@@ -347,7 +347,7 @@ func (t *table) appendRule(ci int32, r rule) {
 
 // insertRule puts r before the rule at position pos (0-based) of chain ci;
 // pos == n appends.
-func (t *table) insertRule(ci int32, pos int32, r rule) {
+func (t *table) insertRule(ci int32, pos int32, r tableRule) {
 	c := &t.chains[ci]
 	if pos >= c.n {
 		t.appendRule(ci, r)
@@ -408,7 +408,7 @@ func (t *table) flush(ci int32) {
 	c.first, c.last, c.n, c.bytes = -1, -1, 0, 0
 }
 
-func (t *table) entry(r *rule) []byte { return t.srcs[r.src][r.off : r.off+r.size] }
+func (t *table) entry(r *tableRule) []byte { return t.srcs[r.src][r.off : r.off+r.size] }
 
 // lookup finds a live chain.
 func (t *table) lookup(name string) (int32, bool) {

@@ -1,0 +1,205 @@
+package xtblob_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/xtblob"
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
+)
+
+// payloadService is service i of the engine benchmarks' workload
+// (iptables/bench_test.go): ClusterIP TCP/80, every 10th a NodePort, 10
+// ready endpoints.
+func payloadService(i int) (*v1.Service, *discovery.EndpointSlice) {
+	s := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns%d", i%100), Name: fmt.Sprintf("svc%d", i)},
+		Spec: v1.ServiceSpec{
+			Type:       v1.ServiceTypeClusterIP,
+			ClusterIP:  fmt.Sprintf("10.96.%d.%d", i/250, i%250+1),
+			ClusterIPs: []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)},
+			Ports:      []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}},
+		},
+	}
+	if i%10 == 0 {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = int32(30000 + i/10)
+	}
+	sl := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name + "-abc", Labels: map[string]string{discovery.LabelServiceName: s.Name}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+	}
+	for e := range 10 {
+		n := i*10 + e
+		sl.Endpoints = append(sl.Endpoints, discovery.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 128+n/65536%128, n/256%256, n%256)},
+			NodeName:   ptr.To("node-b"),
+			Conditions: discovery.EndpointConditions{Ready: ptr.To(true)},
+		})
+	}
+	return s, sl
+}
+
+// enginePayloads are the iptables-restore inputs of the iptables engine's
+// first sync of n services, recorded over iptablestest's fake.
+func enginePayloads(tb testing.TB, n int) [][]byte {
+	tb.Helper()
+	f := iptablestest.NewFake(v1.IPv4Protocol)
+	var got [][]byte
+	f.SetRestoreHook(func(d []byte) error { got = append(got, bytes.Clone(d)); return nil })
+	p, err := iptables.NewProxier(iptables.Config{
+		Common:        engine.Common{NodeName: "node-a"},
+		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/9")},
+	}, iptables.Interfaces{IPTables: f})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range n {
+		s, sl := payloadService(i)
+		p.OnServiceAdd(s)
+		p.OnEndpointSliceAdd(sl)
+	}
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	if err := p.Sync(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return got
+}
+
+func toolRestore(input []byte) error {
+	cmd := exec.Command("iptables-legacy-restore", "--noflush", "-w", "5")
+	cmd.Stdin = bytes.NewReader(input)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+func saveAll(tb testing.TB) string {
+	tb.Helper()
+	var raw []byte
+	for _, table := range []string{"filter", "nat", "mangle"} {
+		r, err := xtblob.RawForTest(xtblob.IPv4, table)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		raw = append(raw, r...)
+	}
+	out, err := exec.Command("iptables-legacy-save", "-c").Output()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(string(out), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			b.WriteString(l)
+		}
+	}
+	return b.String() + fmt.Sprintf("raw %x", sha256.Sum256(raw))
+}
+
+// TestKernelEnginePayload applies the engine's cold-start payloads of
+// 1,000 services, then the same again (a resync redeclaring every chain),
+// with the tool in one network namespace and with Restore in another:
+// iptables-legacy-save and the tables' bytes must not tell them apart.
+func TestKernelEnginePayload(t *testing.T) {
+	payloads := enginePayloads(t, 1000)
+	if len(payloads) == 0 {
+		t.Fatal("the engine restored nothing")
+	}
+	t.Logf("%d payloads", len(payloads))
+	var want []string
+	netnstest.InFreshNetns(t, func() {
+		for round := 0; round < 2; round++ {
+			for _, p := range payloads {
+				if err := toolRestore(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want = append(want, saveAll(t))
+		}
+	})
+	netnstest.InFreshNetns(t, func() {
+		for round := 0; round < 2; round++ {
+			for _, p := range payloads {
+				if err := xtblob.Restore(xtblob.IPv4, p, xtblob.RestoreOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := saveAll(t); got != want[round] {
+				t.Errorf("round %d: iptables-legacy-save after Restore differs from after the tool (%d and %d bytes)", round, len(got), len(want[round]))
+			}
+		}
+	})
+}
+
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
+}
+
+// BenchmarkKernelRestore applies the engine's cold-start payloads of n
+// services to the empty tables of a fresh network namespace per op, with
+// Restore and with iptables-legacy-restore --noflush: wall-s/op and
+// cpu-s/op (this process and the tool together, kernel time included).
+func BenchmarkKernelRestore(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		payloads := enginePayloads(b, n)
+		size := 0
+		for _, p := range payloads {
+			size += len(p)
+		}
+		for _, how := range []string{"xtblob", "tool"} {
+			b.Run(fmt.Sprintf("services=%d/%s", n, how), func(b *testing.B) {
+				if os.Geteuid() != 0 {
+					b.Skip("needs root")
+				}
+				b.SetBytes(int64(size))
+				var wall, cpu time.Duration
+				for b.Loop() {
+					netnstest.InFreshNetns(b, func() {
+						c0, t0 := cpuTime(), time.Now()
+						for _, p := range payloads {
+							var err error
+							if how == "tool" {
+								err = toolRestore(p)
+							} else {
+								err = xtblob.Restore(xtblob.IPv4, p, xtblob.RestoreOptions{})
+							}
+							if err != nil {
+								b.Fatal(err)
+							}
+						}
+						wall += time.Since(t0)
+						cpu += cpuTime() - c0
+					})
+				}
+				b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s/op")
+				b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+			})
+		}
+	}
+}
