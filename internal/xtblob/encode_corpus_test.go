@@ -2,14 +2,29 @@ package xtblob_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/xtblob"
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/userspace"
+	"github.com/svcproxy/svcproxy/userspace/userspacetest"
 )
 
 // corpusRule is one rule line the engines write: "-A Chain Rule" in
@@ -83,11 +98,233 @@ func goldenCorpus(t *testing.T, c *corpusSet) {
 	}
 }
 
+// engineVariant builds one engine configuration over fresh fakes whose
+// iptables-restore inputs go to record.
+type engineVariant struct {
+	name string
+	new  func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func())
+}
+
+func iptablesVariant(name string, tweak func(*iptables.Config, proxytest.Topology), randomFully bool) engineVariant {
+	return engineVariant{name: "iptables/" + name, new: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
+		fakes := iptablestest.NewFakes(topo.Family)
+		fakes.IPTables.SetHasRandomFully(randomFully)
+		fakes.IPTables.SetRestoreHook(record)
+		cfg := iptables.Config{
+			Common:            engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
+			MasqueradeAll:     opts.MasqueradeAll,
+			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+			NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+			LocalAddresses: func() ([]netip.Addr, error) {
+				return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil
+			},
+		}
+		if tweak != nil {
+			tweak(&cfg, topo)
+		}
+		p, err := iptables.NewProxier(cfg, fakes.Interfaces())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, func() {}
+	}}
+}
+
+func ipvsVariant(name string, tweak func(*ipvs.Config, proxytest.Topology), randomFully bool) engineVariant {
+	return engineVariant{name: "ipvs/" + name, new: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
+		fakes := ipvstest.NewFakes(topo.Family)
+		fakes.IPTables.SetHasRandomFully(randomFully)
+		fakes.IPTables.SetRestoreHook(record)
+		fakes.Netlink.AddLink(topo.UplinkInterface, topo.NodeIP)
+		if topo.PodGateway.IsValid() {
+			fakes.Netlink.AddLink("cbr0", topo.PodGateway)
+		}
+		cfg := ipvs.Config{
+			Common:        engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
+			MasqueradeAll: opts.MasqueradeAll,
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+		}
+		if tweak != nil {
+			tweak(&cfg, topo)
+		}
+		p, err := ipvs.NewProxier(cfg, fakes.Interfaces())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, func() {}
+	}}
+}
+
+func userspaceVariant() engineVariant {
+	return engineVariant{name: "userspace", new: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
+		fakes := userspacetest.NewFakes(topo.Family)
+		fakes.IPTables.SetRestoreHook(record)
+		p, err := userspace.NewProxier(userspace.Config{
+			Common:       engine.Common{NodeName: topo.NodeName, IPFamily: topo.Family, NodeIPs: []netip.Addr{topo.NodeIP}},
+			HostIP:       topo.NodeIP,
+			ClusterCIDRs: []netip.Prefix{topo.ClusterCIDR},
+		}, fakes.Interfaces())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, func() { p.Close() }
+	}}
+}
+
+// engineVariants are the engine configurations the corpus runs the
+// conformance scenarios through: the conformance configuration and the
+// settings that add vocabulary (local detection by interface, masquerade
+// all, --random-fully, localhost node ports, node ports on every
+// address, another masquerade bit).
+func engineVariants() []engineVariant {
+	return []engineVariant{
+		iptablesVariant("conformance", nil, false),
+		iptablesVariant("random-fully,bridge", func(c *iptables.Config, _ proxytest.Topology) {
+			c.LocalDetector = proxy.LocalDetector{Mode: proxy.LocalModeBridgeInterface, Interface: "cbr0"}
+		}, true),
+		iptablesVariant("masquerade-all,prefix,all-nodeports", func(c *iptables.Config, _ proxytest.Topology) {
+			c.MasqueradeAll = true
+			c.LocalDetector = proxy.LocalDetector{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: "veth"}
+			c.NodePortAddresses = nil
+			c.MasqueradeBit = 3
+		}, false),
+		iptablesVariant("localhost-nodeports", func(c *iptables.Config, _ proxytest.Topology) {
+			c.LocalhostNodePorts = true
+			c.NodePortAddresses = nil
+			c.LocalDetector = proxy.LocalDetector{}
+		}, true),
+		ipvsVariant("conformance", nil, false),
+		ipvsVariant("random-fully,masquerade-all,prefix", func(c *ipvs.Config, _ proxytest.Topology) {
+			c.MasqueradeAll = true
+			c.LocalDetector = proxy.LocalDetector{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: "veth"}
+		}, true),
+		userspaceVariant(),
+	}
+}
+
+var (
+	corpusOnce  sync.Once
+	corpusRules []corpusRule
+	corpusErr   error
+)
+
 // captureCorpus is every rule line of the golden files and of the
-// payloads the engines restore over the conformance scenarios.
+// payloads the engines restore over the conformance scenarios (both
+// families, every engine variant), computed once per test binary.
 func captureCorpus(t *testing.T) []corpusRule {
 	t.Helper()
-	var c corpusSet
-	goldenCorpus(t, &c)
-	return c.rules
+	corpusOnce.Do(func() {
+		var c corpusSet
+		goldenCorpus(t, &c)
+		if err := vocabularyCorpus(&c); err != nil {
+			corpusErr = err
+			return
+		}
+		for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+			topo := proxytest.DefaultTopology(fam)
+			xfam := xtblob.IPv4
+			if fam == v1.IPv6Protocol {
+				xfam = xtblob.IPv6
+			}
+			for _, v := range engineVariants() {
+				for _, sc := range proxytest.Scenarios(topo) {
+					if err := runScenario(t, topo, xfam, v, sc, &c); err != nil {
+						corpusErr = fmt.Errorf("%s %s %s: %w", fam, v.name, sc.Name, err)
+						return
+					}
+				}
+			}
+		}
+		corpusRules = c.rules
+	})
+	if corpusErr != nil {
+		t.Fatal(corpusErr)
+	}
+	return corpusRules
+}
+
+func runScenario(t *testing.T, topo proxytest.Topology, fam xtblob.Family, v engineVariant, sc proxytest.Scenario, c *corpusSet) error {
+	var mu sync.Mutex
+	var payloads [][]byte
+	record := func(data []byte) error {
+		mu.Lock()
+		payloads = append(payloads, append([]byte(nil), data...))
+		mu.Unlock()
+		return nil
+	}
+	p, done := v.new(t, topo, sc.Options, record)
+	defer done()
+	f := proxytest.NewFeeder(p)
+	for i, st := range sc.Steps {
+		if err := f.Apply(st.Objects); err != nil {
+			return err
+		}
+		if i == 0 {
+			f.Synced()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := p.Sync(ctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("step %s: %w", st.Name, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, pl := range payloads {
+		if err := c.addPayload(fam, v.name+"/"+sc.Name, pl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestCorpusEncodes requires every rule line the engines write to
+// encode: a renderer change that adds vocabulary fails here, rather than
+// making the in-process writer fall back to iptables-restore in silence.
+func TestCorpusEncodes(t *testing.T) {
+	corpus := captureCorpus(t)
+	encs := map[xtblob.Family]*xtblob.Encoder{xtblob.IPv4: xtblob.NewEncoder(xtblob.IPv4), xtblob.IPv6: xtblob.NewEncoder(xtblob.IPv6)}
+	for _, e := range encs {
+		e.SetIndex = fakeSetIndex
+	}
+	count := map[xtblob.Family]int{}
+	for _, r := range corpus {
+		if _, _, err := encs[r.Family].AppendRule(nil, []byte(r.Rule)); err != nil {
+			t.Errorf("%s: %v", r, err)
+		}
+		count[r.Family]++
+	}
+	t.Logf("%d IPv4 and %d IPv6 distinct rules encode", count[xtblob.IPv4], count[xtblob.IPv6])
+	if count[xtblob.IPv4] < 500 || count[xtblob.IPv6] < 300 {
+		t.Errorf("the corpus is smaller than expected: %v", count)
+	}
+}
+
+// vocabularyCorpus adds testdata/encode/vocabulary.txt: lines
+// "<4|6> <table> <chain> <rule>" for the vocabulary the engines do not
+// write today.
+func vocabularyCorpus(c *corpusSet) error {
+	data, err := os.ReadFile(filepath.Join("testdata", "encode", "vocabulary.txt"))
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.SplitN(line, " ", 4)
+		if len(f) != 4 || f[0] != "4" && f[0] != "6" {
+			return fmt.Errorf("vocabulary.txt:%d: bad line %q", i+1, line)
+		}
+		fam := xtblob.IPv4
+		if f[0] == "6" {
+			fam = xtblob.IPv6
+		}
+		payload := fmt.Sprintf("*%s\n-A %s %s\nCOMMIT\n", f[1], f[2], f[3])
+		if err := c.addPayload(fam, fmt.Sprintf("vocabulary.txt:%d", i+1), []byte(payload)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -52,7 +52,7 @@ func (k extKind) spec(fam Family) extSpec {
 	case extUDP:
 		return extSpec{"udp", 0, 16} // struct xt_udp: 10
 	case extSCTP:
-		return extSpec{"sctp", 0, 72} // struct xt_sctp_info: 68
+		return extSpec{"sctp", 0, 296} // struct xt_sctp_info: 292
 	case extConntrack:
 		return extSpec{"conntrack", 3, 168} // struct xt_conntrack_mtinfo3: 164
 	case extMark:
@@ -108,8 +108,9 @@ func (r *rule) open(kind extKind) (*openExt, error) {
 		r.u16(d+2, 0xffff) // spts = 0:65535
 		r.u16(d+6, 0xffff) // dpts = 0:65535
 	case extSCTP:
-		r.u16(d+2, 0xffff) // dpts
-		r.u16(d+6, 0xffff) // spts
+		for i := range 4 { // flag_info[i].chunktype = -1
+			r.buf[d+268+3*i] = 0xff
+		}
 	case extRecent:
 		copy(r.buf[d+10:], "DEFAULT")
 		for i := 212; i < 228; i++ { // mask: all ones
@@ -497,9 +498,9 @@ func (r *rule) apply(e *Encoder, l *lexer, x *openExt, word []byte, opt int, has
 		var bit byte
 		switch {
 		case x.kind == extSCTP && opt == optDport:
-			at, invAt, flagsAt, bit = 0, 64, 60, 0x02
+			at, invAt, flagsAt, bit = 0, 288, 284, 0x02
 		case x.kind == extSCTP:
-			at, invAt, flagsAt, bit = 4, 64, 60, 0x01
+			at, invAt, flagsAt, bit = 4, 288, 284, 0x01
 		case opt == optDport:
 			at, bit = 4, 0x02
 		default:
@@ -710,8 +711,10 @@ func (r *rule) recent(d, opt int, arg []byte, invert bool, word []byte) error {
 		if len(arg) >= 200 || len(arg) == 0 {
 			return malformed("bad recent list name %q", arg)
 		}
-		clear(r.buf[d+10 : d+210])
+		// strcpy over the default "DEFAULT": a shorter name leaves the
+		// rest of it after its NUL, as iptables does.
 		copy(r.buf[d+10:], arg)
+		r.buf[d+10+len(arg)] = 0
 	case optRsource:
 		r.buf[d+210] = 0
 	case optRdest:
