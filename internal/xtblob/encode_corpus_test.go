@@ -77,7 +77,7 @@ func (c *corpusSet) addPayload(fam xtblob.Family, source string, payload []byte)
 }
 
 // goldenCorpus adds the rules of the iptables engine's golden files.
-func goldenCorpus(t *testing.T, c *corpusSet) {
+func goldenCorpus(t testing.TB, c *corpusSet) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "iptables", "testdata", "*.golden"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden files (%v)", err)
@@ -102,11 +102,11 @@ func goldenCorpus(t *testing.T, c *corpusSet) {
 // iptables-restore inputs go to record.
 type engineVariant struct {
 	name string
-	new  func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func())
+	new  func(t testing.TB, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func())
 }
 
 func iptablesVariant(name string, tweak func(*iptables.Config, proxytest.Topology), randomFully bool) engineVariant {
-	return engineVariant{name: "iptables/" + name, new: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
+	return engineVariant{name: "iptables/" + name, new: func(t testing.TB, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
 		fakes := iptablestest.NewFakes(topo.Family)
 		fakes.IPTables.SetHasRandomFully(randomFully)
 		fakes.IPTables.SetRestoreHook(record)
@@ -131,7 +131,7 @@ func iptablesVariant(name string, tweak func(*iptables.Config, proxytest.Topolog
 }
 
 func ipvsVariant(name string, tweak func(*ipvs.Config, proxytest.Topology), randomFully bool) engineVariant {
-	return engineVariant{name: "ipvs/" + name, new: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
+	return engineVariant{name: "ipvs/" + name, new: func(t testing.TB, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
 		fakes := ipvstest.NewFakes(topo.Family)
 		fakes.IPTables.SetHasRandomFully(randomFully)
 		fakes.IPTables.SetRestoreHook(record)
@@ -156,7 +156,7 @@ func ipvsVariant(name string, tweak func(*ipvs.Config, proxytest.Topology), rand
 }
 
 func userspaceVariant() engineVariant {
-	return engineVariant{name: "userspace", new: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
+	return engineVariant{name: "userspace", new: func(t testing.TB, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
 		fakes := userspacetest.NewFakes(topo.Family)
 		fakes.IPTables.SetRestoreHook(record)
 		p, err := userspace.NewProxier(userspace.Config{
@@ -211,7 +211,7 @@ var (
 // captureCorpus is every rule line of the golden files and of the
 // payloads the engines restore over the conformance scenarios (both
 // families, every engine variant), computed once per test binary.
-func captureCorpus(t *testing.T) []corpusRule {
+func captureCorpus(t testing.TB) []corpusRule {
 	t.Helper()
 	corpusOnce.Do(func() {
 		var c corpusSet
@@ -243,7 +243,7 @@ func captureCorpus(t *testing.T) []corpusRule {
 	return corpusRules
 }
 
-func runScenario(t *testing.T, topo proxytest.Topology, fam xtblob.Family, v engineVariant, sc proxytest.Scenario, c *corpusSet) error {
+func runScenario(t testing.TB, topo proxytest.Topology, fam xtblob.Family, v engineVariant, sc proxytest.Scenario, c *corpusSet) error {
 	var mu sync.Mutex
 	var payloads [][]byte
 	record := func(data []byte) error {

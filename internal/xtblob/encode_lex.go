@@ -1,6 +1,7 @@
 package xtblob
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -42,15 +43,13 @@ func (l *lexer) next() (word []byte, quoted, ok bool, err error) {
 	}
 	if s[i] == '"' {
 		start := i + 1
-		j := start
-		for j < len(s) && s[j] != '"' {
-			if s[j] == '\\' {
-				return nil, false, false, unsupported("a backslash inside quotes")
-			}
-			j++
-		}
-		if j == len(s) {
+		n := bytes.IndexByte(s[start:], '"')
+		if n < 0 {
 			return nil, false, false, malformed("unterminated quote")
+		}
+		j := start + n
+		if bytes.IndexByte(s[start:j], '\\') >= 0 {
+			return nil, false, false, unsupported("a backslash inside quotes")
 		}
 		end := j
 		j++
