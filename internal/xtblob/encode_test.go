@@ -11,13 +11,13 @@ import (
 
 func TestAppendRuleRef(t *testing.T) {
 	for _, tc := range []struct {
-		fam         xtblob.Family
-		rule        string
-		jump        string
-		isGoto      bool
+		fam          xtblob.Family
+		rule         string
+		jump         string
+		isGoto       bool
 		fallsThrough bool
-		verdict     int32 // for builtin verdicts
-		standard    bool
+		verdict      int32 // for builtin verdicts
+		standard     bool
 	}{
 		{xtblob.IPv4, `-m comment --comment "ns/svc:p" -j KUBE-SVC-X`, "KUBE-SVC-X", false, false, 0, true},
 		{xtblob.IPv4, `-d 10.0.0.1/32 -g KUBE-SEP-Y`, "KUBE-SEP-Y", true, false, 0, true},
