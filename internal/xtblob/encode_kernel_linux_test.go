@@ -215,9 +215,26 @@ func checkFamilyInKernel(t *testing.T, fam xtblob.Family, corpus []corpusRule) {
 	}
 	setIndex := createSets(t, fam, sets)
 	enc := xtblob.NewEncoder(fam)
-	enc.SetIndex = func(name []byte) (uint16, bool) {
-		i, ok := setIndex[string(name)]
-		return i, ok
+	enc.SetIndex = xtblob.KernelSetIndex(fam)
+	for name, want := range setIndex {
+		if got, ok := enc.SetIndex([]byte(name)); !ok || got != want {
+			t.Errorf("KernelSetIndex(%s) = %d, %v; want %d (the order of creation)", name, got, ok, want)
+		}
+	}
+	if _, ok := enc.SetIndex([]byte("NO-SUCH-SET")); ok {
+		t.Errorf("KernelSetIndex found a set that does not exist")
+	}
+	if len(setIndex) > 0 {
+		other := xtblob.IPv6
+		if fam == xtblob.IPv6 {
+			other = xtblob.IPv4
+		}
+		for name := range setIndex {
+			if _, ok := xtblob.KernelSetIndex(other)([]byte(name)); ok {
+				t.Errorf("KernelSetIndex of the other family found %s", name)
+			}
+			break
+		}
 	}
 	lay := layoutOf(fam)
 	compared := 0

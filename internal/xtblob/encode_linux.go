@@ -1,0 +1,90 @@
+//go:build linux
+
+package xtblob
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ipset's socket option interface (linux/netfilter/ipset/ip_set.h).
+const (
+	soIPSet          = 83         // SO_IP_SET, at SOL_IP
+	ipsetOpVersion   = 0x00000100 // IP_SET_OP_VERSION
+	ipsetOpGetFName  = 0x00000008 // IP_SET_OP_GET_FNAME: index and family by name
+	ipsetInvalidID   = 65535      // IPSET_INVALID_ID
+	ipsetMaxNameLen  = 32         // IPSET_MAXNAMELEN
+	nfprotoUnspec    = 0
+	nfprotoIPv4      = 2
+	nfprotoIPv6      = 10
+	ipsetReqFNameLen = 12 + ipsetMaxNameLen // struct ip_set_req_get_set_family
+)
+
+// KernelSetIndex returns a function for Encoder.SetIndex that asks the
+// kernel (the network namespace of the calling thread) for the index of an
+// ipset by name, as libxt_set does for -m set --match-set: a set that does
+// not exist, or is of the other family, or any error answers ok false, so
+// the rule is ErrUnsupported and the caller's iptables tool reports it.
+// Answers are remembered, so use a new function for each restore: a set
+// destroyed and created again may get another index.
+func KernelSetIndex(fam Family) func(name []byte) (index uint16, ok bool) {
+	known := map[string]uint16{}
+	return func(name []byte) (uint16, bool) {
+		if i, ok := known[string(name)]; ok {
+			return i, true
+		}
+		i, ok := lookupSetIndex(fam, name)
+		if ok {
+			known[string(name)] = i
+		}
+		return i, ok
+	}
+}
+
+func lookupSetIndex(fam Family, name []byte) (uint16, bool) {
+	if len(name) == 0 || len(name) >= ipsetMaxNameLen {
+		return 0, false
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if err != nil {
+		return 0, false
+	}
+	defer unix.Close(fd)
+	ne := binary.NativeEndian
+	// struct ip_set_req_version: op, version (the kernel's, in reply).
+	var ver [8]byte
+	ne.PutUint32(ver[0:], ipsetOpVersion)
+	size := uint32(len(ver))
+	if sockopt(fd, unsafe.Pointer(&ver[0]), &size) != nil {
+		return 0, false
+	}
+	var req [ipsetReqFNameLen]byte
+	ne.PutUint32(req[0:], ipsetOpGetFName)
+	copy(req[4:8], ver[4:8])
+	copy(req[12:], name)
+	size = uint32(len(req))
+	if sockopt(fd, unsafe.Pointer(&req[0]), &size) != nil {
+		return 0, false
+	}
+	index := ne.Uint16(req[12:])
+	family := ne.Uint32(req[8:])
+	want := uint32(nfprotoIPv4)
+	if fam == IPv6 {
+		want = nfprotoIPv6
+	}
+	if index == ipsetInvalidID || family != want && family != nfprotoUnspec {
+		return 0, false
+	}
+	return index, true
+}
+
+func sockopt(fd int, p unsafe.Pointer, size *uint32) error {
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_IP, soIPSet,
+		uintptr(p), uintptr(unsafe.Pointer(size)), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
