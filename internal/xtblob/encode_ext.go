@@ -92,6 +92,9 @@ type openExt struct {
 	kind extKind
 	off  int    // offset of its data from the start of the entry
 	seen uint64 // options given (bits by option id)
+	// done is set on a match once another of the same name is opened:
+	// iptables gives later options to the newest instance.
+	done bool
 }
 
 // open appends the header and the zeroed data of an extension and sets
@@ -166,6 +169,11 @@ func (r *rule) openMatch(e *Encoder, name []byte) error {
 		kind = extSet
 	default:
 		return unsupported("match %q", name)
+	}
+	for i := 0; i < r.n; i++ {
+		if r.exts[i].kind == kind {
+			r.exts[i].done = true
+		}
 	}
 	if _, err := r.open(kind); err != nil {
 		return err
@@ -425,7 +433,8 @@ func optionOf(kind extKind, word []byte) (opt int, hasArg, invertible, ok bool) 
 
 // option applies a long option to the first extension (matches in their
 // order, then the target) that has it, as iptables' merged option table
-// does. An option of no loaded extension loads the match of the rule's
+// does, skipping a match that a later one of the same name superseded
+// ("-m tcp --dport 1 -m tcp --dport 2" is two tcp matches). An option of no loaded extension loads the match of the rule's
 // protocol, as iptables does for "-p tcp --dport 80".
 func (r *rule) option(e *Encoder, l *lexer, word []byte, invert bool) error {
 	count := r.n
@@ -434,6 +443,9 @@ func (r *rule) option(e *Encoder, l *lexer, word []byte, invert bool) error {
 	}
 	for i := 0; i < count; i++ {
 		x := &r.exts[i]
+		if x.done {
+			continue
+		}
 		opt, hasArg, invertible, ok := optionOf(x.kind, word)
 		if !ok {
 			continue
