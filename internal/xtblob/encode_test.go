@@ -2,11 +2,20 @@ package xtblob_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
+	"net/netip"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/svcproxy/svcproxy/internal/xtblob"
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/engine"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
 func TestAppendRuleRef(t *testing.T) {
@@ -254,4 +263,60 @@ func BenchmarkAppendRule(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(total)/float64(len(items)), "bytes/rule")
+}
+
+// BenchmarkEncodeColdStart encodes every rule of the iptables engine's
+// cold-start payload for proxytest.NewBenchCluster(10000) (issue #14's
+// workload: the rules iptables-legacy-restore would otherwise parse), one
+// op being the whole payload.
+func BenchmarkEncodeColdStart(b *testing.B) {
+	const services = 10000
+	fakes := iptablestest.NewFakes(v1.IPv4Protocol)
+	var payload []byte
+	fakes.IPTables.SetRestoreHook(func(data []byte) error {
+		payload = append(payload, data...)
+		return nil
+	})
+	p, err := iptables.NewProxier(iptables.Config{
+		Common:        engine.Common{NodeName: proxytest.BenchNode, NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}},
+		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/14")},
+	}, fakes.Interfaces())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := proxytest.NewBenchCluster(services)
+	f := proxytest.NewFeeder(p)
+	if err := f.Apply(proxytest.Objects{Services: c.Services, EndpointSlices: c.Slices}); err != nil {
+		b.Fatal(err)
+	}
+	f.Synced()
+	if err := p.Sync(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	var rules [][]byte
+	for line := range bytes.Lines(payload) {
+		if bytes.HasPrefix(line, []byte("-A ")) {
+			_, rule, _ := bytes.Cut(line[3:len(line)-1], []byte(" "))
+			rules = append(rules, rule)
+		}
+	}
+	enc := xtblob.NewEncoder(xtblob.IPv4)
+	var buf []byte
+	for _, r := range rules {
+		if buf, _, err = enc.AppendRule(buf, r); err != nil {
+			b.Fatalf("%s: %v", r, err)
+		}
+	}
+	size := len(buf)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		buf = buf[:0]
+		for _, r := range rules {
+			buf, _, _ = enc.AppendRule(buf, r)
+		}
+	}
+	b.ReportMetric(float64(len(rules)), "rules")
+	b.ReportMetric(float64(size)/1e6, "MB")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(rules)), "ns/rule")
 }
