@@ -105,6 +105,8 @@ type plan struct {
 	ops    []op
 	encs   []encRule
 	tables []string // in order of first appearance
+	// chains declared and rules added per table, to size its maps
+	sizes  map[string]*[2]int
 	arenas [][]byte // encoded entries, one per worker (table source 1+i)
 }
 
@@ -145,8 +147,9 @@ const maxLine = 10240 - 1
 // Lines that fail as they stand become opFail, so that errors surface in
 // line order when the plan is applied. The plan aliases data.
 func parseInput(fam Family, data []byte) *plan {
-	p := &plan{fam: fam}
+	p := &plan{fam: fam, sizes: map[string]*[2]int{}}
 	p.ops = make([]op, 0, bytes.Count(data, []byte{'\n'})+1)
+	var sizes *[2]int
 	p.encs = make([]encRule, 0, cap(p.ops))
 	inTable := false
 	seen := map[string]bool{}
@@ -189,7 +192,9 @@ func parseInput(fam Family, data []byte) *plan {
 			if !seen[t] {
 				seen[t] = true
 				p.tables = append(p.tables, t)
+				p.sizes[t] = new([2]int)
 			}
+			sizes = p.sizes[t]
 			p.ops = append(p.ops, op{kind: opTable, line: int32(line), enc: -1, arg: t})
 			inTable = true
 			continue
@@ -206,9 +211,12 @@ func parseInput(fam Family, data []byte) *plan {
 			}
 			o := op{kind: opChain, line: int32(line), enc: -1, chain: bstr(name), arg: bstr(policy)}
 			p.ops = append(p.ops, o)
+			sizes[0]++
 			continue
 		}
+		n := len(p.encs)
 		p.parseCommand(line, l)
+		sizes[1] += len(p.encs) - n
 	}
 	if inTable {
 		fail(line+1, errors.New("COMMIT expected"))
@@ -424,6 +432,9 @@ func (p *plan) apply(tables map[string]*table, read tableSource, only string) er
 				if t, err = read(cur); err != nil {
 					return &RestoreError{Line: int(o.line), Table: cur, Err: err}
 				}
+				if sz := p.sizes[cur]; sz != nil {
+					t.reserve(sz[0], sz[1])
+				}
 				for _, a := range p.arenas {
 					t.srcs = append(t.srcs, a)
 				}
@@ -583,7 +594,7 @@ func (p *plan) applyOp(t *table, o *op) error {
 	if err != nil {
 		return err
 	}
-	ci, ok := t.lookup(o.chain)
+	ci, ok := t.lookupCommand(o.chain)
 	if !ok {
 		return errNoChain
 	}

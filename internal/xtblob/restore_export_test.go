@@ -25,3 +25,38 @@ func RawForTest(fam Family, name string) ([]byte, error) {
 	out = binary.NativeEndian.AppendUint32(out, tb.info.size)
 	return append(out, tb.srcs[0]...), nil
 }
+
+// PlanForTest runs what Restore does in user space (parse, encode, apply
+// to empty tables, lay out and write the blobs) and returns the blobs'
+// total size.
+func PlanForTest(fam Family, data []byte) (int, error) {
+	p := parseInput(fam, data)
+	p.encode(0, nil)
+	defer p.free()
+	tables := map[string]*table{}
+	err := p.apply(tables, func(name string) (*table, error) { return emptyTable(fam, name), nil }, "")
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, t := range tables {
+		order := t.chainOrder()
+		size, _ := t.layoutChains(order)
+		blob := allocBig(int(size))
+		t.marshal(order, blob)
+		total += len(blob)
+		freeBig(blob)
+	}
+	return total, nil
+}
+
+// emptyTable is a table with its built-in chains only (all five hooks).
+func emptyTable(fam Family, name string) *table {
+	t := &table{fam: fam, lay: &entryLayouts[fam], name: name, srcs: [][]byte{nil}, byName: map[string]int32{}, lastLookup: -1}
+	for h := 0; h < numHooks; h++ {
+		ci := t.addChain(hookNames[h], int8(h))
+		t.chains[ci].verdict = verdictAccept
+		t.info.validHooks |= 1 << h
+	}
+	return t
+}

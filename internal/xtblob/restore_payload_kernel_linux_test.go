@@ -203,3 +203,21 @@ func BenchmarkKernelRestore(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRestoreUserSpace is Restore's own work on the engine's
+// cold-start payload (parse, encode, apply, lay out, write the blob),
+// without the kernel's.
+func BenchmarkRestoreUserSpace(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		payloads := enginePayloads(b, n)
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				for _, p := range payloads {
+					if _, err := xtblob.PlanForTest(xtblob.IPv4, p); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -131,6 +131,8 @@ type table struct {
 	rules   []tableRule
 	changed bool
 	nUser   int
+
+	lastLookup int32
 }
 
 func u16(b []byte) int    { return int(binary.NativeEndian.Uint16(b)) }
@@ -159,7 +161,7 @@ func unsupportedf(format string, args ...any) error {
 // a chain without its last entry) is ErrUnsupported.
 func parseTable(fam Family, name string, inf info, blob []byte) (*table, error) {
 	lay := &entryLayouts[fam]
-	t := &table{fam: fam, lay: lay, name: name, info: inf, srcs: [][]byte{blob}}
+	t := &table{fam: fam, lay: lay, name: name, info: inf, srcs: [][]byte{blob}, lastLookup: -1}
 	t.rules = make([]tableRule, 0, inf.numEntries)
 	t.byName = make(map[string]int32, inf.numEntries/4+8)
 	size := len(blob)
@@ -320,6 +322,19 @@ func parseTable(fam Family, name string, inf info, blob []byte) (*table, error) 
 	return t, nil
 }
 
+// reserve makes room for chains more chains and rules more rules.
+func (t *table) reserve(chains, rules int) {
+	t.chains = slices.Grow(t.chains, chains)
+	t.rules = slices.Grow(t.rules, rules)
+	if len(t.byName) < chains {
+		m := make(map[string]int32, len(t.byName)+chains)
+		for k, v := range t.byName {
+			m[k] = v
+		}
+		t.byName = m
+	}
+}
+
 func (t *table) addChain(name string, hook int8) int32 {
 	i := int32(len(t.chains))
 	t.chains = append(t.chains, chain{name: name, hook: hook, first: -1, last: -1, polOldIdx: -1})
@@ -413,6 +428,21 @@ func (t *table) entry(r *tableRule) []byte { return t.srcs[r.src][r.off : r.off+
 // lookup finds a live chain.
 func (t *table) lookup(name string) (int32, bool) {
 	ci, ok := t.byName[name]
+	return ci, ok
+}
+
+// lookupCommand finds the chain of a command: consecutive lines mostly
+// name the chain the line before named, which is tried first.
+func (t *table) lookupCommand(name string) (int32, bool) {
+	if t.lastLookup >= 0 {
+		if c := &t.chains[t.lastLookup]; c.name == name && !c.deleted {
+			return t.lastLookup, true
+		}
+	}
+	ci, ok := t.byName[name]
+	if ok {
+		t.lastLookup = ci
+	}
 	return ci, ok
 }
 
