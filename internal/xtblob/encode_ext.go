@@ -657,7 +657,7 @@ func parseMarkMask(b []byte) (v, m uint32, err error) {
 		if c == '/' {
 			mv, ok := parseUint(b[i+1:], math.MaxUint32)
 			if !ok {
-				return 0, 0, malformed("bad mask in %q", b)
+				return 0, 0, numberError("mask", b[i+1:])
 			}
 			m = uint32(mv)
 			b = b[:i]
@@ -666,7 +666,7 @@ func parseMarkMask(b []byte) (v, m uint32, err error) {
 	}
 	vv, ok := parseUint(b, math.MaxUint32)
 	if !ok {
-		return 0, 0, malformed("bad mark %q", b)
+		return 0, 0, numberError("mark", b)
 	}
 	return uint32(vv), m, nil
 }
@@ -711,8 +711,11 @@ func (r *rule) recent(d, opt int, arg []byte, invert bool, word []byte) error {
 		bit = reap
 	case optSeconds, optHitcount:
 		v, ok := parseUint(arg, math.MaxUint32)
-		if !ok || opt == optSeconds && v == 0 {
-			return malformed("bad %s %q", word, arg)
+		if !ok {
+			return numberError(string(word), arg)
+		}
+		if opt == optSeconds && v == 0 {
+			return malformed("%s must be at least 1", word)
 		}
 		at := 0
 		if opt == optHitcount {
@@ -776,7 +779,7 @@ func (r *rule) markTarget(x *openExt, d, opt int, arg []byte) error {
 	default:
 		v, ok := parseUint(arg, math.MaxUint32)
 		if !ok {
-			return malformed("bad mark %q", arg)
+			return numberError("mark", arg)
 		}
 		switch opt {
 		case optOrMark:
@@ -1010,6 +1013,10 @@ func (r *rule) finish(x *openExt) error {
 		}
 		if x.seen&(1<<optReap) != 0 && x.seen&(1<<optSeconds) == 0 {
 			return malformed("-m recent: --reap needs --seconds")
+		}
+		// The kernel refuses (EINVAL) --set or --remove with a condition.
+		if r.buf[d+8]&(0x02|0x08) != 0 && x.seen&(1<<optSeconds|1<<optHitcount|1<<optRttl|1<<optReap) != 0 {
+			return malformed("-m recent: --seconds, --hitcount, --rttl and --reap go with --rcheck or --update")
 		}
 	case extSet:
 		if x.seen == 0 {

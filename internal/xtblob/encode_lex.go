@@ -154,6 +154,11 @@ func parseAddr(fam Family, b []byte) (netip.Addr, error) {
 	}
 	a, err := netip.ParseAddr(str(b))
 	if err != nil {
+		if fam == IPv4 {
+			// iptables reads IPv4 addresses as inet_aton does: "10.1"
+			// is 10.1.0.0 and "010.0.0.1" 8.0.0.1, which Go refuses.
+			return netip.Addr{}, unsupported("address %q is not a dotted quad", b)
+		}
 		return netip.Addr{}, malformed("bad address %q", b)
 	}
 	if fam == IPv4 && !a.Is4() {
@@ -176,6 +181,10 @@ func parsePrefix(fam Family, b []byte) (netip.Addr, int, error) {
 	for i, c := range b {
 		if c == '/' {
 			n, ok := parseDecimal(b[i+1:], bits)
+			if plen := b[i+1:]; len(plen) > 1 && plen[0] == '0' {
+				// strtoul with base 0: "010" is 8, "08" an error.
+				return netip.Addr{}, 0, unsupported("prefix length %q with a leading zero", plen)
+			}
 			if !ok {
 				for _, m := range b[i+1:] {
 					if m == '.' || m == ':' {
@@ -256,12 +265,25 @@ func parsePortRange(b []byte) (lo, hi uint16, err error) {
 func parsePort(b []byte) (uint16, error) {
 	v, ok := parseUint(b, 0xffff)
 	if !ok {
-		if len(b) > 0 && (b[0] >= 'a' && b[0] <= 'z' || b[0] >= 'A' && b[0] <= 'Z') {
-			return 0, unsupported("port %q is a service name", b)
-		}
-		return 0, malformed("bad port %q", b)
+		return 0, numberError("port", b)
 	}
 	return uint16(v), nil
+}
+
+// numberError is the error for a number parseUint refused: malformed when
+// the word is plain digits (out of range, or 8 or 9 after a leading 0),
+// which iptables refuses too; ErrUnsupported otherwise, since iptables
+// reads numbers with strtoul (a sign, a service name for a port, ...).
+func numberError(what string, b []byte) error {
+	if len(b) == 0 {
+		return malformed("empty %s", what)
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return unsupported("%s %q", what, b)
+		}
+	}
+	return malformed("bad %s %q", what, b)
 }
 
 // equalFold reports whether b equals the upper-case ASCII word s, in any

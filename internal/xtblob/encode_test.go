@@ -127,13 +127,22 @@ func TestAppendRuleErrors(t *testing.T) {
 		{xtblob.IPv6, `-s 10.0.0.1 -j ACCEPT`},
 		{xtblob.IPv6, `-j REJECT --reject-with icmp-port-unreachable`},
 		{xtblob.IPv4, `-m mark --mark 1 --dport 80 -j ACCEPT`}, // no -p: an unknown option
+		// iptables' lax number and address parsing: the tool decides.
+		{xtblob.IPv4, `-s 10.0.0.300 -j ACCEPT`},
+		{xtblob.IPv4, `-s 10.1 -j ACCEPT`},
+		{xtblob.IPv4, `-s 010.0.0.1 -j ACCEPT`},
+		{xtblob.IPv4, `-s 1.2.3.4/08 -j ACCEPT`},
+		{xtblob.IPv6, `-s fd00::/064 -j ACCEPT`},
+		{xtblob.IPv4, `-p tcp -m tcp --dport +5 -j ACCEPT`},
+		{xtblob.IPv4, `-m mark --mark +3 -j ACCEPT`},
 	}
 	malformed := []struct {
 		fam  xtblob.Family
 		rule string
 	}{
-		{xtblob.IPv4, `-s 10.0.0.300 -j ACCEPT`},
 		{xtblob.IPv4, `-s 10.0.0.1/33 -j ACCEPT`},
+		{xtblob.IPv4, `-p tcp -m tcp --dport 08 -j ACCEPT`},
+		{xtblob.IPv4, `-m recent --set --seconds 10 -j ACCEPT`},
 		{xtblob.IPv4, `-s 10.0.0.1 -s 10.0.0.2 -j ACCEPT`},
 		{xtblob.IPv4, `-p tcp -m tcp --dport 65536 -j ACCEPT`},
 		{xtblob.IPv4, `-p tcp -m tcp --dport 90:80 -j ACCEPT`},
@@ -144,7 +153,7 @@ func TestAppendRuleErrors(t *testing.T) {
 		{xtblob.IPv4, `-m comment -j ACCEPT`},
 		{xtblob.IPv4, `-m comment --comment`},
 		{xtblob.IPv4, `-m conntrack --ctstate NEWISH -j ACCEPT`},
-		{xtblob.IPv4, `-m mark --mark zz -j ACCEPT`},
+		{xtblob.IPv4, `-m mark --mark 99999999999 -j ACCEPT`},
 		{xtblob.IPv4, `-m statistic --mode random --probability 1.5 -j ACCEPT`},
 		{xtblob.IPv4, `-m statistic --mode random -j ACCEPT`},
 		{xtblob.IPv4, `-m recent --name x -j ACCEPT`},
