@@ -21,4 +21,56 @@
 //
 // A caller falls back to the iptables tools on ErrUnsupported: nothing has
 // been written then.
+//
+// # What Restore guarantees
+//
+// The tables it writes read back (IPT_SO_GET_ENTRIES) byte for byte as
+// they do after iptables-legacy-restore --noflush of the same input, and
+// iptables-legacy-save prints them the same: chains in libiptc's order
+// (built-in chains in hook order, then user chains sorted by name), every
+// user chain an ERROR head, its rules and a RETURN, the table's final
+// ERROR entry, jumps to the first rule of their chain, rules without a
+// target falling through to the next entry. Counters follow libiptc's
+// TC_COMMIT: a rule read from the kernel keeps its counters, a new rule
+// starts at zero, a built-in chain's policy keeps only what it counted
+// since it was read (libiptc zeroes policy counters on every commit), and
+// zero for a policy the input sets. The kernel tests check this against
+// the tool for both families: foreign chains and rules, gotos, counters,
+// the iptables engine's golden payloads and its 1,000-service cold start,
+// second payloads that redeclare and delete chains, -N/-I/-D/-R/-F/-P
+// partial inputs, the tool's errors, and a table changed underneath.
+//
+// Unlike the tool, which commits each table at its COMMIT, Restore parses,
+// encodes and applies the whole input before it writes any table: an
+// error for a line (*RestoreError, naming the line and table) means
+// nothing was written. Only the kernel refusing a table (a loop of jumps,
+// a missing extension) can fail after earlier tables were written.
+//
+// The lines Restore takes are those of the engines' inputs: "*table",
+// "COMMIT", comments, ":CHAIN POLICY [p:b]" (the counters are ignored, as
+// without --counters), -A, -I [n], -D (by rule or number), -R n,
+// -F [CHAIN], -N, -X [CHAIN] and -P, with the rules Encoder encodes; the
+// rest (-E, -Z, -C, a line the tool would split, a quoted chain name) is
+// ErrUnsupported.
+//
+// # The lock
+//
+// Restore holds the xtables lock, flock(2) on RestoreOptions.LockFile,
+// $XTABLES_LOCKFILE or /run/xtables.lock as iptables 1.8.9 takes it, from
+// its first read to its last write, polling for it at most
+// RestoreOptions.LockWait; past that it fails with ErrLockHeld and has
+// written nothing. If a writer that ignores the lock changes a table
+// between Restore's read and its replace, the kernel refuses the replace
+// (EAGAIN) and Restore reads that table and applies its input again, up
+// to three times.
+//
+// # Cost
+//
+// At 10,000 services (the iptables engine's cold start: 33 MB of input,
+// 545,000 nat entries, a 107 MB blob) Restore takes about 0.4 s of CPU in
+// user space (rules encoded on GOMAXPROCS goroutines, the blob written by
+// as many) and the kernel about 0.45 s for the replace, against about 6 s
+// for iptables-legacy-restore (see BENCHMARKS.md). The blob, the encoded
+// rules and the table read from the kernel live in anonymous mappings
+// outside the Go heap, unmapped before Restore returns.
 package xtblob

@@ -36,6 +36,8 @@ type RestoreOptions struct {
 
 	// newEncoder replaces NewEncoder (tests).
 	newEncoder func(Family) ruleEncoder
+	// beforeCommit runs before each table is written (tests).
+	beforeCommit func(table string)
 }
 
 // ruleEncoder is what Restore needs of an Encoder.

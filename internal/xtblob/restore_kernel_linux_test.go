@@ -484,3 +484,107 @@ func TestKernelGoldens(t *testing.T) {
 		})
 	})
 }
+
+// deletes turns every -A line of a restore input into a -D of the same
+// rule, keeping the table sections.
+func deletes(in string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(in, "\n") {
+		switch {
+		case strings.HasPrefix(l, "*"), strings.HasPrefix(l, "COMMIT"):
+			b.WriteString(l)
+		case strings.HasPrefix(l, "-A "):
+			b.WriteString("-D " + l[3:])
+		}
+	}
+	return b.String()
+}
+
+// TestKernelDeleteGoldens deletes every rule of each golden payload by
+// its text (-D CHAIN rule), with the tool and with Restore: each rule
+// must be found as libiptc finds it (whatever the kernel keeps of its
+// extensions), and the tables end the same.
+func TestKernelDeleteGoldens(t *testing.T) {
+	files, err := filepath.Glob("../../iptables/testdata/*.golden")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("goldens: %v", err)
+	}
+	tables := []string{"filter", "nat", "mangle"}
+	for _, f := range files {
+		fam := IPv4
+		if strings.Contains(filepath.Base(f), "ipv6") {
+			fam = IPv6
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := string(b)
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			var want state
+			netnstest.InFreshNetns(t, func() {
+				if err := runTool(t, fam, in); err != nil {
+					t.Fatal(err)
+				}
+				if err := runTool(t, fam, deletes(in)); err != nil {
+					t.Fatalf("deletes by the tool: %v", err)
+				}
+				want = snapshot(t, fam, tables...)
+			})
+			if n := strings.Count(deletes(in), "\n-D "); n < 10 || strings.Contains(want["nat save"], "\n[0:0] -A ") {
+				t.Fatalf("%d deletes, left:\n%s", n, want["nat save"])
+			}
+			netnstest.InFreshNetns(t, func() {
+				if err := runTool(t, fam, in); err != nil {
+					t.Fatal(err)
+				}
+				if err := Restore(fam, []byte(deletes(in)), RestoreOptions{}); err != nil {
+					t.Fatalf("deletes by Restore: %v", err)
+				}
+				diffState(t, "after the deletes", want, snapshot(t, fam, tables...))
+			})
+		})
+	}
+}
+
+// TestKernelChangedUnderneath has another writer (one that ignores the
+// xtables lock) change a table between Restore's read and its replace:
+// the kernel refuses the replace (EAGAIN), and Restore reads the table
+// again and applies its input over the other writer's change, as the
+// tool run after it would.
+func TestKernelChangedUnderneath(t *testing.T) {
+	a1, a2 := addrs(IPv4)
+	in := fill(payloads[0], a1, a2)
+	intrude := func() {
+		cmd := exec.Command("iptables-legacy", "-w", "5", "-t", "filter", "-N", "INTRUDER")
+		cmd.Env = append(os.Environ(), "XTABLES_LOCKFILE="+t.TempDir()+"/other.lock")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	var want state
+	netnstest.InFreshNetns(t, func() {
+		intrude()
+		if err := runTool(t, IPv4, in); err != nil {
+			t.Fatal(err)
+		}
+		want = snapshot(t, IPv4, "filter", "nat")
+	})
+	netnstest.InFreshNetns(t, func() {
+		opts := RestoreOptions{}
+		done := false
+		opts.beforeCommit = func(table string) {
+			if table == "filter" && !done {
+				done = true
+				intrude()
+			}
+		}
+		if err := Restore(IPv4, []byte(in), opts); err != nil {
+			t.Fatal(err)
+		}
+		if !done {
+			t.Fatal("the filter table was not written")
+		}
+		diffState(t, "after a change underneath", want, snapshot(t, IPv4, "filter", "nat"))
+	})
+}

@@ -97,6 +97,9 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 			if t == nil || !t.changed {
 				break
 			}
+			if opts.beforeCommit != nil {
+				opts.beforeCommit(name)
+			}
 			err := k.commit(t)
 			if err == nil {
 				break
