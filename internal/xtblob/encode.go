@@ -48,6 +48,9 @@ type Encoder struct {
 	// name); ok false makes the rule ErrUnsupported. Without it, -m set
 	// is ErrUnsupported.
 	SetIndex func(name []byte) (index uint16, ok bool)
+	// Table is the table the rules go to, for iptables' checks that
+	// depend on it (-j DROP is refused in "nat"). Empty: no such check.
+	Table string
 
 	fam Family
 	lay *layout
@@ -126,6 +129,7 @@ type rule struct {
 	tgt   bool // a target was given
 	seen  uint16
 	proto uint16
+	table string
 }
 
 // Options of the entry itself, for "given twice" checks.
@@ -156,7 +160,7 @@ const (
 // in the revision iptables-legacy 1.8.9 uses on current kernels.
 func (e *Encoder) AppendRule(dst []byte, text []byte) ([]byte, RuleRef, error) {
 	orig := len(dst)
-	r := rule{fam: e.fam, lay: e.lay, buf: dst, base: orig}
+	r := rule{fam: e.fam, lay: e.lay, buf: dst, base: orig, table: e.Table}
 	r.grow(e.lay.size)
 	ref, err := r.parse(e, text)
 	if err != nil {

@@ -192,6 +192,9 @@ func (r *rule) openTarget(name []byte, isGoto bool, ref *RuleRef) error {
 	case "ACCEPT":
 		kind, verdict = extStandard, VerdictAccept
 	case "DROP":
+		if r.table == "nat" {
+			return malformed("the nat table is not intended for filtering: no DROP")
+		}
 		kind, verdict = extStandard, VerdictDrop
 	case "RETURN":
 		kind, verdict = extStandard, VerdictReturn
@@ -938,7 +941,7 @@ func rejectWith(fam Family, b []byte) (uint32, bool) {
 			return 3, true
 		case "icmp6-port-unreachable", "port-unreach":
 			return 4, true
-		case "tcp-reset", "tcp-rst":
+		case "tcp-reset": // ip6tables has no "tcp-rst"
 			return 6, true
 		case "icmp6-policy-fail", "policy-fail":
 			return 7, true
@@ -1002,6 +1005,11 @@ func (r *rule) finish(x *openExt) error {
 		}
 		if x.seen&(1<<optLimitIn|1<<optLimitOut) == 1<<optLimitIn|1<<optLimitOut {
 			return malformed("-m addrtype: --limit-iface-in and --limit-iface-out exclude each other")
+		}
+		// The kernel refuses (EINVAL) these types in IPv6 rules:
+		// BROADCAST, BLACKHOLE, and PROHIBIT and above.
+		if types := r.nu16(d) | r.nu16(d+2); r.fam == IPv6 && (types&(1<<3|1<<6) != 0 || types >= 1<<8) {
+			return malformed("-m addrtype: a type IPv6 does not have")
 		}
 	case extStatistic:
 		if x.seen&(1<<optMode) == 0 || x.seen&(1<<optProbability) == 0 {

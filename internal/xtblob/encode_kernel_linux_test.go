@@ -239,6 +239,7 @@ func checkFamilyInKernel(t *testing.T, fam xtblob.Family, corpus []corpusRule) {
 	lay := layoutOf(fam)
 	compared := 0
 	for table, rules := range byTable {
+		enc.Table = table
 		input := restoreInput(t, fam, table, rules)
 		cmd := exec.Command(tool)
 		cmd.Stdin = strings.NewReader(input)

@@ -126,6 +126,7 @@ func TestAppendRuleErrors(t *testing.T) {
 		{xtblob.IPv4, `-4 -j ACCEPT`},
 		{xtblob.IPv6, `-s 10.0.0.1 -j ACCEPT`},
 		{xtblob.IPv6, `-j REJECT --reject-with icmp-port-unreachable`},
+		{xtblob.IPv6, `-p tcp -j REJECT --reject-with tcp-rst`},
 		{xtblob.IPv4, `-m mark --mark 1 --dport 80 -j ACCEPT`}, // no -p: an unknown option
 		// iptables' lax number and address parsing: the tool decides.
 		{xtblob.IPv4, `-s 10.0.0.300 -j ACCEPT`},
@@ -162,7 +163,9 @@ func TestAppendRuleErrors(t *testing.T) {
 		{xtblob.IPv4, `-j MARK --set-xmark 1 --or-mark 2`},
 		{xtblob.IPv4, `-j DNAT`},
 		{xtblob.IPv4, `-j DNAT --to-destination 10.0.0.1:80`}, // a port needs -p
-		{xtblob.IPv4, `-j ACCEPT -j DROP`},
+		{xtblob.IPv4, `-j ACCEPT -j RETURN`},
+		{xtblob.IPv4, `-j DROP`}, // in nat
+		{xtblob.IPv6, `-m addrtype --dst-type BROADCAST -j ACCEPT`},
 		{xtblob.IPv4, `! -j ACCEPT`},
 		{xtblob.IPv4, `-j ACCEPT !`},
 		{xtblob.IPv4, `! ! -s 1.2.3.4 -j ACCEPT`},
@@ -177,6 +180,7 @@ func TestAppendRuleErrors(t *testing.T) {
 	check := func(fam xtblob.Family, rule string, wantUnsupported bool) {
 		t.Helper()
 		enc := xtblob.NewEncoder(fam)
+		enc.Table = "nat"
 		dst := []byte("keep")
 		got, ref, err := enc.AppendRule(dst, []byte(rule))
 		if err == nil {
