@@ -328,3 +328,14 @@ func vocabularyCorpus(c *corpusSet) error {
 	}
 	return nil
 }
+
+// fakeSetIndex answers index 0 for every set, for the tests that encode
+// without a kernel.
+var fakeSetIndex = func(name []byte) (uint16, bool) { return 0, true }
+
+func famName(fam xtblob.Family) string {
+	if fam == xtblob.IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}

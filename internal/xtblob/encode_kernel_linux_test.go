@@ -170,10 +170,6 @@ func restoreInput(t *testing.T, fam xtblob.Family, table string, rules []corpusR
 	return b.String()
 }
 
-// fakeSetIndex is replaced, in the kernel test, by the index of the sets
-// the test creates; elsewhere every set is index 0.
-var fakeSetIndex = func(name []byte) (uint16, bool) { return 0, true }
-
 // TestEncodeMatchesKernel restores the corpus with iptables-legacy-restore
 // and ip6tables-legacy-restore in a fresh network namespace, reads each
 // table back, and requires every entry's bytes to equal what AppendRule
@@ -187,13 +183,6 @@ func TestEncodeMatchesKernel(t *testing.T) {
 			netnstest.InFreshNetns(t, func() { checkFamilyInKernel(t, fam, corpus) })
 		})
 	}
-}
-
-func famName(fam xtblob.Family) string {
-	if fam == xtblob.IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
 }
 
 func checkFamilyInKernel(t *testing.T, fam xtblob.Family, corpus []corpusRule) {
