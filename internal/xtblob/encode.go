@@ -155,9 +155,16 @@ const (
 // (tcp|udp|sctp), -i, -o (each may be negated with "!"); the matches
 // comment, tcp, udp, sctp (ports and port ranges), conntrack (--ctstate),
 // mark, addrtype, statistic (random mode), recent and set (when
-// Encoder.SetIndex is given); the targets ACCEPT, DROP, RETURN, a jump or
-// goto to a user chain, MARK, MASQUERADE, DNAT, REDIRECT and REJECT, each
-// in the revision iptables-legacy 1.8.9 uses on current kernels.
+// Encoder.SetIndex is given, for example KernelSetIndex); the targets
+// ACCEPT, DROP, RETURN, a jump or goto to a user chain, MARK, MASQUERADE,
+// DNAT, REDIRECT and REJECT, each in the revision iptables-legacy 1.8.9
+// uses on current kernels; a rule without -j falls through (see
+// RuleRef.Fallthrough). Where iptables reads an argument more laxly than
+// this encoder (inet_aton addresses such as "10.1", numbers with a sign,
+// service names, abbreviated options), the error is ErrUnsupported so that
+// the tool decides. TestEncodeMatchesKernel and
+// TestEncodeRandomMatchesKernel compare the bytes with what
+// iptables-legacy-restore gives the kernel.
 func (e *Encoder) AppendRule(dst []byte, text []byte) ([]byte, RuleRef, error) {
 	orig := len(dst)
 	r := rule{fam: e.fam, lay: e.lay, buf: dst, base: orig, table: e.Table}
