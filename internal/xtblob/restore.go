@@ -80,36 +80,65 @@ const (
 	opFail               // a line that fails as it stands (err)
 )
 
-// op is one line of input.
+// span is a part of the input (its lines are at most maxLine long).
+type span struct {
+	off uint32
+	n   uint16
+}
+
+// op is one line of input. Ops and encRules hold no pointers, so that
+// the garbage collector has nothing to scan in the half million of them
+// a large input makes.
 type op struct {
 	kind  uint8
 	line  int32
-	num   int32  // rule number, 1-based
-	enc   int32  // index in plan.encs, -1
-	chain string // aliases the input; "" for "every chain"
-	arg   string // table name, policy
-	err   error  // opFail
+	num   int32 // rule number, 1-based
+	enc   int32 // index in plan.encs, -1
+	chain span  // empty for "every chain"
+	arg   span  // table name, policy
 }
 
 // encRule is a rule of the input and its encoding.
 type encRule struct {
-	text      []byte
-	jump      string
-	verdictAt int32
+	text      span
+	jump      span // the user chain it jumps to, if any
 	src       uint16
+	failed    bool // its error is in plan.encErr
 	off, size uint32
-	err       error
 }
 
 // plan is a parsed input: its lines, then its encoded rules.
 type plan struct {
-	fam    Family
-	ops    []op
-	encs   []encRule
-	tables []string // in order of first appearance
+	fam     Family
+	data    []byte
+	ops     []op
+	encs    []encRule
+	lineErr map[int32]error // the errors of opFail lines
+	encErr  map[int32]error // the errors of rules that failed to encode
+	tables  []string        // in order of first appearance
 	// chains declared and rules added per table, to size its maps
 	sizes  map[string]*[2]int
 	arenas [][]byte // encoded entries, one per worker (table source 1+i)
+}
+
+// spanOf is where b, a part of the input, is in it.
+func (p *plan) spanOf(b []byte) span {
+	if len(b) == 0 {
+		return span{}
+	}
+	return span{off: uint32(uintptr(unsafe.Pointer(&b[0])) - uintptr(unsafe.Pointer(&p.data[0]))), n: uint16(len(b))}
+}
+
+// str is the text of a span, aliasing the input.
+func (p *plan) str(sp span) string {
+	if sp.n == 0 {
+		return ""
+	}
+	return unsafe.String(&p.data[sp.off], int(sp.n))
+}
+
+func (p *plan) bytesOf(sp span) []byte {
+	return p.data[sp.off : sp.off+uint32(sp.n) : sp.off+uint32(sp.n)]
 }
 
 func bstr(b []byte) string {
@@ -149,14 +178,15 @@ const maxLine = 10240 - 1
 // Lines that fail as they stand become opFail, so that errors surface in
 // line order when the plan is applied. The plan aliases data.
 func parseInput(fam Family, data []byte) *plan {
-	p := &plan{fam: fam, sizes: map[string]*[2]int{}}
+	p := &plan{fam: fam, data: data, sizes: map[string]*[2]int{}, lineErr: map[int32]error{}, encErr: map[int32]error{}}
 	p.ops = make([]op, 0, bytes.Count(data, []byte{'\n'})+1)
 	var sizes *[2]int
 	p.encs = make([]encRule, 0, cap(p.ops))
 	inTable := false
 	seen := map[string]bool{}
 	fail := func(line int, err error) {
-		p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1, err: err})
+		p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1})
+		p.lineErr[int32(line)] = err
 	}
 	line := 0
 	for len(data) > 0 {
@@ -197,7 +227,7 @@ func parseInput(fam Family, data []byte) *plan {
 				p.sizes[t] = new([2]int)
 			}
 			sizes = p.sizes[t]
-			p.ops = append(p.ops, op{kind: opTable, line: int32(line), enc: -1, arg: t})
+			p.ops = append(p.ops, op{kind: opTable, line: int32(line), enc: -1, arg: p.spanOf(name)})
 			inTable = true
 			continue
 		case !inTable:
@@ -211,7 +241,7 @@ func parseInput(fam Family, data []byte) *plan {
 				fail(line, errors.New("chain name invalid"))
 				continue
 			}
-			o := op{kind: opChain, line: int32(line), enc: -1, chain: bstr(name), arg: bstr(policy)}
+			o := op{kind: opChain, line: int32(line), enc: -1, chain: p.spanOf(name), arg: p.spanOf(policy)}
 			p.ops = append(p.ops, o)
 			sizes[0]++
 			continue
@@ -230,7 +260,8 @@ func parseInput(fam Family, data []byte) *plan {
 func (p *plan) parseCommand(line int, l []byte) {
 	o := op{line: int32(line), enc: -1}
 	fail := func(err error) {
-		p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1, err: err})
+		p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1})
+		p.lineErr[int32(line)] = err
 	}
 	l = trimSpace(l)
 	if len(l) > 0 && l[0] == '[' { // [pcnt:bcnt]: iptables-restore uses them only with --counters
@@ -274,7 +305,7 @@ func (p *plan) parseCommand(line int, l []byte) {
 		fail(unsupportedf("chain name %s", name))
 		return
 	}
-	o.chain = bstr(name)
+	o.chain = p.spanOf(name)
 	if hasNum {
 		w, r := field(rest)
 		if len(w) > 0 && w[0] != '-' && w[0] != '!' {
@@ -302,10 +333,10 @@ func (p *plan) parseCommand(line int, l []byte) {
 			fail(unsupportedf("-P %s %s", name, rest))
 			return
 		}
-		o.arg = bstr(pol)
+		o.arg = p.spanOf(pol)
 	case hasRule:
 		o.enc = int32(len(p.encs))
-		p.encs = append(p.encs, encRule{text: trimSpace(rest), verdictAt: -1})
+		p.encs = append(p.encs, encRule{text: p.spanOf(trimSpace(rest))})
 	default:
 		if len(trimSpace(rest)) != 0 {
 			fail(unsupportedf("%s %s with %q", cmd, name, trimSpace(rest)))
@@ -332,16 +363,22 @@ func (p *plan) encode(workers int, newEnc func(Family) ruleEncoder) {
 		workers = n/1024 + 1
 	}
 	p.arenas = make([][]byte, workers)
+	errs := make([]map[int32]error, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		lo, hi := n*w/workers, n*(w+1)/workers
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.arenas[w] = encodeRange(p.fam, newEnc(p.fam), p.encs[lo:hi], uint16(w+1))
+			p.arenas[w], errs[w] = p.encodeRange(newEnc(p.fam), lo, hi, uint16(w+1))
 		}()
 	}
 	wg.Wait()
+	for _, m := range errs {
+		for i, err := range m {
+			p.encErr[i] = err
+		}
+	}
 }
 
 // maxEntry is the largest entry (next_offset is 16 bits): an arena keeps
@@ -349,10 +386,21 @@ func (p *plan) encode(workers int, newEnc func(Family) ruleEncoder) {
 // move it.
 const maxEntry = 1 << 16
 
-func encodeRange(fam Family, enc ruleEncoder, encs []encRule, src uint16) []byte {
+// encodeRange encodes rules lo to hi into an arena of their own (table
+// source src), returning it and the errors of the rules that failed.
+func (p *plan) encodeRange(enc ruleEncoder, lo, hi int, src uint16) ([]byte, map[int32]error) {
+	encs := p.encs[lo:hi]
 	text := 0
 	for i := range encs {
-		text += len(encs[i].text)
+		text += int(encs[i].text.n)
+	}
+	var errs map[int32]error
+	failed := func(i int, err error) {
+		if errs == nil {
+			errs = map[int32]error{}
+		}
+		errs[int32(lo+i)] = err
+		encs[i].failed = true
 	}
 	// entries run 4 to 15 times their text (a comment match alone is 288
 	// bytes); the reservation is virtual memory, touched as it fills.
@@ -361,25 +409,32 @@ func encodeRange(fam Family, enc ruleEncoder, encs []encRule, src uint16) []byte
 		e := &encs[i]
 		a.reserve(maxEntry)
 		start := len(a.buf)
-		out, ref, err := enc.AppendRule(a.buf, e.text)
+		text := p.bytesOf(e.text)
+		out, ref, err := enc.AppendRule(a.buf, text)
 		if err != nil {
-			e.err = err
+			failed(i, err)
 			continue
 		}
 		if len(out) > start && &out[start] != &a.buf[:start+1][start] {
 			// the encoder moved the buffer (an entry over maxEntry?)
-			e.err = fmt.Errorf("xtblob: the encoder outgrew its buffer")
+			failed(i, fmt.Errorf("xtblob: the encoder outgrew its buffer"))
 			continue
 		}
 		a.buf = a.buf[:len(out)]
 		e.src, e.off, e.size = src, uint32(start), uint32(len(out)-start)
-		e.verdictAt = int32(ref.VerdictAt)
-		if ref.Jump != nil {
-			e.jump = bstr(ref.Jump)
+		if len(ref.Jump) > 0 {
+			j := ^uintptr(0)
+			if len(text) > 0 {
+				j = uintptr(unsafe.Pointer(&ref.Jump[0])) - uintptr(unsafe.Pointer(&text[0]))
+			}
+			if j > uintptr(len(text)) || j+uintptr(len(ref.Jump)) > uintptr(len(text)) {
+				failed(i, fmt.Errorf("xtblob: the encoder's jump does not alias the rule"))
+				continue
+			}
+			e.jump = span{off: e.text.off + uint32(j), n: uint16(len(ref.Jump))}
 		}
-		_ = ref.Goto
 	}
-	return a.buf
+	return a.buf, errs
 }
 
 // arena is a growing buffer outside the Go heap where one can be had.
@@ -423,7 +478,7 @@ func (p *plan) apply(tables map[string]*table, read tableSource, only string) er
 	for i := range p.ops {
 		o := &p.ops[i]
 		if o.kind == opTable {
-			cur = o.arg
+			cur = p.str(o.arg)
 			skip = only != "" && cur != only
 			if skip {
 				continue
@@ -476,53 +531,54 @@ func isVerdictName(s string) bool {
 
 func (p *plan) applyOp(t *table, o *op) error {
 	if o.kind == opFail {
-		return o.err
+		return p.lineErr[o.line]
 	}
-	if len(o.chain) >= chainNameLimit {
-		return fmt.Errorf("invalid chain name `%s' (%d chars max)", o.chain, chainNameLimit-1)
+	chain, arg := p.str(o.chain), p.str(o.arg)
+	if len(chain) >= chainNameLimit {
+		return fmt.Errorf("invalid chain name `%s' (%d chars max)", chain, chainNameLimit-1)
 	}
 	switch o.kind {
 	case opChain:
-		if o.arg == "" {
+		if arg == "" {
 			return errors.New("policy invalid")
 		}
-		ci, ok := t.lookup(o.chain)
+		ci, ok := t.lookup(chain)
 		switch {
 		case ok && t.chains[ci].hook >= 0:
 		case ok:
 			t.flush(ci)
 		default:
-			if isVerdictName(o.chain) {
-				return fmt.Errorf("error creating chain '%s': %w", o.chain, errExists)
+			if isVerdictName(chain) {
+				return fmt.Errorf("error creating chain '%s': %w", chain, errExists)
 			}
-			ci = t.addChain(o.chain, -1)
+			ci = t.addChain(chain, -1)
 		}
 		t.changed = true
-		if o.arg != "-" {
+		if arg != "-" {
 			// iptables-restore sets the policy's counters: to [p:b]
 			// with --counters, to zero without.
-			return t.setPolicy(o.chain, o.arg, ctrSet)
+			return t.setPolicy(chain, arg, ctrSet)
 		}
 		return nil
 	case opPolicy:
 		t.changed = true
-		return t.setPolicy(o.chain, o.arg, ctrNone)
+		return t.setPolicy(chain, arg, ctrNone)
 	case opNewChain:
-		if o.chain[0] == '!' {
+		if chain[0] == '!' {
 			return fmt.Errorf("chain name not allowed to start with `!'")
 		}
-		if _, ok := t.lookup(o.chain); ok || isVerdictName(o.chain) {
+		if _, ok := t.lookup(chain); ok || isVerdictName(chain) {
 			return errExists
 		}
-		if isTargetName(p.fam, o.chain) {
+		if isTargetName(p.fam, chain) {
 			return errors.New("chain name may not clash with target name")
 		}
-		t.addChain(o.chain, -1)
+		t.addChain(chain, -1)
 		t.changed = true
 		return nil
 	case opFlush:
 		t.changed = true
-		if o.chain == "" {
+		if chain == "" {
 			for i := range t.chains {
 				if !t.chains[i].deleted {
 					t.flush(int32(i))
@@ -530,7 +586,7 @@ func (p *plan) applyOp(t *table, o *op) error {
 			}
 			return nil
 		}
-		ci, ok := t.lookup(o.chain)
+		ci, ok := t.lookup(chain)
 		if !ok {
 			return errNoChain
 		}
@@ -538,7 +594,7 @@ func (p *plan) applyOp(t *table, o *op) error {
 		return nil
 	case opDeleteChain:
 		t.changed = true
-		if o.chain == "" {
+		if chain == "" {
 			for i := range t.chains {
 				c := &t.chains[i]
 				if c.deleted || c.hook >= 0 {
@@ -558,7 +614,7 @@ func (p *plan) applyOp(t *table, o *op) error {
 			}
 			return nil
 		}
-		ci, ok := t.lookup(o.chain)
+		ci, ok := t.lookup(chain)
 		switch {
 		case !ok:
 			return errNoChain
@@ -572,7 +628,7 @@ func (p *plan) applyOp(t *table, o *op) error {
 		t.deleteChain(ci)
 		return nil
 	case opDeleteNum:
-		ci, ok := t.lookup(o.chain)
+		ci, ok := t.lookup(chain)
 		if !ok {
 			return errNoChain
 		}
@@ -589,14 +645,14 @@ func (p *plan) applyOp(t *table, o *op) error {
 	}
 	// the commands with a rule
 	e := &p.encs[o.enc]
-	if e.err != nil {
-		return e.err
+	if e.failed {
+		return p.encErr[o.enc]
 	}
-	r, err := t.newRule(e)
+	r, err := t.newRule(e, p.str(e.jump))
 	if err != nil {
 		return err
 	}
-	ci, ok := t.lookupCommand(o.chain)
+	ci, ok := t.lookupCommand(chain)
 	if !ok {
 		return errNoChain
 	}
@@ -670,22 +726,22 @@ func (t *table) deleteChain(ci int32) {
 // newRule makes the rule of an encoded entry, mapping its target as
 // libiptc does: a user chain's name to a jump, a verdict's name to the
 // verdict. The rule is not counted as a reference yet.
-func (t *table) newRule(e *encRule) (tableRule, error) {
+func (t *table) newRule(e *encRule, jump string) (tableRule, error) {
 	lay := t.lay
 	ent := t.srcs[e.src][e.off : e.off+e.size]
 	to := u16(ent[lay.targetOffsetAt:])
 	tg := ent[to:]
 	r := tableRule{next: -1, jump: -1, oldIdx: -1, off: e.off, size: e.size, src: e.src}
-	if e.jump != "" {
-		ci, ok := t.lookup(e.jump)
+	if jump != "" {
+		ci, ok := t.lookup(jump)
 		if !ok {
-			return r, fmt.Errorf("couldn't load target `%s': %w", e.jump, errNoChain)
+			return r, fmt.Errorf("couldn't load target `%s': %w", jump, errNoChain)
 		}
 		if t.chains[ci].hook >= 0 {
-			return r, fmt.Errorf("can't jump to built-in chain %s", e.jump)
+			return r, fmt.Errorf("can't jump to built-in chain %s", jump)
 		}
 		if u16(tg) != standardSize {
-			return r, fmt.Errorf("xtblob: the jump to %s has a target of %d bytes", e.jump, u16(tg))
+			return r, fmt.Errorf("xtblob: the jump to %s has a target of %d bytes", jump, u16(tg))
 		}
 		r.kind, r.jump = kindJump, ci
 		return r, nil

@@ -42,7 +42,7 @@ func PlanForTest(fam Family, data []byte) (int, error) {
 	for _, t := range tables {
 		order := t.chainOrder()
 		size, _ := t.layoutChains(order)
-		blob := allocBig(int(size))
+		blob := allocFilled(int(size))
 		t.marshal(order, blob)
 		total += len(blob)
 		freeBig(blob)

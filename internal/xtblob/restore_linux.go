@@ -127,11 +127,11 @@ func (p *plan) firstUnsupported() error {
 		var err error
 		switch {
 		case o.kind == opTable:
-			cur = o.arg
+			cur = p.str(o.arg)
 		case o.kind == opFail:
-			err = o.err
-		case o.enc >= 0:
-			err = p.encs[o.enc].err
+			err = p.lineErr[o.line]
+		case o.enc >= 0 && p.encs[o.enc].failed:
+			err = p.encErr[o.enc]
 		}
 		if err != nil && errors.Is(err, ErrUnsupported) {
 			return &RestoreError{Line: int(o.line), Table: cur, Err: err}
@@ -232,7 +232,7 @@ func (k *kernel) commit(t *table) error {
 	if size > 1<<31 {
 		return fmt.Errorf("table %s: %d bytes of entries", t.name, size)
 	}
-	repl := allocBig(replaceHeader + int(size))
+	repl := allocFilled(replaceHeader + int(size))
 	defer freeBig(repl)
 	nOld := int(t.info.numEntries)
 	oldBuf := allocBig(16 * max(nOld, 1))
@@ -308,6 +308,19 @@ func allocBig(n int) []byte {
 	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
 		return make([]byte, n)
+	}
+	return b
+}
+
+// allocFilled is allocBig for memory that will be written whole: its
+// pages are faulted in by the mmap itself (MAP_POPULATE), in bulk.
+func allocFilled(n int) []byte {
+	if n < 1<<16 {
+		return make([]byte, n)
+	}
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return allocBig(n)
 	}
 	return b
 }

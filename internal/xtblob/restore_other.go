@@ -7,5 +7,6 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 	return unsupportedf("x_tables are Linux's")
 }
 
-func allocBig(n int) []byte { return make([]byte, n) }
-func freeBig(b []byte)      {}
+func allocBig(n int) []byte    { return make([]byte, n) }
+func allocFilled(n int) []byte { return make([]byte, n) }
+func freeBig(b []byte)         {}
