@@ -27,8 +27,9 @@ const (
 // ipset by name, as libxt_set does for -m set --match-set: a set that does
 // not exist, or is of the other family, or any error answers ok false, so
 // the rule is ErrUnsupported and the caller's iptables tool reports it.
-// Answers are remembered, so use a new function for each restore: a set
-// destroyed and created again may get another index.
+// Answers are remembered, so use a new function for each restore (a set
+// destroyed and created again may get another index), and one per
+// goroutine: the function is not safe for concurrent use.
 func KernelSetIndex(fam Family) func(name []byte) (index uint16, ok bool) {
 	known := map[string]uint16{}
 	return func(name []byte) (uint16, bool) {
