@@ -645,6 +645,18 @@ func (p *plan) applyOp(t *table, o *op) error {
 	}
 	// the commands with a rule
 	e := &p.encs[o.enc]
+	// iptables refuses an interface the hook never has, by the chain's
+	// name, whatever the table (an option it sees: "-o +" too).
+	switch chain {
+	case "PREROUTING", "INPUT":
+		if hasOption(p.bytesOf(e.text), "-o", "--out-interface") {
+			return fmt.Errorf("can't use -o with %s", chain)
+		}
+	case "POSTROUTING", "OUTPUT":
+		if hasOption(p.bytesOf(e.text), "-i", "--in-interface") {
+			return fmt.Errorf("can't use -i with %s", chain)
+		}
+	}
 	if e.failed {
 		return p.encErr[o.enc]
 	}
@@ -828,6 +840,32 @@ func isTargetName(fam Family, name string) bool {
 			if _, err := os.Stat(filepath.Join(d, f+name+".so")); err == nil {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// hasOption reports whether a rule's text has the option short or long
+// among its words (outside double quotes).
+func hasOption(text []byte, short, long string) bool {
+	in := false
+	for i := 0; i < len(text); {
+		c := text[i]
+		switch {
+		case c == '"':
+			in = !in
+			i++
+		case in || c == ' ' || c == '\t':
+			i++
+		default:
+			j := i
+			for j < len(text) && text[j] != ' ' && text[j] != '\t' && text[j] != '"' {
+				j++
+			}
+			if w := string(text[i:j]); w == short || w == long {
+				return true
+			}
+			i = j
 		}
 	}
 	return false

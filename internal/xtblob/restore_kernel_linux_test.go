@@ -208,6 +208,8 @@ var payloads = []string{
 :KUBE-B - [0:0]
 :KUBE-C - [0:0]
 -A INPUT -m comment --comment "kube" -j KUBE-A
+-A INPUT -i lo -m comment --comment "not -o here" -j ACCEPT
+-A KUBE-C -i eth0 -o eth1 -j ACCEPT
 -A KUBE-A -s %[1]s -j KUBE-B
 -A KUBE-A -g KUBE-C
 -A KUBE-B -j MARK --set-xmark 0x4000/0x4000
@@ -342,6 +344,8 @@ func TestKernelErrors(t *testing.T) {
 		{"policy of a user chain", "*filter\n:KUBE-A ACCEPT [0:0]\nCOMMIT\n", 2, false},
 		{"insert past the end", "*filter\n-I FOREIGN-2 4 -j ACCEPT\nCOMMIT\n", 2, false},
 		{"delete a missing rule", "*filter\n-D FOREIGN -j DROP\nCOMMIT\n", 2, false},
+		{"-o in INPUT", "*filter\n-A INPUT -o eth0 -j ACCEPT\nCOMMIT\n", 2, false},
+		{"-i in OUTPUT", "*filter\n:KUBE-A - [0:0]\n-I OUTPUT 1 -i eth0 -j KUBE-A\nCOMMIT\n", 3, false},
 		{"no COMMIT", "*filter\n:KUBE-A - [0:0]\n", 3, false},
 		{"a missing table", "*nope\nCOMMIT\n", 1, false},
 		{"second table fails", "*nat\n:KUBE-X - [0:0]\nCOMMIT\n*filter\n-X FOREIGN\nCOMMIT\n", 5, false},
