@@ -60,10 +60,18 @@ func (c *corpusSet) addPayload(fam xtblob.Family, source string, payload []byte)
 		switch {
 		case strings.HasPrefix(line, "*"):
 			table = line[1:]
-		case strings.HasPrefix(line, "-A "):
+		case strings.HasPrefix(line, "-A "), strings.HasPrefix(line, "-I "), strings.HasPrefix(line, "-D "):
+			// -D's rule is encoded too (libiptc finds the entry to
+			// delete by its bytes), and -I's, after an optional
+			// position.
 			chain, rule, ok := strings.Cut(line[3:], " ")
 			if !ok {
 				return fmt.Errorf("%s: rule line without a rule: %q", source, line)
+			}
+			if line[1] == 'I' {
+				if n, rest, ok := strings.Cut(rule, " "); ok && strings.Trim(n, "0123456789") == "" {
+					rule = rest
+				}
 			}
 			key := fmt.Sprint(fam, table, chain, rule)
 			if c.seen[key] {
