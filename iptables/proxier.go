@@ -80,6 +80,10 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 			_, p.saveAll = ifs.IPTables.(xtables.AllSaver)
 		case xtables.BackendLegacy:
 			p.chunk = legacyChunkChains
+			if ip, ok := ifs.IPTables.(xtables.InProcessRestorer); ok && ip.RestoresInProcess() {
+				// Each chunk would read and replace the whole table.
+				p.chunk = 0
+			}
 		}
 	}
 	p.Base, err = engine.New(cfg.Common, engine.Hooks{

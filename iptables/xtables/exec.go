@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/internal/xtblob"
 )
 
 // Backends of the real Runner.
@@ -46,6 +48,15 @@ type RunnerConfig struct {
 	OnLockHeld func(tool string)
 	// Logger; the zero value discards.
 	Logger logr.Logger
+	// LegacyTool makes Restore on the legacy backend always exec
+	// iptables-legacy-restore. By default the process applies a Restore
+	// input itself when it can encode every line of it (everything the
+	// engines write): it reads each table from the kernel, applies the
+	// input as iptables-legacy-restore --noflush would, and writes the
+	// table back in one replace, holding the same xtables lock, leaving
+	// the same tables (internal/xtblob). The tool still runs for any other
+	// input, and every other command is still the iptables tool's.
+	LegacyTool bool
 }
 
 // execRunner is the real Runner: it execs the iptables tools.
@@ -56,6 +67,9 @@ type execRunner struct {
 	// legacy: the tools are iptables-legacy (x_tables), whose tables
 	// TableStamp can fingerprint.
 	legacy bool
+	// inProcess: Restore applies what it can encode itself (legacy only;
+	// RunnerConfig.LegacyTool unset).
+	inProcess bool
 	// wait are the lock-wait arguments of iptables and iptables-restore.
 	wait       []string
 	lockWait   time.Duration
@@ -112,6 +126,7 @@ func New(cfg RunnerConfig) (Runner, error) {
 	}
 	r.randomFully = true
 	r.legacy = !bytes.Contains(out, []byte("nf_tables")) // before 1.8 legacy was the only backend
+	r.inProcess = r.legacy && !cfg.LegacyTool
 	r.lockWait, r.wait = waitArgs(cfg.LockWait, v)
 	return r, nil
 }
@@ -343,7 +358,18 @@ func (r *execRunner) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error {
 
 var restoreLineRE = regexp.MustCompile(`line (\d+)`)
 
+// RestoresInProcess implements InProcessRestorer.
+func (r *execRunner) RestoresInProcess() bool { return r.inProcess }
+
 func (r *execRunner) Restore(ctx context.Context, data []byte) error {
+	if r.inProcess {
+		err := r.restoreInProcess(ctx, data)
+		if !errors.Is(err, xtblob.ErrUnsupported) {
+			return err
+		}
+		// Nothing was written: the tool does it all.
+		r.log.V(2).Info("Restoring with the iptables tool: the input has a line the process does not write", "reason", err.Error())
+	}
 	args := append([]string{"--noflush"}, r.wait...)
 	cmd := exec.CommandContext(ctx, r.restore, args...)
 	cmd.Stdin = bytes.NewReader(data)
@@ -366,6 +392,41 @@ func (r *execRunner) Restore(ctx context.Context, data []byte) error {
 		return re
 	}
 	return nil
+}
+
+// inProcessTool names the in-process restore in errors and lock counts.
+const inProcessTool = "iptables-legacy-restore (in process)"
+
+// restoreInProcess applies data with xtblob.Restore, mapping its errors to
+// the tool's: a *RestoreError naming the line, a *LockError inside it when
+// the lock was held too long. An error matching xtblob.ErrUnsupported is
+// returned as it is (nothing was written).
+func (r *execRunner) restoreInProcess(ctx context.Context, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return &RestoreError{Output: inProcessTool + " not started", Err: err}
+	}
+	fam := xtblob.IPv4
+	if r.family == v1.IPv6Protocol {
+		fam = xtblob.IPv6
+	}
+	err := xtblob.Restore(fam, data, xtblob.RestoreOptions{LockWait: r.lockWait})
+	if err == nil || errors.Is(err, xtblob.ErrUnsupported) {
+		return err
+	}
+	re := &RestoreError{Output: err.Error(), Err: err}
+	if errors.Is(err, xtblob.ErrLockHeld) {
+		if r.onLockHeld != nil {
+			r.onLockHeld(inProcessTool)
+		}
+		r.log.V(2).Info("Gave up waiting for the xtables lock", "tool", inProcessTool, "wait", r.lockWait)
+		re.Err = &LockError{Tool: inProcessTool, Wait: r.lockWait, Output: err.Error(), Err: err}
+		return re
+	}
+	var xe *xtblob.RestoreError
+	if errors.As(err, &xe) && xe.Line > 0 {
+		re.Line, re.LineText = xe.Line, lineOf(data, xe.Line)
+	}
+	return re
 }
 
 // lineOf returns the 1-based line n of data, or "".

@@ -49,7 +49,7 @@ func args(t *testing.T, dir string) string {
 func TestExecRunnerLockHeld(t *testing.T) {
 	dir := fakeTools(t, "v1.8.9", "echo 'Another app is currently holding the xtables lock. Stopped waiting after 5s.' >&2; exit 4")
 	held := map[string]int{}
-	r, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: xtables.BackendLegacy,
+	r, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: xtables.BackendLegacy, LegacyTool: true,
 		OnLockHeld: func(tool string) { held[tool]++ }})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestExecRunnerLockHeld(t *testing.T) {
 // 100 ms, as kube-proxy does. A non-lock failure is not a lock error.
 func TestExecRunnerWaitIntervalAndOtherErrors(t *testing.T) {
 	dir := fakeTools(t, "v1.8.7", "echo 'iptables-restore: line 2 failed' >&2; exit 1")
-	r, err := xtables.New(xtables.RunnerConfig{Backend: xtables.BackendLegacy, LockWait: 1500 * time.Millisecond})
+	r, err := xtables.New(xtables.RunnerConfig{Backend: xtables.BackendLegacy, LegacyTool: true, LockWait: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestExecRunnerWaitIntervalAndOtherErrors(t *testing.T) {
 // A command ends when its context does, whatever the tool is waiting for.
 func TestExecRunnerHonoursContext(t *testing.T) {
 	fakeTools(t, "v1.8.9", "exec sleep 60")
-	r, err := xtables.New(xtables.RunnerConfig{Backend: xtables.BackendLegacy})
+	r, err := xtables.New(xtables.RunnerConfig{Backend: xtables.BackendLegacy, LegacyTool: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,3 +54,13 @@ func Section(listing []byte, table Table) []byte {
 	}
 	return rest
 }
+
+// InProcessRestorer is implemented by Runners that may apply a Restore
+// input from the process instead of exec'ing iptables-restore (the real
+// Runner on the legacy backend, see RunnerConfig.LegacyTool). Splitting a
+// large payload into several restores pays with the tool (each process
+// looks up fewer chain names) but not in process, where every restore
+// reads and replaces the whole table.
+type InProcessRestorer interface {
+	RestoresInProcess() bool
+}
