@@ -331,3 +331,16 @@ func createSets(t *testing.T, fam xtblob.Family, names []string) map[string]uint
 	}
 	return index
 }
+
+// TestCheckKernelRevisions: this kernel has every revision the encoder
+// writes (TestEncodeMatchesKernel shows they are the ones iptables picks).
+func TestCheckKernelRevisions(t *testing.T) {
+	netnstest.SkipUnlessRoot(t)
+	netnstest.InFreshNetns(t, func() {
+		for _, fam := range []xtblob.Family{xtblob.IPv4, xtblob.IPv6} {
+			if err := xtblob.CheckKernelRevisions(fam); err != nil {
+				t.Errorf("%s: %v", famName(fam), err)
+			}
+		}
+	})
+}

@@ -4,6 +4,7 @@ package xtblob
 
 import (
 	"encoding/binary"
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -86,6 +87,62 @@ func sockopt(fd int, p unsafe.Pointer, size *uint32) error {
 		uintptr(p), uintptr(unsafe.Pointer(size)), 0)
 	if errno != 0 {
 		return errno
+	}
+	return nil
+}
+
+// Socket options asking x_tables whether it has a revision of a match or
+// a target (IPT_SO_GET_REVISION_MATCH/_TARGET, IP6T_ the same + 2).
+const (
+	soGetRevisionMatch = 66 // the target's is one more
+)
+
+// CheckKernelRevisions asks the kernel (the calling thread's network
+// namespace; it loads the modules as iptables would) whether it has every
+// match and target revision the Encoder writes for fam. The encoder writes
+// the revisions iptables-legacy 1.8.9 picks on kernels that have them (its
+// newest); on an older kernel it would pick older ones, so an error here,
+// wrapping ErrUnsupported and naming the extension, means the iptables
+// tool must be used. The answer does not change while the kernel runs:
+// call it once.
+func CheckKernelRevisions(fam Family) error {
+	for kind := extComment; kind <= extReject; kind++ {
+		sp := kind.spec(fam)
+		if sp.name == "" { // the standard target is x_tables' own
+			continue
+		}
+		if err := kernelHasRevision(fam, kind >= extStandard, sp.name, sp.rev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kernelHasRevision asks for one match (or target) revision.
+func kernelHasRevision(fam Family, target bool, name string, rev uint8) error {
+	domain, level, opt := unix.AF_INET, unix.SOL_IP, soGetRevisionMatch
+	if fam == IPv6 {
+		domain, level, opt = unix.AF_INET6, unix.SOL_IPV6, soGetRevisionMatch+2
+	}
+	what := "match"
+	if target {
+		opt++
+		what = "target"
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if err != nil {
+		return fmt.Errorf("xtblob: raw socket: %w", err)
+	}
+	defer unix.Close(fd)
+	// struct xt_get_revision: name[29], revision.
+	var req [30]byte
+	copy(req[:29], name)
+	req[29] = rev
+	size := uint32(len(req))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&req[0])), uintptr(unsafe.Pointer(&size)), 0)
+	if errno != 0 {
+		return fmt.Errorf("%w: the kernel has no %s %s revision %d: %v", ErrUnsupported, what, name, rev, errno)
 	}
 	return nil
 }

@@ -8,3 +8,9 @@ package xtblob
 func KernelSetIndex(fam Family) func(name []byte) (index uint16, ok bool) {
 	return func([]byte) (uint16, bool) { return 0, false }
 }
+
+// CheckKernelRevisions: x_tables is Linux's; elsewhere it is
+// ErrUnsupported.
+func CheckKernelRevisions(fam Family) error {
+	return unsupported("x_tables needs Linux")
+}
