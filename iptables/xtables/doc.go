@@ -32,7 +32,10 @@
 //     bounded wait and keeping every other chain, rule and counter. Input
 //     with a line it does not encode (anything beyond what the engines
 //     write) goes to the tool whole, with nothing written before; so does
-//     everything when RunnerConfig.LegacyTool is set. At 10,000 services
+//     everything when RunnerConfig.LegacyTool is set, with iptables
+//     older than 1.8.9 (whose rules the encoder was checked against), or
+//     on a kernel without a match or target revision it writes (New
+//     asks the kernel once). At 10,000 services
 //     this makes a legacy cold start about 4× faster (BENCHMARKS.md).
 //   - With the legacy backend it is a TableStamper: a table's fingerprint
 //     from the kernel in microseconds, where any iptables command parses

@@ -126,7 +126,9 @@ func New(cfg RunnerConfig) (Runner, error) {
 	}
 	r.randomFully = true
 	r.legacy = !bytes.Contains(out, []byte("nf_tables")) // before 1.8 legacy was the only backend
-	r.inProcess = r.legacy && !cfg.LegacyTool
+	if r.legacy && !cfg.LegacyTool {
+		r.inProcess = r.inProcessUsable(v)
+	}
 	r.lockWait, r.wait = waitArgs(cfg.LockWait, v)
 	return r, nil
 }
@@ -357,6 +359,32 @@ func (r *execRunner) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error {
 }
 
 var restoreLineRE = regexp.MustCompile(`line (\d+)`)
+
+// inProcessVersion is the first iptables-legacy whose rules the process
+// writes byte for byte as the tool would (the encoder was checked against
+// 1.8.9; older tools may pick older match and target revisions, which
+// their iptables-save might not print).
+const inProcessVersion = 10809
+
+// inProcessUsable reports whether Restore may apply inputs itself: the
+// tools are recent enough and the kernel has every match and target
+// revision the encoder writes. Otherwise the tools do everything, as
+// before.
+func (r *execRunner) inProcessUsable(version int) bool {
+	if version < inProcessVersion {
+		r.log.V(2).Info("Restoring with the iptables tool: it is older than 1.8.9", "version", version)
+		return false
+	}
+	fam := xtblob.IPv4
+	if r.family == v1.IPv6Protocol {
+		fam = xtblob.IPv6
+	}
+	if err := xtblob.CheckKernelRevisions(fam); err != nil {
+		r.log.V(2).Info("Restoring with the iptables tool: the kernel lacks a revision the process writes", "reason", err.Error())
+		return false
+	}
+	return true
+}
 
 // RestoresInProcess implements InProcessRestorer.
 func (r *execRunner) RestoresInProcess() bool { return r.inProcess }
