@@ -223,3 +223,61 @@ func BenchmarkRestoreUserSpace(b *testing.B) {
 		})
 	}
 }
+
+// partialOf is a partial sync's input over payload: one service chain of
+// its nat table redeclared (flushed) and its rules added again.
+func partialOf(tb testing.TB, payload []byte) []byte {
+	var chain string
+	var rules []string
+	for _, l := range strings.Split(string(payload), "\n") {
+		if chain == "" && strings.HasPrefix(l, ":KUBE-SVC-") {
+			chain = strings.Fields(l[1:])[0]
+		}
+		if chain != "" && strings.HasPrefix(l, "-A "+chain+" ") {
+			rules = append(rules, l)
+		}
+	}
+	if chain == "" || len(rules) == 0 {
+		tb.Fatal("no service chain in the payload")
+	}
+	return []byte("*nat\n:" + chain + " - [0:0]\n" + strings.Join(rules, "\n") + "\nCOMMIT\n")
+}
+
+// BenchmarkKernelRestorePartial applies a partial sync's input (one
+// service chain rewritten) over the tables the cold-start payload of n
+// services left, with Restore and with the tool: each reads and replaces
+// the whole nat table, as libiptc does.
+func BenchmarkKernelRestorePartial(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		payloads := enginePayloads(b, n)
+		partial := partialOf(b, payloads[len(payloads)-1])
+		for _, how := range []string{"xtblob", "tool"} {
+			b.Run(fmt.Sprintf("services=%d/%s", n, how), func(b *testing.B) {
+				netnstest.InFreshNetns(b, func() {
+					for _, p := range payloads {
+						if err := xtblob.Restore(xtblob.IPv4, p, xtblob.RestoreOptions{}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					var wall, cpu time.Duration
+					for b.Loop() {
+						c0, t0 := cpuTime(), time.Now()
+						var err error
+						if how == "tool" {
+							err = toolRestore(partial)
+						} else {
+							err = xtblob.Restore(xtblob.IPv4, partial, xtblob.RestoreOptions{})
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						wall += time.Since(t0)
+						cpu += cpuTime() - c0
+					}
+					b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s/op")
+					b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+				})
+			})
+		}
+	}
+}
