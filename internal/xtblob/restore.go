@@ -545,16 +545,21 @@ func (p *plan) applyOp(t *table, o *op) error {
 		ci, ok := t.lookup(chain)
 		switch {
 		case ok && t.chains[ci].hook >= 0:
+			// a built-in chain is neither flushed nor created: with
+			// policy "-" the line changes nothing, and a section of
+			// such lines commits nothing (libiptc's changed flag).
 		case ok:
 			t.flush(ci)
+			t.changed = true
 		default:
 			if isVerdictName(chain) {
 				return fmt.Errorf("error creating chain '%s': %w", chain, errExists)
 			}
 			ci = t.addChain(chain, -1)
+			t.changed = true
 		}
-		t.changed = true
 		if arg != "-" {
+			t.changed = true
 			// iptables-restore sets the policy's counters: to [p:b]
 			// with --counters, to zero without.
 			return t.setPolicy(chain, arg, ctrSet)
