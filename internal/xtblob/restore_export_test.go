@@ -28,10 +28,10 @@ func RawForTest(fam Family, name string) ([]byte, error) {
 
 // PlanForTest runs what Restore does in user space (parse, encode, apply
 // to empty tables, lay out and write the blobs) and returns the blobs'
-// total size.
-func PlanForTest(fam Family, data []byte) (int, error) {
+// total size. workers is RestoreOptions.Workers.
+func PlanForTest(fam Family, data []byte, workers int) (int, error) {
 	p := parseInput(fam, data)
-	p.encode(0, nil)
+	p.encode(workers, nil)
 	defer p.free()
 	tables := map[string]*table{}
 	err := p.apply(tables, func(name string) (*table, error) { return emptyTable(fam, name), nil }, "")

@@ -206,21 +206,24 @@ func BenchmarkKernelRestore(b *testing.B) {
 
 // BenchmarkRestoreUserSpace is Restore's own work on the engine's
 // cold-start payload (parse, encode, apply, lay out, write the blob),
-// without the kernel's.
+// without the kernel's, encoding on one goroutine (workers=1) and on
+// GOMAXPROCS (workers=0, Restore's default).
 func BenchmarkRestoreUserSpace(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		payloads := enginePayloads(b, n)
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			c0 := cpuTime()
-			for b.Loop() {
-				for _, p := range payloads {
-					if _, err := xtblob.PlanForTest(xtblob.IPv4, p); err != nil {
-						b.Fatal(err)
+		for _, workers := range []int{1, 0} {
+			b.Run(fmt.Sprintf("services=%d/workers=%d", n, workers), func(b *testing.B) {
+				c0 := cpuTime()
+				for b.Loop() {
+					for _, p := range payloads {
+						if _, err := xtblob.PlanForTest(xtblob.IPv4, p, workers); err != nil {
+							b.Fatal(err)
+						}
 					}
 				}
-			}
-			b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N), "cpu-s/op")
-		})
+				b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N), "cpu-s/op")
+			})
+		}
 	}
 }
 
