@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -220,6 +221,7 @@ func kernelResyncBench(b *testing.B, backend string, n int, kind string) {
 	cold, coldCPU := time.Since(start), cpuTimeWithChildren()-coldCPU0
 	var cpu, wall time.Duration
 	written, listings := 0, 0
+	stopProfile := opProfile(b)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		q, qc := p, lc
@@ -254,6 +256,7 @@ func kernelResyncBench(b *testing.B, backend string, n int, kind string) {
 		}
 	}
 	b.StopTimer()
+	stopProfile()
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(cold.Seconds(), "cold-s")
 	b.ReportMetric(wall.Seconds()/float64(b.N)/cold.Seconds(), "x-cold")
@@ -263,6 +266,29 @@ func kernelResyncBench(b *testing.B, backend string, n int, kind string) {
 	b.ReportMetric(cpu.Seconds()/float64(b.N)/coldCPU.Seconds(), "x-cold-cpu")
 	if err := p.Cleanup(ctx); err != nil {
 		b.Errorf("Cleanup: %v", err)
+	}
+}
+
+// opProfile starts a CPU profile of the timed ops only (not the cold start
+// before them) when SVCPROXY_BENCH_OP_CPUPROFILE names a file; it returns
+// the function that stops it. -test.cpuprofile would also cover the cold
+// start, whose render and bookkeeping share their functions with a resync.
+func opProfile(b *testing.B) func() {
+	path := os.Getenv("SVCPROXY_BENCH_OP_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 

@@ -2,9 +2,11 @@ package iptables
 
 import (
 	"bytes"
-	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"hash/maphash"
 	"math"
 	"strconv"
+
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // A full sync writes only the chains whose content differs from the
@@ -31,12 +33,33 @@ import (
 // rewrite of its chain: a false "differs" is safe, and a false "same"
 // would need a 64-bit collision.
 
-// chainSum is the digest of one chain's rules.
+// chainSum is the digest of one chain's rules as the kernel holds them.
+// A chain listed by iptables-save has its normal form (h, last); a chain
+// one of our restores declared and filled has the hash of the lines we
+// rendered (raw) instead: our render is deterministic, so a later render
+// of the same lines is the same chain, and lines that differ are a change
+// (at worst a rewrite of an unchanged chain, never a skip of a changed
+// one). reducePayload compares raw hashes first and reduces to the normal
+// form only the chains whose raw hash is unknown, memoising the raw hash
+// of every chain found the same that way.
 type chainSum struct {
-	h    uint64
-	n    int
-	last uint64
-	skip bool // reducePayload: the kernel holds this chain as declared
+	// h is the normal form of the rules (ordered sequence, or multiset for
+	// the shared dispatch chains), last that of the last rule; both are
+	// unknown when lazy.
+	h, last uint64
+	// raw hashes the rule lines as we rendered them (rawOK).
+	raw   uint64
+	n     int
+	rawOK bool
+	lazy  bool
+	// seen is the number of the last full render that wants this chain
+	// (renderer.seenMark), so that stale chains are found without a set of
+	// the wanted ones.
+	seen uint32
+	// pass and slot: the chain's scratch in the reducePayload call
+	// numbered pass (chainDiffer.pass).
+	pass uint32
+	slot int32
 }
 
 func (s *chainSum) add(rh uint64, unordered bool) {
@@ -55,6 +78,25 @@ func (s chainSum) same(k chainSum, tailLast bool) bool {
 	}
 	return !tailLast || s.last == k.last
 }
+
+// rawStart is the raw hash of an empty chain; rawStep adds one line's hash
+// (order matters, as it does in the kernel).
+const rawStart = 0x243f6a8885a308d3
+
+func rawStep(acc, line uint64) uint64 { return mix(acc^line) + 0x9e3779b97f4a7c15 }
+
+// chainDiffer holds what reducePayload and applyPayload keep across calls:
+// the seed of the raw line hashes (maphash: the 33 MB of a 10,000-service
+// payload hash in a few ms) and the number of the current reducePayload
+// call.
+type chainDiffer struct {
+	seed maphash.Seed
+	pass uint32
+}
+
+func newChainDiffer() chainDiffer { return chainDiffer{seed: maphash.MakeSeed()} }
+
+func (d *chainDiffer) lineHash(line []byte) uint64 { return maphash.Bytes(d.seed, line) }
 
 // unorderedChain reports whether the order of chain's rules carries no
 // meaning (the shared dispatch chains), and whether its last rule must
@@ -136,88 +178,152 @@ func splitChain(s []byte) (chain, rest []byte) {
 // reloads and re-commits the whole table). It returns the reduced payload
 // (nil: nothing to write) and how many declared chains were kept and
 // skipped.
-func reducePayload(payload []byte, kernel map[xtables.Table]tableSums) (out []byte, written, skipped int) {
-	// Pass 1: digest the payload's chains, note declarations and deletions.
-	type tableInfo struct {
-		sums    tableSums
-		deleted map[string]bool
+//
+// A steady resync compares the 110,000 chains of 10,000 services, so the
+// work per chain is kept to one map lookup (a small cache catches the
+// rules that follow their chain's declaration and the shared chains'
+// runs) and a hash of its lines; a rule is parsed only for a chain whose
+// raw hash the kernel side does not know (after a listing).
+func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainDiffer) (out []byte, written, skipped int) {
+	d.pass++
+	if d.pass == 0 {
+		d.pass = 1
 	}
-	info := map[xtables.Table]*tableInfo{}
-	var ti *tableInfo
+	nchains := 0
+	for _, k := range kernel {
+		nchains += len(k)
+	}
+	// Pass 1: the payload as runs of lines (of one chain, or kept as they
+	// are), and each of the kernel's chains it names in a slot.
+	runs := make([]payloadRun, 0, 3*nchains+64)
+	slots := make([]payloadChain, 0, nchains)
+	var sums tableSums
 	var table xtables.Table
-	var cur []byte
-	var cs *chainSum
-	var unordered bool
-	// The digests come from one slab (110,000 chains at 10,000 services)
-	// and the maps are sized from the kernel's: allocation and map growth
-	// were a third of a steady resync's compare.
-	var slab []chainSum
-	newSum := func() *chainSum {
-		if len(slab) == cap(slab) {
-			slab = make([]chainSum, 0, 4096)
+	var cache lookupCache
+	section := 0
+	slotOf := func(name []byte) int32 {
+		h := d.lineHash(name)
+		e := &cache[h%uint64(len(cache))]
+		if e.section == section && e.hash == h && bytes.Equal(e.name, name) {
+			return e.slot
 		}
-		slab = slab[:len(slab)+1]
-		return &slab[len(slab)-1]
+		slot := int32(-1)
+		if s := sums[string(name)]; s != nil {
+			if s.pass != d.pass {
+				s.pass, s.slot = d.pass, int32(len(slots))
+				unordered, tailLast := unorderedChain(table, name)
+				slots = append(slots, payloadChain{ks: s, raw: rawStart, unordered: unordered, tailLast: tailLast})
+			}
+			slot = s.slot
+		}
+		*e = lookupEntry{section: section, hash: h, name: name, slot: slot}
+		return slot
 	}
-	eachLine(payload, func(line []byte) {
+	addRun := func(start, end int, slot int32, kind uint8) {
+		if n := len(runs); n > 0 && kind == runLines {
+			if r := &runs[n-1]; r.kind == runLines && r.slot == slot && int(r.end) == start {
+				r.end = uint32(end)
+				return
+			}
+		}
+		runs = append(runs, payloadRun{start: uint32(start), end: uint32(end), slot: slot, kind: kind})
+	}
+	var curChain []byte
+	curSlot := int32(-1)
+	inSection := false
+	for pos := 0; pos < len(payload); {
+		line, next := payload[pos:], len(payload)
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line, next = line[:i], pos+i+1
+		}
 		switch {
 		case len(line) > 1 && line[0] == '*':
 			table = xtables.Table(line[1:])
-			ti = &tableInfo{sums: make(tableSums, len(kernel[table])), deleted: map[string]bool{}}
-			info[table] = ti
-			cs = nil
-		case ti == nil:
+			sums, inSection = kernel[table], true
+			section++
+			curChain = nil
+			addRun(pos, next, -1, runHeader)
+		case bytes.Equal(line, []byte("COMMIT")):
+			inSection = false
+			addRun(pos, next, -1, runCommit)
 		case len(line) > 1 && line[0] == ':':
 			name := line[1:]
 			if j := bytes.IndexByte(name, ' '); j >= 0 {
 				name = name[:j]
 			}
-			if ti.sums[string(name)] == nil {
-				ti.sums[string(name)] = newSum()
+			slot := int32(-1)
+			if sums != nil {
+				slot = slotOf(name)
 			}
-		case len(line) > 3 && line[0] == '-' && line[1] == 'A' && line[2] == ' ':
-			chain, rest := splitChain(line[3:])
-			if cs == nil || !bytes.Equal(chain, cur) {
-				cur = chain
-				cs = ti.sums[string(chain)]
-				if cs == nil {
-					cs = newSum()
-					cs.n = -1 // not declared: never skipped
-					ti.sums[string(chain)] = cs
-				}
-				unordered, _ = unorderedChain(table, chain)
+			if slot >= 0 {
+				slots[slot].declared = true
+			} else if inSection {
+				written++ // a chain the kernel lacks, or a table not listed
 			}
-			if cs.n >= 0 {
-				cs.add(ruleHash(rest), unordered)
+			addRun(pos, next, slot, runLines)
+		case sums != nil && len(line) > 3 && line[0] == '-' && line[1] == 'A' && line[2] == ' ':
+			chain, _ := splitChain(line[3:])
+			if curChain == nil || !bytes.Equal(chain, curChain) {
+				curChain, curSlot = chain, slotOf(chain)
 			}
-		case len(line) > 3 && line[0] == '-' && line[1] == 'X' && line[2] == ' ':
-			ti.deleted[string(bytes.TrimSpace(line[3:]))] = true
+			if curSlot >= 0 {
+				sl := &slots[curSlot]
+				sl.n++
+				sl.raw = rawStep(sl.raw, d.lineHash(line))
+			}
+			addRun(pos, next, curSlot, runLines)
+		case sums != nil && len(line) > 3 && line[0] == '-' && line[1] == 'X' && line[2] == ' ':
+			if slot := slotOf(bytes.TrimSpace(line[3:])); slot >= 0 {
+				slots[slot].deleted = true
+			}
+			addRun(pos, next, -1, runLines)
+		default:
+			addRun(pos, next, -1, runLines)
 		}
-	})
-	// Which declared chains to skip (chainSum.skip).
-	for t, ti := range info {
-		k := kernel[t]
-		if k == nil {
-			for _, s := range ti.sums {
-				if s.n >= 0 {
-					written++
-				}
-			}
-			continue
+		pos = next
+	}
+	// Which declared chains the kernel holds as rendered: by raw hash, or
+	// else (a listed chain) by normal form, computed only for those.
+	needNorm := false
+	for i := range slots {
+		sl := &slots[i]
+		ks := sl.ks
+		switch {
+		case !sl.declared:
+		case sl.deleted:
+			written++
+		case ks.rawOK && sl.raw == ks.raw && sl.n == ks.n:
+			sl.skip = true
+			skipped++
+		case ks.lazy || sl.n != ks.n:
+			written++
+		default:
+			sl.norm, needNorm = true, true
 		}
-		for name, s := range ti.sums {
-			if s.n < 0 {
+	}
+	if needNorm {
+		for _, r := range runs {
+			if r.slot < 0 || !slots[r.slot].norm {
 				continue
 			}
-			ks := k[name]
-			if ks == nil || s.h != ks.h || s.n != ks.n {
-				written++
+			sl := &slots[r.slot]
+			eachLine(payload[r.start:r.end], func(line []byte) {
+				if len(line) > 3 && line[0] == '-' && line[1] == 'A' && line[2] == ' ' {
+					_, rest := splitChain(line[3:])
+					sl.normSum.add(ruleHash(rest), sl.unordered)
+				}
+			})
+		}
+		for i := range slots {
+			sl := &slots[i]
+			if !sl.norm {
 				continue
 			}
-			_, tailLast := unorderedChain(t, []byte(name))
-			if !ti.deleted[name] && s.same(*ks, tailLast) {
-				s.skip = true
+			ks := sl.ks
+			if sl.normSum.same(*ks, sl.tailLast) {
+				sl.skip = true
 				skipped++
+				ks.raw, ks.rawOK = sl.raw, true // memoised for the next resync
 			} else {
 				written++
 			}
@@ -228,58 +334,68 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums) (out []by
 	}
 	// Pass 2: copy what is kept, in place (the payload only shrinks).
 	out = payload[:0]
-	var sums tableSums
-	// The last chain looked up, copied: pass 2 overwrites the payload.
-	var lastChain []byte
-	var lastSkip, haveLast bool
-	skipChain := func(name []byte) bool {
-		if haveLast && bytes.Equal(name, lastChain) {
-			return lastSkip
-		}
-		s := sums[string(name)]
-		lastChain, lastSkip, haveLast = append(lastChain[:0], name...), s != nil && s.skip, true
-		return lastSkip
-	}
 	sectionStart, sectionLines := 0, 0
-	eachLine(payload, func(line []byte) {
-		switch {
-		case len(line) > 1 && line[0] == '*':
-			sums, haveLast = nil, false
-			if ti := info[xtables.Table(line[1:])]; ti != nil && kernel[xtables.Table(line[1:])] != nil {
-				sums = ti.sums
-			}
+	for _, r := range runs {
+		switch r.kind {
+		case runHeader:
 			sectionStart, sectionLines = len(out), 0
-		case bytes.Equal(line, []byte("COMMIT")):
+		case runCommit:
 			if sectionLines == 0 {
 				out = out[:sectionStart] // nothing left in this table
-				return
+				continue
 			}
-		case len(line) > 1 && line[0] == ':':
-			name := line[1:]
-			if j := bytes.IndexByte(name, ' '); j >= 0 {
-				name = name[:j]
-			}
-			if skipChain(name) {
-				return
-			}
-			sectionLines++
-		case len(line) > 3 && line[0] == '-' && line[1] == 'A' && line[2] == ' ':
-			chain, _ := splitChain(line[3:])
-			if skipChain(chain) {
-				return
-			}
-			sectionLines++
 		default:
+			if r.slot >= 0 && slots[r.slot].skip {
+				continue
+			}
 			sectionLines++
 		}
-		// line lies at or after len(out) in the same array: copy is safe.
-		out = append(out, line...)
-		out = append(out, '\n')
-	})
+		// The run lies at or after len(out) in the same array: copy is
+		// safe.
+		out = append(out, payload[r.start:r.end]...)
+	}
 	if len(out) == 0 {
 		return nil, written, skipped
 	}
 	return out, written, skipped
+}
+
+// payloadRun is a run of consecutive payload lines: of one chain in the
+// kernel's digest (slot >= 0), or kept as they are (slot -1).
+type payloadRun struct {
+	start, end uint32
+	slot       int32
+	kind       uint8
+}
+
+const (
+	runLines uint8 = iota
+	runHeader
+	runCommit
+)
+
+// payloadChain is reducePayload's view of one kernel chain the payload
+// names: the payload's version of it (raw hash, and its normal form when
+// norm) and what to do with it.
+type payloadChain struct {
+	ks      *chainSum
+	n       int
+	raw     uint64
+	normSum chainSum
+	// unordered, tailLast: as unorderedChain says of it.
+	declared, deleted, unordered, tailLast, norm, skip bool
+}
+
+// lookupCache remembers recent chain lookups of reducePayload: a chain's
+// rules follow its declaration a few lines later, and the shared chains
+// recur between the services' own.
+type lookupCache [256]lookupEntry
+
+type lookupEntry struct {
+	section int
+	hash    uint64
+	name    []byte
+	slot    int32
 }
 
 // eachLine calls f for each line of data, without its newline. The line

@@ -52,6 +52,8 @@ type Proxier struct {
 	// resync proves the tables unchanged since our last write, so a full
 	// resync may skip the listing (resync.go).
 	resync resyncState
+	// diff is the chain compare's state across syncs (chaindiff.go).
+	diff chainDiffer
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
@@ -66,7 +68,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxier{cfg: cfg, ipt: ifs.IPTables, log: cfg.Logger.WithValues("ipFamily", cfg.IPFamily), sysctl: ifs.Sysctl}
+	p := &Proxier{cfg: cfg, ipt: ifs.IPTables, log: cfg.Logger.WithValues("ipFamily", cfg.IPFamily), sysctl: ifs.Sysctl, diff: newChainDiffer()}
 	if p.sysctl == nil {
 		p.sysctl = NewSysctl()
 	}
@@ -155,7 +157,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		// skipped: save the compare (~0.14 s at 10,000 services).
 		if p.kernel != nil && hasServiceChain(p.kernel[xtables.TableNAT]) {
 			var written, skipped int
-			payload, written, skipped = reducePayload(payload, p.kernel)
+			payload, written, skipped = reducePayload(payload, p.kernel, &p.diff)
 			p.kernel = nil
 			p.log.V(2).Info("Full sync: writing only the chains that differ from the kernel's", "written", written, "unchanged", skipped)
 		}
@@ -317,8 +319,8 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 // in one pass (its chains, and the rules of the chains jump rules start
 // from): searching the 33 MB nat listing of 10,000 services once per
 // check cost 50 ms a search. If a listing fails, every check runs.
-func (p *Proxier) ensureBase(ctx context.Context) (map[xtables.Chain]struct{}, error) {
-	var existing map[xtables.Chain]struct{}
+func (p *Proxier) ensureBase(ctx context.Context) (tableSums, error) {
+	var existing tableSums
 	listed := map[xtables.Table]*xtables.Listing{}
 	p.kernel = nil
 	// iptables-nft: one listing of every table costs what the nat one
@@ -351,15 +353,15 @@ func (p *Proxier) ensureBase(ctx context.Context) (map[xtables.Chain]struct{}, e
 			listing = p.save.Bytes()
 		}
 		l := xtables.ParseListing(listing, t, xtables.JumpSources(p.jumpRules(), t)...)
-		if t == xtables.TableNAT {
-			existing = l.Chains
-		}
 		listed[t] = l
 		if t == xtables.TableNAT || t == xtables.TableFilter {
 			if p.kernel == nil {
 				p.kernel = map[xtables.Table]tableSums{}
 			}
 			p.kernel[t] = sumListing(listing, t)
+			if t == xtables.TableNAT {
+				existing = p.kernel[t]
+			}
 		}
 		if !l.HasChain(xtables.ChainKubeProxyCanary) && p.wrote {
 			p.log.Info("Canary chain missing: the tables were flushed behind our back; rewriting everything", "table", t)

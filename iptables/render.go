@@ -49,7 +49,11 @@ type renderer struct {
 	// buckets twice as full on average. Declaring an existing chain only
 	// flushes it, which costs the same anywhere in the payload (measured,
 	// legacy re-apply at 10,000 services: 7.4-7.6 s -> 5.6-6.5 s).
-	existing map[xtables.Chain]struct{}
+	existing tableSums
+	// seenMark numbers the full renders over existing: a chain a service
+	// wants is marked with it (chainSum.seen), and the existing service
+	// chains left unmarked are deleted.
+	seenMark uint32
 	svcOut   lineWriter // one service's own rules, before they join out
 	// declScratch backs servicePlan.decl while a service is written.
 	declScratch []xtables.Chain
@@ -76,9 +80,9 @@ type renderStats struct {
 }
 
 // renderFull writes every service. existing are the nat chains known to
-// exist in the kernel (from iptables-save); the service chains among them
-// that are not wanted are deleted.
-func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing map[xtables.Chain]struct{}) []byte {
+// exist in the kernel (from iptables-save, or the digests carried since);
+// the service chains among them that are not wanted are deleted.
+func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing tableSums) []byte {
 	r.out.reset()
 	size := r.sizeHint
 	if size == 0 {
@@ -97,6 +101,12 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	plans := make(map[proxy.ServicePortName]*servicePlan, len(services))
 	r.fullRender = true
 	r.existing = existing
+	if len(existing) > 0 {
+		r.seenMark++
+		if r.seenMark == 0 {
+			r.seenMark = 1
+		}
+	}
 	defer func() { r.fullRender, r.existing = false, nil }()
 
 	w := &r.out
@@ -144,17 +154,11 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 			gone = append(gone, old.chains...)
 		}
 	}
-	if len(existing) > 0 {
-		wanted := make(map[xtables.Chain]struct{}, len(plans)*4)
-		for _, p := range plans {
-			for _, c := range p.chains {
-				wanted[c] = struct{}{}
-			}
-		}
-		for c := range existing {
-			if _, ok := wanted[c]; !ok && isServiceChain(string(c)) {
-				gone = append(gone, c)
-			}
+	// writeService marked the existing chains a service wants (in a full
+	// render every chain of a plan is declared).
+	for c, s := range existing {
+		if s.seen != r.seenMark && isServiceChain(c) {
+			gone = append(gone, xtables.Chain(c))
 		}
 	}
 	slices.Sort(gone)
@@ -253,7 +257,8 @@ func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePor
 		r.svcOut.reset()
 		planService(&r.env, info, eps, p, &r.svcOut)
 		for _, c := range p.decl {
-			if _, ok := r.existing[c]; ok {
+			if s := r.existing[string(c)]; s != nil {
+				s.seen = r.seenMark
 				r.out.chainLine(c)
 			} else {
 				r.decl = append(r.decl, c)

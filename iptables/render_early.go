@@ -2,7 +2,6 @@ package iptables
 
 import (
 	"github.com/svcproxy/svcproxy/changetracker"
-	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // earlyRender is a full render started before the listing of the tables
@@ -31,15 +30,13 @@ func (p *Proxier) renderEarly(u *changetracker.Update) earlyRender {
 // none or when existing (the nat chains listed) holds a service chain: the
 // render then depends on them (chains declared in place, stale ones
 // deleted) and is redone by the caller.
-func (e earlyRender) wait(existing map[xtables.Chain]struct{}) []byte {
+func (e earlyRender) wait(existing tableSums) []byte {
 	if e.done == nil {
 		return nil
 	}
 	payload := <-e.done
-	for c := range existing {
-		if isServiceChain(string(c)) {
-			return nil
-		}
+	if hasServiceChain(existing) {
+		return nil
 	}
 	return payload
 }

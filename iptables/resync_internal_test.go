@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
@@ -60,7 +61,8 @@ COMMIT
 		xtables.TableFilter: {},
 	}
 	n0 := tableEntries(xtables.TableNAT, known[xtables.TableNAT])
-	if !applyPayload(known, []byte(payload)) {
+	d := newChainDiffer()
+	if !applyPayload(known, []byte(payload), &d) {
 		t.Fatal("applyPayload refused the payload")
 	}
 	want := sumListing([]byte(after), xtables.TableNAT)
@@ -71,9 +73,20 @@ COMMIT
 	for name, w := range want {
 		g := got[name]
 		_, tailLast := unorderedChain(xtables.TableNAT, []byte(name))
+		if g != nil && g.lazy {
+			// Declared and filled by the payload: the raw hash of its
+			// lines stands for the normal form.
+			if !g.rawOK || g.n != w.n || g.raw != rawOf(&d, payload, name) {
+				t.Errorf("chain %s: got %+v, want the raw hash of its %d payload lines", name, g, w.n)
+			}
+			continue
+		}
 		if g == nil || !g.same(*w, tailLast) {
 			t.Errorf("chain %s: got %+v, want %+v", name, g, w)
 		}
+	}
+	if !got["KUBE-SVC-A"].lazy || got["KUBE-SERVICES"].lazy || got["KUBE-SERVICES"].rawOK {
+		t.Errorf("want KUBE-SVC-A lazy and KUBE-SERVICES in normal form only: %+v, %+v", got["KUBE-SVC-A"], got["KUBE-SERVICES"])
 	}
 	// Entries (as the legacy blob counts them): 2 built-ins (a policy
 	// each) + 5 user chains (head and return each) + 6 rules + 1 = 19
@@ -83,14 +96,14 @@ COMMIT
 	}
 	// Deleting the rule that must stay last (the node-port tail) is not
 	// followed: the digest keeps only the last rule's hash.
-	if applyPayload(known, []byte("*nat\n-D KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS\nCOMMIT\n")) {
+	if applyPayload(known, []byte("*nat\n-D KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS\nCOMMIT\n"), &d) {
 		t.Error("applyPayload followed the tail rule's deletion")
 	}
 	// A line it cannot follow refuses the payload.
-	if applyPayload(known, []byte("*nat\n-R KUBE-SVC-A 1 -j RETURN\nCOMMIT\n")) {
+	if applyPayload(known, []byte("*nat\n-R KUBE-SVC-A 1 -j RETURN\nCOMMIT\n"), &d) {
 		t.Error("applyPayload accepted -R")
 	}
-	if applyPayload(known, []byte("*raw\n:X - [0:0]\nCOMMIT\n")) {
+	if applyPayload(known, []byte("*raw\n:X - [0:0]\nCOMMIT\n"), &d) {
 		t.Error("applyPayload accepted a table it does not carry")
 	}
 }
@@ -104,5 +117,82 @@ func TestSectionsWithCommands(t *testing.T) {
 		if got := xtables.SectionsWithCommands([]byte(in)); got != want {
 			t.Errorf("%q: %d, want %d", in, got, want)
 		}
+	}
+}
+
+// rawOf is the raw hash of chain's "-A" lines in payload.
+func rawOf(d *chainDiffer, payload, chain string) uint64 {
+	h := uint64(rawStart)
+	for _, l := range strings.Split(payload, "\n") {
+		if strings.HasPrefix(l, "-A "+chain+" ") {
+			h = rawStep(h, d.lineHash([]byte(l)))
+		}
+	}
+	return h
+}
+
+// reducePayload memoises the raw hash of a chain it found the same as a
+// listed one by normal form, so the next compare needs no parsing, and a
+// change is still seen after that.
+func TestReducePayloadMemoisesRawHashes(t *testing.T) {
+	listing := `*nat
+:PREROUTING ACCEPT [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-A - [0:0]
+:KUBE-SEP-A1 - [0:0]
+-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-A
+-A KUBE-SVC-A -j KUBE-SEP-A1
+-A KUBE-SEP-A1 -p tcp -m tcp -j DNAT --to-destination 10.1.0.1:80
+COMMIT
+`
+	// As we render it: other spellings, same rules.
+	payload := `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-A - [0:0]
+:KUBE-SEP-A1 - [0:0]
+-A KUBE-SERVICES -m tcp -p tcp -d 10.96.0.1 --dport 80 -j KUBE-SVC-A
+-A KUBE-SVC-A -j KUBE-SEP-A1
+-A KUBE-SEP-A1 -m tcp -p tcp -j DNAT --to-destination 10.1.0.1:80
+COMMIT
+*filter
+COMMIT
+`
+	kernel := map[xtables.Table]tableSums{
+		xtables.TableNAT:    sumListing([]byte(listing), xtables.TableNAT),
+		xtables.TableFilter: {},
+	}
+	d := newChainDiffer()
+	for round := range 2 {
+		out, written, skipped := reducePayload([]byte(payload), kernel, &d)
+		if out != nil || written != 0 || skipped != 3 {
+			t.Fatalf("round %d: written %d, skipped %d, out %q; want all skipped, nothing out", round, written, skipped, out)
+		}
+		for _, c := range []string{"KUBE-SERVICES", "KUBE-SVC-A", "KUBE-SEP-A1"} {
+			if s := kernel[xtables.TableNAT][c]; !s.rawOK || s.lazy {
+				t.Errorf("round %d: %s not memoised: %+v", round, c, s)
+			}
+		}
+	}
+	changed := strings.Replace(payload, "10.1.0.1:80", "10.1.0.2:80", 1)
+	out, written, skipped := reducePayload([]byte(changed), kernel, &d)
+	want := "*nat\n:KUBE-SEP-A1 - [0:0]\n-A KUBE-SEP-A1 -m tcp -p tcp -j DNAT --to-destination 10.1.0.2:80\nCOMMIT\n"
+	if string(out) != want || written != 1 || skipped != 2 {
+		t.Errorf("changed endpoint: written %d, skipped %d, out\n%s\nwant\n%s", written, skipped, out, want)
+	}
+
+	// A chain our restore wrote is compared by raw hash only: the same
+	// lines are skipped, other lines (even of the same rules) rewritten.
+	if !applyPayload(kernel, []byte(changed), &d) {
+		t.Fatal("applyPayload refused the payload")
+	}
+	if s := kernel[xtables.TableNAT]["KUBE-SEP-A1"]; !s.lazy || !s.rawOK {
+		t.Fatalf("KUBE-SEP-A1 after our restore: %+v, want lazy with a raw hash", s)
+	}
+	if out, written, skipped := reducePayload([]byte(changed), kernel, &d); out != nil || written != 0 || skipped != 3 {
+		t.Errorf("same lines again: written %d, skipped %d, out %q", written, skipped, out)
+	}
+	respelled := strings.Replace(changed, "-A KUBE-SEP-A1 -m tcp -p tcp", "-A KUBE-SEP-A1 -p tcp -m tcp", 1)
+	if _, written, skipped := reducePayload([]byte(respelled), kernel, &d); written != 1 || skipped != 2 {
+		t.Errorf("respelled lines of a chain we wrote: written %d, skipped %d; want it rewritten", written, skipped)
 	}
 }

@@ -144,6 +144,57 @@ func TestResyncAfterForeignChangeListsAndRepairs(t *testing.T) {
 	}
 }
 
+// A fault in the engine's own incremental state (its record of a
+// service's dispatch rules lost, so a partial sync inserts them twice) is
+// repaired by the next steady resync, which lists nothing: the full render
+// is diffed against the digests carried through our restores, and only
+// the chain that differs is rewritten.
+func TestSteadyResyncRepairsEngineStateFault(t *testing.T) {
+	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
+		t.Run(backend, func(t *testing.T) {
+			p, fake := resyncProxier(t, backend, nil)
+			resync(t, p, fake)
+			ForgetDispatchRulesForTest(p, "ns", "s1")
+			newSlice := slice("ns", "s1", "", ep{ip: "10.1.1.1"}, ep{ip: "10.1.1.9"})
+			p.OnEndpointSliceUpdate(slice("ns", "s1", "", ep{ip: "10.1.1.1"}, ep{ip: "10.1.1.2"}), newSlice)
+			mustSync(t, p)
+			if p.Stats().Last.Full {
+				t.Fatal("the endpoint change was a full sync")
+			}
+			// What a fresh proxier writes for the same objects.
+			q, qfake := resyncProxier(t, backend, nil)
+			q.OnEndpointSliceUpdate(slice("ns", "s1", "", ep{ip: "10.1.1.1"}, ep{ip: "10.1.1.2"}), newSlice)
+			q.RequestFullSync()
+			mustSync(t, q)
+			want := qfake.Dump()
+			if fake.Dump() == want {
+				t.Fatal("test setup: the fault left the tables right")
+			}
+			var payloads []string
+			fake.SetRestoreHook(func(data []byte) error {
+				payloads = append(payloads, string(data))
+				return nil
+			})
+			if l, r := resync(t, p, fake); l != 0 || r != 1 {
+				t.Errorf("steady resync after the fault: %d listings, %d restores; want 0, 1", l, r)
+			}
+			if got := fake.Dump(); got != want {
+				t.Errorf("not repaired:\n%s", lineDiff(want, got))
+			}
+			if len(payloads) == 1 {
+				for _, l := range strings.Split(payloads[0], "\n") {
+					if strings.HasPrefix(l, ":") && !strings.HasPrefix(l, ":KUBE-SERVICES ") {
+						t.Errorf("declared besides KUBE-SERVICES: %s", l)
+					}
+				}
+			}
+			if l, r := resync(t, p, fake); l != 0 || r != 0 {
+				t.Errorf("resync after the repair: %d listings, %d restores; want none", l, r)
+			}
+		})
+	}
+}
+
 // racingRunner makes a foreign change right after each of our restores,
 // before the engine reads the generation or digest again.
 type racingRunner struct {
