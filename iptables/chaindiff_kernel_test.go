@@ -16,14 +16,20 @@ import (
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
-// restoreRecorder records the payloads handed to the real runner.
+// restoreRecorder records the payloads handed to the real runner, and
+// counts apart ensureBase's restores of base chains and jump rules.
 type restoreRecorder struct {
 	xtables.Runner
 	payloads [][]byte
+	base     int
 }
 
 func (r *restoreRecorder) Restore(ctx context.Context, data []byte) error {
-	r.payloads = append(r.payloads, bytes.Clone(data))
+	if isBaseRestore(data) {
+		r.base++
+	} else {
+		r.payloads = append(r.payloads, bytes.Clone(data))
+	}
 	return r.Runner.Restore(ctx, data)
 }
 

@@ -71,7 +71,7 @@ func TestFailedRestoreKeepsStateAndNextSyncIsFull(t *testing.T) {
 
 	// A failing full sync (the first one) also reports Full.
 	q, qfake := newTestProxier(t, ipv4Config, v1.IPv4Protocol)
-	qfake.FailOn("Restore", 1, boom)
+	qfake.FailAfter("Restore", 1, 1, boom) // after ensureBase's restore
 	if err := q.Sync(context.Background()); !errors.As(err, &se) || !se.Full {
 		t.Fatalf("first Sync error = %v, want a full *engine.SyncError", err)
 	}

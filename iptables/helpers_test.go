@@ -254,3 +254,19 @@ func lineDiff(want, got string) string {
 }
 
 func newBareFake() *iptablestest.Fake { return iptablestest.NewFake(v1.IPv4Protocol) }
+
+// isBaseRestore reports whether a restore input is ensureBase's (base
+// chains, jump rules and canaries: only -N and -I lines), not a payload.
+func isBaseRestore(data []byte) bool {
+	base := false
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case l == "" || l == "COMMIT" || strings.HasPrefix(l, "*"):
+		case strings.HasPrefix(l, "-N ") || strings.HasPrefix(l, "-I "):
+			base = true
+		default:
+			return false
+		}
+	}
+	return base
+}

@@ -165,7 +165,7 @@ func (p *Proxier) ensureBaseOrSkip(ctx context.Context, req *engine.Request) (ta
 	gen0, genOK, err0 := w.TableGeneration()
 	d0, dOK := p.readDigests(w, canaryTables)
 	orig := p.ipt
-	wc := &writeCounter{Runner: orig, chains: map[xtables.Table]int{}, rules: map[xtables.Table]int{}}
+	wc := &writeCounter{Runner: orig, restoreLines: true, chains: map[xtables.Table]int{}, rules: map[xtables.Table]int{}}
 	p.ipt = wc
 	existing, err := p.ensureBase(ctx)
 	p.ipt = orig
@@ -298,7 +298,7 @@ func (p *Proxier) restoreTracked(ctx context.Context, payload []byte, full bool)
 	}
 	if genOK {
 		gen1, ok, err := w.TableGeneration()
-		if err != nil || !ok || !rs.custody.CommittedN(gen0, gen1, wc.restores) {
+		if err != nil || !ok || !rs.custody.CommittedN(gen0, gen1, wc.writes()) {
 			rs.lose()
 		}
 		return nil
@@ -454,11 +454,15 @@ func applyPayload(known map[xtables.Table]tableSums, payload []byte, d *chainDif
 }
 
 // writeCounter counts the commits of the writes made through it: one per
-// table section a restore writes, per chain created and per rule inserted;
-// other writes (unknown effect) set other.
+// table section a restore writes (iptables-nft-restore commits each), per
+// chain created and per rule inserted by a command; it also notes, per
+// table, the chains created and rules added (by a command, or by the -N
+// and -I/-A lines of a restore when restoreLines: ensureBase's small
+// restore). Other writes (unknown effect) set other.
 type writeCounter struct {
 	xtables.Runner
-	restores          int
+	commits           int
+	restoreLines      bool
 	chains, rules     map[xtables.Table]int
 	created, inserted []tableChain
 	other             bool
@@ -469,25 +473,47 @@ type tableChain struct {
 	chain xtables.Chain
 }
 
-func (w *writeCounter) writes() int {
-	n := w.restores
-	for _, c := range w.chains {
-		n += c
-	}
-	for _, r := range w.rules {
-		n += r
-	}
-	return n
-}
+func (w *writeCounter) writes() int { return w.commits }
 
 func (w *writeCounter) Restore(ctx context.Context, data []byte) error {
 	err := w.Runner.Restore(ctx, data)
-	if err == nil {
-		w.restores += xtables.SectionsWithCommands(data)
-	} else {
+	if err != nil {
 		w.other = true
+		return err
 	}
-	return err
+	w.commits += xtables.SectionsWithCommands(data)
+	if w.restoreLines {
+		w.noteRestored(data)
+	}
+	return nil
+}
+
+// noteRestored notes the chains and rules a restore of -N, -I and -A
+// lines added.
+func (w *writeCounter) noteRestored(data []byte) {
+	var table xtables.Table
+	eachLine(data, func(line []byte) {
+		switch {
+		case len(line) == 0 || line[0] == '#' || bytes.Equal(line, []byte("COMMIT")):
+		case line[0] == '*':
+			table = xtables.Table(line[1:])
+		case len(line) > 3 && line[0] == '-' && line[2] == ' ':
+			chain, _ := splitChain(line[3:])
+			tc := tableChain{table, xtables.Chain(chain)}
+			switch line[1] {
+			case 'N':
+				w.chains[table]++
+				w.created = append(w.created, tc)
+			case 'I', 'A':
+				w.rules[table]++
+				w.inserted = append(w.inserted, tc)
+			default:
+				w.other = true
+			}
+		default:
+			w.other = true
+		}
+	})
 }
 
 func (w *writeCounter) EnsureChain(ctx context.Context, table xtables.Table, chain xtables.Chain) (bool, error) {
@@ -495,6 +521,7 @@ func (w *writeCounter) EnsureChain(ctx context.Context, table xtables.Table, cha
 	if err != nil {
 		w.other = true
 	} else if !existed {
+		w.commits++
 		w.chains[table]++
 		w.created = append(w.created, tableChain{table, chain})
 	}
@@ -506,6 +533,7 @@ func (w *writeCounter) EnsureRule(ctx context.Context, pos xtables.RulePosition,
 	if err != nil {
 		w.other = true
 	} else if !existed {
+		w.commits++
 		w.rules[table]++
 		w.inserted = append(w.inserted, tableChain{table, chain})
 	}

@@ -37,18 +37,29 @@ func (j JumpRule) Args() []string {
 
 // saveLine is the rule as iptables-save prints it, without the newline.
 func (j JumpRule) saveLine() string {
-	var b strings.Builder
-	b.WriteString("-A ")
-	b.WriteString(string(j.From))
+	return string(j.appendLine(nil, "-A "))
+}
+
+// appendLine appends the rule as a restore line after op ("-A ", "-I "
+// with the chain and position following): From, then its arguments,
+// quoted where they hold a space.
+func (j JumpRule) appendLine(b []byte, op string) []byte {
+	b = append(b, op...)
+	b = append(b, j.From...)
+	if op == "-I " {
+		b = append(b, " 1"...)
+	}
 	for _, a := range j.Args() {
-		b.WriteByte(' ')
+		b = append(b, ' ')
 		if strings.IndexByte(a, ' ') >= 0 {
-			b.WriteString(`"` + a + `"`)
+			b = append(b, '"')
+			b = append(b, a...)
+			b = append(b, '"')
 		} else {
-			b.WriteString(a)
+			b = append(b, a...)
 		}
 	}
-	return b.String()
+	return b
 }
 
 // Listing is what EnsureJumpRules needs to know of one table: the chains
@@ -155,6 +166,88 @@ func EnsureJumpRules(ctx context.Context, r Runner, pos RulePosition, rules []Ju
 		}
 	}
 	return nil
+}
+
+// TableChain names a chain of a table.
+type TableChain struct {
+	Table Table
+	Chain Chain
+}
+
+// JumpRulesRestore is EnsureJumpRules(ctx, r, pos, rules, listed)
+// followed by r.EnsureChain of each of chains, as one iptables-restore
+// --noflush input instead of a command per missing chain and rule (each
+// one, with the legacy backend, loads and replaces the whole table; on a
+// node without our chains that was ~45 processes). It needs a Listing of
+// every table involved: ok is false when one is missing, and the caller
+// then runs EnsureJumpRules. data is nil when the listings show nothing
+// missing. The input holds, per table in the order the tables come up,
+// "-N CHAIN" for each missing chain and "-I FROM 1 rule" (Prepend) or
+// "-A FROM rule" (Append) for each missing rule, in the order the commands
+// would run, so the rules end in the same order. A chain is created with
+// -N, not declared with a ":" line, which would flush it had it appeared
+// since the listing: -N then fails the restore (a failed table changes
+// nothing), and the caller can fall back to the commands.
+func JumpRulesRestore(pos RulePosition, rules []JumpRule, chains []TableChain, listed map[Table]*Listing) (data []byte, ok bool) {
+	type section struct {
+		table Table
+		lines []byte
+	}
+	var sections []section
+	linesOf := func(t Table) *[]byte {
+		for i := range sections {
+			if sections[i].table == t {
+				return &sections[i].lines
+			}
+		}
+		sections = append(sections, section{table: t})
+		return &sections[len(sections)-1].lines
+	}
+	created := map[TableChain]bool{}
+	newChain := func(t Table, c Chain) {
+		if created[TableChain{t, c}] || listed[t].HasChain(c) {
+			return
+		}
+		created[TableChain{t, c}] = true
+		b := linesOf(t)
+		*b = append(append(append(*b, "-N "...), c...), '\n')
+	}
+	for _, j := range rules {
+		if listed[j.Table] == nil {
+			return nil, false
+		}
+	}
+	for _, tc := range chains {
+		if listed[tc.Table] == nil {
+			return nil, false
+		}
+	}
+	op := "-A "
+	if pos == Prepend {
+		op = "-I "
+	}
+	for _, j := range rules {
+		newChain(j.Table, j.To)
+		if listed[j.Table].HasJump(j) {
+			continue
+		}
+		b := linesOf(j.Table)
+		*b = append(j.appendLine(*b, op), '\n')
+	}
+	for _, tc := range chains {
+		newChain(tc.Table, tc.Chain)
+	}
+	for _, s := range sections {
+		if len(s.lines) == 0 {
+			continue
+		}
+		data = append(data, '*')
+		data = append(data, s.table...)
+		data = append(data, '\n')
+		data = append(data, s.lines...)
+		data = append(data, "COMMIT\n"...)
+	}
+	return data, true
 }
 
 // DeleteJumpRules deletes every rule that exists (a missing one is no
