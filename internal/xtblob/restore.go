@@ -202,6 +202,10 @@ func parseInput(fam Family, data []byte) *plan {
 			fail(line, unsupportedf("a line of %d bytes", len(l)))
 			continue
 		}
+		if bytes.IndexByte(l, 0) >= 0 { // the tool's C strings end there
+			fail(line, unsupportedf("a NUL byte"))
+			continue
+		}
 		switch {
 		case len(l) == 0 && nl:
 			continue

@@ -49,14 +49,3 @@ func PlanForTest(fam Family, data []byte, workers int) (int, error) {
 	}
 	return total, nil
 }
-
-// emptyTable is a table with its built-in chains only (all five hooks).
-func emptyTable(fam Family, name string) *table {
-	t := &table{fam: fam, lay: &entryLayouts[fam], name: name, srcs: [][]byte{nil}, byName: map[string]int32{}, lastLookup: -1}
-	for h := 0; h < numHooks; h++ {
-		ci := t.addChain(hookNames[h], int8(h))
-		t.chains[ci].verdict = verdictAccept
-		t.info.validHooks |= 1 << h
-	}
-	return t
-}
