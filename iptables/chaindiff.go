@@ -60,6 +60,9 @@ type chainSum struct {
 	// numbered pass (chainDiffer.pass).
 	pass uint32
 	slot int32
+	// name is the chainDiffer.lineHash of the chain's name (0: not set),
+	// which checks the render's hints (declHint).
+	name uint64
 }
 
 func (s *chainSum) add(rh uint64, unordered bool) {
@@ -126,7 +129,7 @@ func hasServiceChain(s tableSums) bool {
 type tableSums map[string]*chainSum
 
 // sumListing digests an iptables-save listing of table.
-func sumListing(data []byte, table xtables.Table) tableSums {
+func sumListing(data []byte, table xtables.Table, d *chainDiffer) tableSums {
 	sums := tableSums{}
 	var cur []byte
 	var cs *chainSum
@@ -145,7 +148,7 @@ func sumListing(data []byte, table xtables.Table) tableSums {
 				name = name[:j]
 			}
 			if sums[string(name)] == nil {
-				sums[string(name)] = &chainSum{}
+				sums[string(name)] = &chainSum{name: d.lineHash(name)}
 			}
 		case len(line) > 3 && line[0] == '-' && line[1] == 'A' && line[2] == ' ':
 			chain, rest := splitChain(line[3:])
@@ -153,7 +156,7 @@ func sumListing(data []byte, table xtables.Table) tableSums {
 				cur = chain
 				cs = sums[string(chain)]
 				if cs == nil {
-					cs = &chainSum{}
+					cs = &chainSum{name: d.lineHash(chain)}
 					sums[string(chain)] = cs
 				}
 				unordered, _ = unorderedChain(table, chain)
@@ -184,7 +187,11 @@ func splitChain(s []byte) (chain, rest []byte) {
 // rules that follow their chain's declaration and the shared chains'
 // runs) and a hash of its lines; a rule is parsed only for a chain whose
 // raw hash the kernel side does not know (after a listing).
-func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainDiffer) (out []byte, written, skipped int) {
+//
+// hints, when not nil, are the render's: the offset in payload of each
+// ":" line it wrote for a chain of kernel's nat table, with that chain's
+// digest, in payload order (renderer.declHints).
+func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainDiffer, hints []declHint) (out []byte, written, skipped int) {
 	d.pass++
 	if d.pass == 0 {
 		d.pass = 1
@@ -201,20 +208,39 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 	var table xtables.Table
 	var cache lookupCache
 	section := 0
-	slotOf := func(name []byte) int32 {
+	slotOfSum := func(s *chainSum, name []byte) int32 {
+		if s.pass != d.pass {
+			s.pass, s.slot = d.pass, int32(len(slots))
+			unordered, tailLast := unorderedChain(table, name)
+			slots = append(slots, payloadChain{ks: s, raw: rawStart, unordered: unordered, tailLast: tailLast})
+		}
+		return s.slot
+	}
+	// hinted: the digest of the chain declared at pos, when the render
+	// said (nil: look it up).
+	hinted := func(pos int) *chainSum {
+		for len(hints) > 0 && int(hints[0].off) < pos {
+			hints = hints[1:]
+		}
+		if len(hints) > 0 && int(hints[0].off) == pos && table == xtables.TableNAT {
+			return hints[0].sum
+		}
+		return nil
+	}
+	slotOf := func(name []byte, hint *chainSum) int32 {
 		h := d.lineHash(name)
 		e := &cache[h%uint64(len(cache))]
-		if e.section == section && e.hash == h && bytes.Equal(e.name, name) {
+		if hint != nil && hint.name != h {
+			hint = nil // not the chain the render declared there
+		}
+		if hint == nil && e.section == section && e.hash == h && bytes.Equal(e.name, name) {
 			return e.slot
 		}
 		slot := int32(-1)
-		if s := sums[string(name)]; s != nil {
-			if s.pass != d.pass {
-				s.pass, s.slot = d.pass, int32(len(slots))
-				unordered, tailLast := unorderedChain(table, name)
-				slots = append(slots, payloadChain{ks: s, raw: rawStart, unordered: unordered, tailLast: tailLast})
-			}
-			slot = s.slot
+		if hint != nil {
+			slot = slotOfSum(hint, name)
+		} else if s := sums[string(name)]; s != nil {
+			slot = slotOfSum(s, name)
 		}
 		*e = lookupEntry{section: section, hash: h, name: name, slot: slot}
 		return slot
@@ -253,7 +279,7 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 			}
 			slot := int32(-1)
 			if sums != nil {
-				slot = slotOf(name)
+				slot = slotOf(name, hinted(pos))
 			}
 			if slot >= 0 {
 				slots[slot].declared = true
@@ -264,7 +290,7 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 		case sums != nil && len(line) > 3 && line[0] == '-' && line[1] == 'A' && line[2] == ' ':
 			chain, _ := splitChain(line[3:])
 			if curChain == nil || !bytes.Equal(chain, curChain) {
-				curChain, curSlot = chain, slotOf(chain)
+				curChain, curSlot = chain, slotOf(chain, nil)
 			}
 			if curSlot >= 0 {
 				sl := &slots[curSlot]
@@ -273,7 +299,7 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 			}
 			addRun(pos, next, curSlot, runLines)
 		case sums != nil && len(line) > 3 && line[0] == '-' && line[1] == 'X' && line[2] == ' ':
-			if slot := slotOf(bytes.TrimSpace(line[3:])); slot >= 0 {
+			if slot := slotOf(bytes.TrimSpace(line[3:]), nil); slot >= 0 {
 				slots[slot].deleted = true
 			}
 			addRun(pos, next, -1, runLines)
@@ -358,6 +384,13 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 		return nil, written, skipped
 	}
 	return out, written, skipped
+}
+
+// declHint is where a full render declared a chain the kernel has, with
+// its digest.
+type declHint struct {
+	off uint32
+	sum *chainSum
 }
 
 // payloadRun is a run of consecutive payload lines: of one chain in the

@@ -88,6 +88,9 @@ type planEnv struct {
 
 	// localhostNodePorts: node ports are served on 127.0.0.0/8 (plan_localnet.go).
 	localhostNodePorts bool
+	// probabilities caches the statistic match's values by endpoint count
+	// left (probability).
+	probabilities []string
 }
 
 // decision is the per-service routing decision of kube-proxy's iptables

@@ -145,6 +145,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		early := p.renderEarly(u)
 		existing, err := p.ensureBaseOrSkip(ctx, req)
 		payload = early.wait(existing)
+		usedEarly := payload != nil
 		if err != nil {
 			p.r.discard()
 			p.r.releaseLarge()
@@ -157,7 +158,11 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		// skipped: save the compare (~0.14 s at 10,000 services).
 		if p.kernel != nil && hasServiceChain(p.kernel[xtables.TableNAT]) {
 			var written, skipped int
-			payload, written, skipped = reducePayload(payload, p.kernel, &p.diff)
+			var hints []declHint
+			if !usedEarly && existing != nil && p.kernel[xtables.TableNAT] != nil {
+				hints = p.r.declHints // the render's, over the same digests
+			}
+			payload, written, skipped = reducePayload(payload, p.kernel, &p.diff, hints)
 			p.kernel = nil
 			p.log.V(2).Info("Full sync: writing only the chains that differ from the kernel's", "written", written, "unchanged", skipped)
 		}
@@ -360,7 +365,7 @@ func (p *Proxier) ensureBase(ctx context.Context) (tableSums, error) {
 			if p.kernel == nil {
 				p.kernel = map[xtables.Table]tableSums{}
 			}
-			p.kernel[t] = sumListing(listing, t)
+			p.kernel[t] = sumListing(listing, t, &p.diff)
 			if t == xtables.TableNAT {
 				existing = p.kernel[t]
 			}

@@ -54,7 +54,11 @@ type renderer struct {
 	// wants is marked with it (chainSum.seen), and the existing service
 	// chains left unmarked are deleted.
 	seenMark uint32
-	svcOut   lineWriter // one service's own rules, before they join out
+	// declHints are where the full render declared each existing chain
+	// (the offset of its ":" line in the payload) with its digest, so the
+	// chain compare that follows needs no lookup of it (reducePayload).
+	declHints []declHint
+	svcOut    lineWriter // one service's own rules, before they join out
 	// declScratch backs servicePlan.decl while a service is written.
 	declScratch []xtables.Chain
 	staleX      lineWriter // deletions, after every rule referencing them is gone
@@ -101,6 +105,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	plans := make(map[proxy.ServicePortName]*servicePlan, len(services))
 	r.fullRender = true
 	r.existing = existing
+	r.declHints = r.declHints[:0]
 	if len(existing) > 0 {
 		r.seenMark++
 		if r.seenMark == 0 {
@@ -259,6 +264,7 @@ func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePor
 		for _, c := range p.decl {
 			if s := r.existing[string(c)]; s != nil {
 				s.seen = r.seenMark
+				r.declHints = append(r.declHints, declHint{off: uint32(len(r.out.buf)), sum: s})
 				r.out.chainLine(c)
 			} else {
 				r.decl = append(r.decl, c)
@@ -409,6 +415,9 @@ func (r *renderer) insertDecls() {
 	}
 	r.out.lines += len(r.decl)
 	r.decl = r.decl[:0]
+	for i := range r.declHints {
+		r.declHints[i].off += uint32(size) // every one lies after the block
+	}
 }
 
 // commit makes the pending state the applied one (after a successful restore).

@@ -182,7 +182,7 @@ func (p *Proxier) ensureBaseOrSkip(ctx context.Context, req *engine.Request) (ta
 	// declare those chains).
 	for _, tc := range wc.created {
 		if k := known[tc.table]; k != nil && k[string(tc.chain)] == nil {
-			k[string(tc.chain)] = &chainSum{}
+			k[string(tc.chain)] = &chainSum{name: p.diff.lineHash([]byte(tc.chain))}
 		}
 	}
 	for _, tc := range wc.inserted {
@@ -397,7 +397,7 @@ func applyPayload(known map[xtables.Table]tableSums, payload []byte, d *chainDif
 				s = &slab[len(slab)-1]
 				sums[string(name)] = s
 			}
-			*s = chainSum{raw: rawStart, rawOK: true, lazy: !u}
+			*s = chainSum{raw: rawStart, rawOK: true, lazy: !u, name: d.lineHash(name)}
 			if cs == s {
 				cs = nil
 			}

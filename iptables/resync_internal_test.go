@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -56,16 +57,16 @@ COMMIT
 -A KUBE-SEP-A2 -p tcp -m tcp -j DNAT --to-destination 10.1.0.2:80
 COMMIT
 `
+	d := newChainDiffer()
 	known := map[xtables.Table]tableSums{
-		xtables.TableNAT:    sumListing([]byte(before), xtables.TableNAT),
+		xtables.TableNAT:    sumListing([]byte(before), xtables.TableNAT, &d),
 		xtables.TableFilter: {},
 	}
 	n0 := tableEntries(xtables.TableNAT, known[xtables.TableNAT])
-	d := newChainDiffer()
 	if !applyPayload(known, []byte(payload), &d) {
 		t.Fatal("applyPayload refused the payload")
 	}
-	want := sumListing([]byte(after), xtables.TableNAT)
+	want := sumListing([]byte(after), xtables.TableNAT, &d)
 	got := known[xtables.TableNAT]
 	if len(got) != len(want) {
 		t.Fatalf("chains: got %d, want %d", len(got), len(want))
@@ -157,13 +158,13 @@ COMMIT
 *filter
 COMMIT
 `
+	d := newChainDiffer()
 	kernel := map[xtables.Table]tableSums{
-		xtables.TableNAT:    sumListing([]byte(listing), xtables.TableNAT),
+		xtables.TableNAT:    sumListing([]byte(listing), xtables.TableNAT, &d),
 		xtables.TableFilter: {},
 	}
-	d := newChainDiffer()
 	for round := range 2 {
-		out, written, skipped := reducePayload([]byte(payload), kernel, &d)
+		out, written, skipped := reducePayload([]byte(payload), kernel, &d, nil)
 		if out != nil || written != 0 || skipped != 3 {
 			t.Fatalf("round %d: written %d, skipped %d, out %q; want all skipped, nothing out", round, written, skipped, out)
 		}
@@ -174,7 +175,7 @@ COMMIT
 		}
 	}
 	changed := strings.Replace(payload, "10.1.0.1:80", "10.1.0.2:80", 1)
-	out, written, skipped := reducePayload([]byte(changed), kernel, &d)
+	out, written, skipped := reducePayload([]byte(changed), kernel, &d, nil)
 	want := "*nat\n:KUBE-SEP-A1 - [0:0]\n-A KUBE-SEP-A1 -m tcp -p tcp -j DNAT --to-destination 10.1.0.2:80\nCOMMIT\n"
 	if string(out) != want || written != 1 || skipped != 2 {
 		t.Errorf("changed endpoint: written %d, skipped %d, out\n%s\nwant\n%s", written, skipped, out, want)
@@ -188,11 +189,40 @@ COMMIT
 	if s := kernel[xtables.TableNAT]["KUBE-SEP-A1"]; !s.lazy || !s.rawOK {
 		t.Fatalf("KUBE-SEP-A1 after our restore: %+v, want lazy with a raw hash", s)
 	}
-	if out, written, skipped := reducePayload([]byte(changed), kernel, &d); out != nil || written != 0 || skipped != 3 {
+	if out, written, skipped := reducePayload([]byte(changed), kernel, &d, nil); out != nil || written != 0 || skipped != 3 {
 		t.Errorf("same lines again: written %d, skipped %d, out %q", written, skipped, out)
 	}
 	respelled := strings.Replace(changed, "-A KUBE-SEP-A1 -m tcp -p tcp", "-A KUBE-SEP-A1 -p tcp -m tcp", 1)
-	if _, written, skipped := reducePayload([]byte(respelled), kernel, &d); written != 1 || skipped != 2 {
+	if _, written, skipped := reducePayload([]byte(respelled), kernel, &d, nil); written != 1 || skipped != 2 {
 		t.Errorf("respelled lines of a chain we wrote: written %d, skipped %d; want it rewritten", written, skipped)
+	}
+}
+
+// The render's declaration hints spare reducePayload its lookups and
+// change nothing in its result; a hint that names another chain's digest
+// is not followed.
+func TestReducePayloadHints(t *testing.T) {
+	listing := "*nat\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-A1 - [0:0]\n:KUBE-SEP-A2 - [0:0]\n" +
+		"-A KUBE-SVC-A -j KUBE-SEP-A1\n-A KUBE-SEP-A1 -j DNAT --to-destination 10.1.0.1:80\n-A KUBE-SEP-A2 -j DNAT --to-destination 10.1.0.2:80\nCOMMIT\n"
+	payload := "*nat\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-A1 - [0:0]\n:KUBE-SEP-A2 - [0:0]\n" +
+		"-A KUBE-SVC-A -j KUBE-SEP-A1\n-A KUBE-SEP-A1 -j DNAT --to-destination 10.1.0.1:80\n-A KUBE-SEP-A2 -j DNAT --to-destination 10.1.0.9:80\nCOMMIT\n"
+	for _, wrong := range []bool{false, true} {
+		d := newChainDiffer()
+		kernel := map[xtables.Table]tableSums{xtables.TableNAT: sumListing([]byte(listing), xtables.TableNAT, &d)}
+		want, ww, ws := reducePayload([]byte(payload), kernel, &d, nil)
+		want = bytes.Clone(want)
+		kernel = map[xtables.Table]tableSums{xtables.TableNAT: sumListing([]byte(listing), xtables.TableNAT, &d)}
+		var hints []declHint
+		for _, c := range []string{"KUBE-SVC-A", "KUBE-SEP-A1", "KUBE-SEP-A2"} {
+			sum := kernel[xtables.TableNAT][c]
+			if wrong && c == "KUBE-SEP-A2" {
+				sum = kernel[xtables.TableNAT]["KUBE-SEP-A1"]
+			}
+			hints = append(hints, declHint{off: uint32(strings.Index(payload, ":"+c+" ")), sum: sum})
+		}
+		got, gw, gs := reducePayload([]byte(payload), kernel, &d, hints)
+		if string(got) != string(want) || gw != ww || gs != ws || gw != 1 {
+			t.Errorf("wrong hint %v: got written %d skipped %d\n%s\nwant written %d skipped %d\n%s", wrong, gw, gs, got, ww, ws, want)
+		}
 	}
 }
