@@ -49,3 +49,21 @@ func PlanForTest(fam Family, data []byte, workers int) (int, error) {
 	}
 	return total, nil
 }
+
+// ParseTableForTest applies data to empty tables, lays table out, and
+// returns a function that parses that blob as Restore parses a table it
+// reads from the kernel (for a benchmark of the read side).
+func ParseTableForTest(fam Family, data []byte, name string) (func() error, error) {
+	p := parseInput(fam, data)
+	p.encode(0, nil)
+	defer p.free()
+	tables := map[string]*table{}
+	if err := p.apply(tables, func(n string) (*table, error) { return emptyTable(fam, n), nil }, ""); err != nil {
+		return nil, err
+	}
+	blob, inf := blobOf(tables[name])
+	return func() error {
+		_, err := parseTable(fam, name, inf, blob)
+		return err
+	}, nil
+}

@@ -162,8 +162,11 @@ func unsupportedf(format string, args ...any) error {
 func parseTable(fam Family, name string, inf info, blob []byte) (*table, error) {
 	lay := &entryLayouts[fam]
 	t := &table{fam: fam, lay: lay, name: name, info: inf, srcs: [][]byte{blob}, lastLookup: -1}
+	// a user chain is at least two entries (head, RETURN) and the
+	// engines' average about five: room for a quarter of the entries
 	t.rules = make([]tableRule, 0, inf.numEntries)
-	t.byName = make(map[string]int32, inf.numEntries/4+8)
+	t.chains = make([]chain, 0, inf.numEntries/4+numHooks)
+	t.byName = make(map[string]int32, inf.numEntries/4+numHooks)
 	size := len(blob)
 	if uint32(size) != inf.size {
 		return nil, fmt.Errorf("xtblob: %s: %d bytes of entries, the table says %d", name, size, inf.size)
@@ -172,8 +175,8 @@ func parseTable(fam Family, name string, inf info, blob []byte) (*table, error) 
 	var idx int32
 	userSeen := false
 	// heads of user chains in blob order: jump verdicts are found among them.
-	var heads []uint32
-	var headChains []int32
+	heads := make([]uint32, 0, inf.numEntries/4)
+	headChains := make([]int32, 0, inf.numEntries/4)
 	closeChain := func() error {
 		if cur < 0 {
 			return nil
