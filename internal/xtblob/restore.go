@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -313,9 +314,15 @@ func (p *plan) parseCommand(line int, l []byte) {
 	if hasNum {
 		w, r := field(rest)
 		if len(w) > 0 && w[0] != '-' && w[0] != '!' {
+			// iptables reads it with strtoul(base 0): hex, octal, a
+			// sign are the tool's to judge; 0 and words are errors.
 			n, err := strconv.ParseUint(string(w), 10, 31)
-			if err != nil || n == 0 {
+			switch {
+			case len(w) == 1 && w[0] == '0', err != nil && !isNumberish(w):
 				fail(fmt.Errorf("invalid rule number `%s'", w))
+				return
+			case err != nil || w[0] == '0':
+				fail(unsupportedf("rule number %q", w))
 				return
 			}
 			o.num = int32(n)
@@ -835,6 +842,9 @@ func binaryPutI32(b []byte, v int32) { binary.NativeEndian.PutUint32(b, uint32(v
 // extension (it refuses such names for -N): a libxt_NAME.so, or the
 // family's libipt_/libip6t_ one, in $XTABLES_LIBDIR or the usual places.
 func isTargetName(fam Family, name string) bool {
+	if strings.ContainsRune(name, '/') {
+		return false
+	}
 	dirs := []string{"/usr/lib/x86_64-linux-gnu/xtables", "/usr/lib/aarch64-linux-gnu/xtables",
 		"/usr/lib64/xtables", "/usr/lib/xtables", "/usr/libexec/xtables"}
 	if env := os.Getenv("XTABLES_LIBDIR"); env != "" {
@@ -878,4 +888,9 @@ func hasOption(text []byte, short, long string) bool {
 		}
 	}
 	return false
+}
+
+// isNumberish reports whether strtoul might read a number from w.
+func isNumberish(w []byte) bool {
+	return len(w) > 0 && (w[0] >= '0' && w[0] <= '9' || w[0] == '+')
 }
