@@ -161,6 +161,9 @@ COMMIT
 # nothing
 COMMIT
 `,
+	// rules that encode to many times their text: the encoder's arena
+	// outgrows its reservation
+	"*filter\n:KUBE-MANY - [0:0]\n" + strings.Repeat("-A KUBE-MANY -m comment --comment x\n", 3000) + "COMMIT\n",
 }
 
 func fill(p, a1, a2 string) string {
