@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -68,8 +69,11 @@ type execRunner struct {
 	// TableStamp can fingerprint.
 	legacy bool
 	// inProcess: Restore applies what it can encode itself (legacy only;
-	// RunnerConfig.LegacyTool unset).
-	inProcess bool
+	// RunnerConfig.LegacyTool unset). It is turned off for good when the
+	// tool accepted an input the process's write was refused.
+	inProcess atomic.Bool
+	// writeTables is xtblob.Restore (tests replace it).
+	writeTables func(xtblob.Family, []byte, xtblob.RestoreOptions) error
 	// wait are the lock-wait arguments of iptables and iptables-restore.
 	wait       []string
 	lockWait   time.Duration
@@ -101,7 +105,7 @@ func New(cfg RunnerConfig) (Runner, error) {
 	default:
 		return nil, fmt.Errorf("iptables: unknown backend %q (want %q, %q or empty)", cfg.Backend, BackendNFT, BackendLegacy)
 	}
-	r := &execRunner{family: fam, log: cfg.Logger, onLockHeld: cfg.OnLockHeld}
+	r := &execRunner{family: fam, log: cfg.Logger, onLockHeld: cfg.OnLockHeld, writeTables: xtblob.Restore}
 	for _, b := range []struct {
 		name string
 		dst  *string
@@ -127,7 +131,7 @@ func New(cfg RunnerConfig) (Runner, error) {
 	r.randomFully = true
 	r.legacy = !bytes.Contains(out, []byte("nf_tables")) // before 1.8 legacy was the only backend
 	if r.legacy && !cfg.LegacyTool {
-		r.inProcess = r.inProcessUsable(v)
+		r.inProcess.Store(r.inProcessUsable(v))
 	}
 	r.lockWait, r.wait = waitArgs(cfg.LockWait, v)
 	return r, nil
@@ -387,17 +391,44 @@ func (r *execRunner) inProcessUsable(version int) bool {
 }
 
 // RestoresInProcess implements InProcessRestorer.
-func (r *execRunner) RestoresInProcess() bool { return r.inProcess }
+func (r *execRunner) RestoresInProcess() bool { return r.inProcess.Load() }
 
 func (r *execRunner) Restore(ctx context.Context, data []byte) error {
-	if r.inProcess {
-		err := r.restoreInProcess(ctx, data)
-		if !errors.Is(err, xtblob.ErrUnsupported) {
-			return err
-		}
+	if !r.inProcess.Load() {
+		return r.restoreTool(ctx, data)
+	}
+	err := r.restoreInProcess(ctx, data)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, xtblob.ErrUnsupported):
 		// Nothing was written: the tool does it all.
 		r.log.V(2).Info("Restoring with the iptables tool: the input has a line the process does not write", "reason", err.Error())
+		return r.restoreTool(ctx, data)
+	case errors.Is(err, ErrLockHeld) || ctx.Err() != nil:
+		return err
 	}
+	// Refused: bad input (which the tool refuses too), or a write the
+	// kernel did not take. The tool has the last word. If it refuses too,
+	// the in-process error is returned when it names the line (the tool
+	// often does not), the tool's otherwise; if it takes what the
+	// process's write was refused, the two disagree and the tool does
+	// every restore from now on.
+	r.log.V(2).Info("The in-process restore failed; running the iptables tool on the same input", "err", err.Error())
+	if terr := r.restoreTool(ctx, data); terr != nil {
+		var re *RestoreError
+		if errors.As(err, &re) && re.Line > 0 && !errors.Is(terr, ErrLockHeld) && ctx.Err() == nil {
+			return err
+		}
+		return terr
+	}
+	r.inProcess.Store(false)
+	r.log.Error(err, "iptables-legacy-restore took an input the in-process restore was refused; restoring with the tool from now on")
+	return nil
+}
+
+// restoreTool runs iptables-restore --noflush on data.
+func (r *execRunner) restoreTool(ctx context.Context, data []byte) error {
 	args := append([]string{"--noflush"}, r.wait...)
 	cmd := exec.CommandContext(ctx, r.restore, args...)
 	cmd.Stdin = bytes.NewReader(data)
@@ -437,7 +468,7 @@ func (r *execRunner) restoreInProcess(ctx context.Context, data []byte) error {
 	if r.family == v1.IPv6Protocol {
 		fam = xtblob.IPv6
 	}
-	err := xtblob.Restore(fam, data, xtblob.RestoreOptions{LockWait: r.lockWait})
+	err := r.writeTables(fam, data, xtblob.RestoreOptions{LockWait: r.lockWait})
 	if err == nil || errors.Is(err, xtblob.ErrUnsupported) {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/xtblob"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
@@ -167,6 +169,47 @@ func TestInProcessRestoreErrors(t *testing.T) {
 		}
 		if logs.fellBack() {
 			t.Errorf("a plain chain declaration went to the tool: %q", logs.msgs)
+		}
+	})
+}
+
+// A write the kernel refuses is retried with the tool; when the tool takes
+// it, the Runner uses the tool from then on. A bad input is refused by
+// both, and the error names its line.
+func TestInProcessRefusedFallsBackToTool(t *testing.T) {
+	needLegacy(t)
+	golden, err := os.ReadFile(filepath.Join("..", "testdata", "policies-affinity-udp.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	netnstest.InFreshNetns(t, func() {
+		var logs logSink
+		r := logs.runner(t, xtables.RunnerConfig{Backend: xtables.BackendLegacy})
+		ctx := context.Background()
+		err := r.Restore(ctx, []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j KUBE-MISSING\nCOMMIT\n"))
+		var re *xtables.RestoreError
+		if !errors.As(err, &re) || re.Line != 3 {
+			t.Fatalf("Restore of a bad input = %v, want a *RestoreError at line 3", err)
+		}
+		if !r.(xtables.InProcessRestorer).RestoresInProcess() {
+			t.Fatal("a bad input turned the in-process restore off")
+		}
+		calls := 0
+		xtables.SetWriteTables(r, func(xtblob.Family, []byte, xtblob.RestoreOptions) error {
+			calls++
+			return fmt.Errorf("table nat: replace: %w", syscall.EINVAL)
+		})
+		if err := r.Restore(ctx, golden); err != nil {
+			t.Fatalf("Restore with the kernel refusing the in-process write: %v, want the tool's success", err)
+		}
+		if r.(xtables.InProcessRestorer).RestoresInProcess() {
+			t.Error("still restoring in process after the tool took what it was refused")
+		}
+		if err := r.Restore(ctx, golden); err != nil || calls != 1 {
+			t.Errorf("next Restore = %v after %d in-process calls, want the tool alone", err, calls)
+		}
+		if ok, err := r.ChainExists(ctx, xtables.TableNAT, "KUBE-SVC-F7REZHQFGEE5SPJR"); err != nil || !ok {
+			t.Errorf("the golden's chain exists = %v (%v) after the tool's restore", ok, err)
 		}
 	})
 }
