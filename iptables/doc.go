@@ -27,7 +27,9 @@
 //     nothing. A full resync (periodic, node-label, engine-chosen or
 //     requested) of tables nobody changed since the engine's last write
 //     skips iptables-save altogether and diffs against the chain digests
-//     it carried through its own restores: iptables-nft proves it with the
+//     it carried through its own restores (for a chain it wrote, a hash of
+//     the lines as rendered, so unchanged chains are compared without
+//     parsing a rule): iptables-nft proves it with the
 //     nftables ruleset generation, legacy with each table's size and
 //     entry count, listing anyway every 4th resync (resync.go). A partial
 //     sync writes only the services that changed.
@@ -43,9 +45,10 @@
 //     sync, a service's chains that the kernel already has are declared
 //     (flushed) just before that service's rules, which keeps the lookup
 //     table iptables-restore fills with declared chain names small for
-//     longer. Full syncs read each table once with iptables-save, and run
-//     iptables -N/-C/-I only for the fixed chains, jump rules and canaries
-//     the listing lacks.
+//     longer. Full syncs read each table once with iptables-save, and
+//     create the fixed chains, jump rules and canaries the listings lack
+//     in one more restore (-N, -I; iptables -N/-C/-I one by one only when
+//     a listing or that restore failed).
 //
 // DryRun returns the payload a full sync would apply, touching nothing.
 //
