@@ -104,6 +104,7 @@ type encRule struct {
 	text      span
 	jump      span // the user chain it jumps to, if any
 	src       uint16
+	nat       bool // in the nat table (Encoder.Table)
 	failed    bool // its error is in plan.encErr
 	off, size uint32
 }
@@ -183,7 +184,7 @@ func parseInput(fam Family, data []byte) *plan {
 	p.ops = make([]op, 0, bytes.Count(data, []byte{'\n'})+1)
 	var sizes *[2]int
 	p.encs = make([]encRule, 0, cap(p.ops))
-	inTable := false
+	inTable, inNAT := false, false
 	seen := map[string]bool{}
 	fail := func(line int, err error) {
 		p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1})
@@ -232,6 +233,7 @@ func parseInput(fam Family, data []byte) *plan {
 				p.sizes[t] = new([2]int)
 			}
 			sizes = p.sizes[t]
+			inNAT = t == "nat"
 			p.ops = append(p.ops, op{kind: opTable, line: int32(line), enc: -1, arg: p.spanOf(name)})
 			inTable = true
 			continue
@@ -254,6 +256,11 @@ func parseInput(fam Family, data []byte) *plan {
 		n := len(p.encs)
 		p.parseCommand(line, l)
 		sizes[1] += len(p.encs) - n
+		if inNAT {
+			for i := n; i < len(p.encs); i++ {
+				p.encs[i].nat = true
+			}
+		}
 	}
 	if inTable {
 		fail(line+1, errors.New("COMMIT expected"))
@@ -419,8 +426,16 @@ func (p *plan) encodeRange(enc ruleEncoder, lo, hi int, src uint16) ([]byte, map
 	// It is touched as it fills, but a kernel that does not overcommit
 	// counts all of it.
 	a := newArena(3*text + 2*maxEntry)
+	real, _ := enc.(*Encoder)
 	for i := range encs {
 		e := &encs[i]
+		if real != nil {
+			// iptables' checks that depend on the table (-j DROP in nat)
+			real.Table = ""
+			if e.nat {
+				real.Table = "nat"
+			}
+		}
 		a.reserve(maxEntry)
 		start := len(a.buf)
 		text := p.bytesOf(e.text)

@@ -253,6 +253,7 @@ func TestKernelErrors(t *testing.T) {
 		{"append to a missing chain", "*filter\n-A NOPE -j ACCEPT\nCOMMIT\n", 2, false},
 		{"jump to a missing chain", "*filter\n:KUBE-A - [0:0]\n-A KUBE-A -j KUBE-NOPE\nCOMMIT\n", 3, false},
 		{"jump to a built-in chain", "*filter\n:KUBE-A - [0:0]\n-A KUBE-A -j INPUT\nCOMMIT\n", 3, true},
+		{"DROP in nat", "*nat\n:KUBE-X - [0:0]\n-A KUBE-X -j DROP\nCOMMIT\n", 3, false},
 		{"a bad rule", "*filter\n:KUBE-A - [0:0]\n-A KUBE-A -p tcp -m tcp --dport 70000 -j ACCEPT\nCOMMIT\n", 3, false},
 		{"new chain that exists", "*filter\n-N FOREIGN\nCOMMIT\n", 2, false},
 		{"bad policy", "*filter\n:INPUT REJECT [0:0]\nCOMMIT\n", 2, false},
