@@ -35,12 +35,19 @@ import (
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
-var xtwalkSeed = flag.Uint64("xtwalk.seed", 0, "replay TestInProcessWalkMatchesTool with this seed only (both families)")
+var (
+	xtwalkSeed      = flag.Uint64("xtwalk.seed", 0, "replay TestInProcessWalkMatchesTool with this seed only (both families)")
+	xtwalkStepsFlag = flag.Int("xtwalk.steps", 0, "steps of each TestInProcessWalkMatchesTool walk (0: 20, 40 with -xtwalk.seed)")
+)
 
 // xtwalkSeeds and xtwalkSteps bound the differential walk: per family,
 // len(xtwalkSeeds)*xtwalkSteps syncs on each side.
-// Seeds 1, 2 and 3 cover the configurations xtwalkConfig varies.
-var xtwalkSeeds = []uint64{1, 2, 3}
+// The seeds cover what xtwalkConfig varies (1: localhost node ports; 3:
+// that and masquerade all; 34: node port addresses), and 34's walks have a
+// sync that fails on both sides (a hand edit not followed by a full sync
+// makes a partial sync's -D miss: the in-process write is refused, the
+// tool refuses it too, and the next sync is full).
+var xtwalkSeeds = []uint64{1, 3, 34}
 
 const xtwalkSteps = 20
 
@@ -59,7 +66,8 @@ const xtwalkSteps = 20
 // iptables-legacy-save and a counter-free hash of each table's blob. The
 // in-process Runner must never have handed an input to the tool.
 //
-// -xtwalk.seed=N replays seed N alone (with twice the steps).
+// -xtwalk.seed=N replays seed N alone (with twice the steps);
+// -xtwalk.steps=N sets the length of the walks.
 func TestInProcessWalkMatchesTool(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	for _, tool := range []string{"iptables-legacy-restore", "ip6tables-legacy-restore"} {
@@ -70,6 +78,9 @@ func TestInProcessWalkMatchesTool(t *testing.T) {
 	seeds, steps := xtwalkSeeds, xtwalkSteps
 	if *xtwalkSeed != 0 {
 		seeds, steps = []uint64{*xtwalkSeed}, 2*xtwalkSteps
+	}
+	if *xtwalkStepsFlag > 0 {
+		steps = *xtwalkStepsFlag
 	}
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		for _, seed := range seeds {
@@ -542,13 +553,21 @@ func xtwalkTraffic(t *testing.T, fam v1.IPFamily, n int) {
 func xtwalkRun(t *testing.T, fam v1.IPFamily, cfg Config, tool bool, script []xtStep, ref []xtwalkResult, hashSeed maphash.Seed) []xtwalkResult {
 	t.Helper()
 	ctx := context.Background()
+	// The in-process Runner logs when it hands an input to the tool: one
+	// it cannot encode (which must not happen: it encodes everything the
+	// engine writes), or one whose write was refused (then the tool has
+	// the last word, and must refuse it too: the sync fails on both
+	// sides, which xtwalkCompare checks).
 	var mu sync.Mutex
-	var fallbacks []string
+	var unsupported, refused []string
 	logger := funcr.New(func(prefix, args string) {
-		if strings.Contains(args, "iptables tool") || strings.Contains(args, "in-process restore failed") {
-			mu.Lock()
-			fallbacks = append(fallbacks, args)
-			mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case strings.Contains(args, "in-process restore failed"):
+			refused = append(refused, args)
+		case strings.Contains(args, "iptables tool"):
+			unsupported = append(unsupported, args)
 		}
 	}, funcr.Options{Verbosity: 9})
 	real, err := xtables.New(xtables.RunnerConfig{Family: fam, Backend: xtables.BackendLegacy, LegacyTool: tool, Logger: logger})
@@ -627,11 +646,15 @@ func xtwalkRun(t *testing.T, fam v1.IPFamily, cfg Config, tool bool, script []xt
 		}
 		if !tool {
 			mu.Lock()
-			fb := fallbacks
+			un, rf := unsupported, refused
+			unsupported, refused = nil, nil
 			mu.Unlock()
-			if !inProc.RestoresInProcess() || len(fb) > 0 {
-				t.Fatalf("step %d%s (%s): the in-process Runner handed input to the tool (RestoresInProcess %v): %q\ninputs:\n%s",
-					step, st, side, inProc.RestoresInProcess(), fb, xtwalkInputs(res.restores))
+			if !inProc.RestoresInProcess() || len(un) > 0 {
+				t.Fatalf("step %d%s (%s): the in-process Runner handed input to the tool (RestoresInProcess %v): %q %q\ninputs:\n%s",
+					step, st, side, inProc.RestoresInProcess(), un, rf, xtwalkInputs(res.restores))
+			}
+			if len(rf) > 0 && res.err == nil {
+				t.Fatalf("step %d%s (%s): a refused in-process restore, yet the sync succeeded: %q", step, st, side, rf)
 			}
 		}
 		if ref != nil {
@@ -709,6 +732,13 @@ func xtwalkCompare(t *testing.T, step int, st xtStep, want, got xtwalkResult) {
 	if (want.err == nil) != (got.err == nil) {
 		t.Fatalf("step %d%s: sync with the tool: %v; in process: %v\ninputs (tool side):\n%s\ninputs (in process):\n%s",
 			step, st, want.err, got.err, xtwalkInputs(want.restores), xtwalkInputs(got.restores))
+	}
+	if want.err != nil {
+		var we, ge *xtables.RestoreError
+		if errors.As(want.err, &we) && errors.As(got.err, &ge) && we.Line != ge.Line {
+			t.Errorf("step %d%s: the tool refused line %d (%q), the in-process restore line %d (%q)",
+				step, st, we.Line, we.LineText, ge.Line, ge.LineText)
+		}
 	}
 	if want.full != got.full {
 		t.Errorf("step %d%s: full sync with the tool %v, in process %v", step, st, want.full, got.full)
