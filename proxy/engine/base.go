@@ -368,7 +368,9 @@ func (b *Base) runOnce(ctx context.Context) error {
 	}
 	err := b.Sync(ctx)
 	if errors.Is(err, proxy.ErrNotSynced) || errors.Is(err, ErrClosed) {
-		return nil // the handlers trigger again once synced
+		// Not a run: the handlers trigger again once synced, and that
+		// first sync must not wait out MinSyncPeriod behind this attempt.
+		return runner.ErrNotRun
 	}
 	return err
 }

@@ -498,3 +498,23 @@ func TestStatsCountOtherFamilyServices(t *testing.T) {
 		t.Fatalf("OtherFamily = %d after the service went, want 0", s.OtherFamily)
 	}
 }
+
+// Run started before the informers synced tries a sync and finds them not
+// synced; that attempt is no run, so the first real sync, triggered by the
+// synced handlers, does not wait out MinSyncPeriod behind it (the clock
+// here never moves: a wait would be forever).
+func TestRunBeforeSyncedDoesNotDelayTheFirstSync(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	r := &recorder{syncs: make(chan Request, 16)}
+	b, err := New(Common{Logger: testr.New(t), Clock: clk, MinSyncPeriod: time.Minute, SyncPeriod: time.Hour}, r.hooks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // Run's first attempt finds nothing synced
+	synced(b)
+	waitFor(t, r.syncs, func(req Request) bool { return req.Reason == ReasonInitial })
+}
