@@ -669,11 +669,7 @@ func (p *plan) applyOp(t *table, o *op) error {
 		if o.num > t.chains[ci].n {
 			return errIndex
 		}
-		prev := int32(-1)
-		if o.num > 1 {
-			prev = t.nth(ci, o.num-2)
-		}
-		t.removeRule(ci, prev)
+		t.removeNth(ci, o.num)
 		t.changed = true
 		return nil
 	}
@@ -714,11 +710,7 @@ func (p *plan) applyOp(t *table, o *op) error {
 		if o.num > t.chains[ci].n {
 			return errIndex
 		}
-		prev := int32(-1)
-		if o.num > 1 {
-			prev = t.nth(ci, o.num-2)
-		}
-		t.removeRule(ci, prev)
+		t.removeNth(ci, o.num)
 		t.insertRule(ci, o.num-1, r)
 	case opDelete:
 		prev := int32(-1)

@@ -187,13 +187,7 @@ func BenchmarkKernelRestore(b *testing.B) {
 					netnstest.InFreshNetns(b, func() {
 						c0, t0 := cpuTime(), time.Now()
 						for _, p := range payloads {
-							var err error
-							if how == "tool" {
-								err = toolRestore(p)
-							} else {
-								err = xtblob.Restore(xtblob.IPv4, p, xtblob.RestoreOptions{})
-							}
-							if err != nil {
+							if err := restoreBy(how, p); err != nil {
 								b.Fatal(err)
 							}
 						}
@@ -269,13 +263,7 @@ func BenchmarkKernelRestorePartial(b *testing.B) {
 					var wall, cpu time.Duration
 					for b.Loop() {
 						c0, t0 := cpuTime(), time.Now()
-						var err error
-						if how == "tool" {
-							err = toolRestore(partial)
-						} else {
-							err = xtblob.Restore(xtblob.IPv4, partial, xtblob.RestoreOptions{})
-						}
-						if err != nil {
+						if err := restoreBy(how, partial); err != nil {
 							b.Fatal(err)
 						}
 						wall += time.Since(t0)
@@ -307,4 +295,12 @@ func BenchmarkParseTable(b *testing.B) {
 			}
 		})
 	}
+}
+
+// restoreBy applies an IPv4 payload with the tool (how "tool") or Restore.
+func restoreBy(how string, payload []byte) error {
+	if how == "tool" {
+		return toolRestore(payload)
+	}
+	return xtblob.Restore(xtblob.IPv4, payload, xtblob.RestoreOptions{})
 }

@@ -395,6 +395,15 @@ func (t *table) nth(ci, pos int32) int32 {
 }
 
 // removeRule unlinks the rule after prev (prev -1: the first) from ci.
+// removeNth removes the num-th (1-based, within range) rule of chain ci.
+func (t *table) removeNth(ci, num int32) {
+	prev := int32(-1)
+	if num > 1 {
+		prev = t.nth(ci, num-2)
+	}
+	t.removeRule(ci, prev)
+}
+
 func (t *table) removeRule(ci, prev int32) {
 	c := &t.chains[ci]
 	var ri int32
@@ -512,14 +521,7 @@ func (t *table) marshalChains(order []int32, blob []byte) {
 		c := &t.chains[ci]
 		off := int(c.headOff)
 		if c.hook < 0 {
-			h := blob[off : off+lay.headSize()]
-			clear(h)
-			binary.NativeEndian.PutUint16(h[lay.targetOffsetAt:], uint16(lay.entrySize))
-			binary.NativeEndian.PutUint16(h[lay.nextOffsetAt:], uint16(lay.headSize()))
-			tg := h[lay.entrySize:]
-			binary.NativeEndian.PutUint16(tg, errorSize)
-			copy(tg[targetNameAt:], errorTargetStr)
-			copy(tg[targetHeader:targetHeader+errorNameLen-1], c.name)
+			t.putErrorEntry(blob[off:off+lay.headSize()], c.name)
 			off += lay.headSize()
 		}
 		for p := c.first; p >= 0; p = t.rules[p].next {
@@ -588,15 +590,20 @@ func (t *table) fillCounters(order []int32, ctrs, old []uint64) {
 
 // marshalTail writes the table's final ERROR entry at off.
 func (t *table) marshalTail(blob []byte, off int) {
+	t.putErrorEntry(blob[off:off+t.lay.headSize()], errorTargetStr)
+}
+
+// putErrorEntry writes into h (headSize bytes) an entry with the ERROR
+// target holding name: a user chain's head, or the table's tail.
+func (t *table) putErrorEntry(h []byte, name string) {
 	lay := t.lay
-	h := blob[off : off+lay.headSize()]
 	clear(h)
 	binary.NativeEndian.PutUint16(h[lay.targetOffsetAt:], uint16(lay.entrySize))
 	binary.NativeEndian.PutUint16(h[lay.nextOffsetAt:], uint16(lay.headSize()))
 	tg := h[lay.entrySize:]
 	binary.NativeEndian.PutUint16(tg, errorSize)
 	copy(tg[targetNameAt:], errorTargetStr)
-	copy(tg[targetHeader:], errorTargetStr)
+	copy(tg[targetHeader:targetHeader+errorNameLen-1], name)
 }
 
 // hooks returns the replace's hook_entry and underflow: where each

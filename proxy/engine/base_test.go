@@ -347,10 +347,7 @@ func TestDriftChecksKeepPeriodicSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer runInBackground(b)()
 	synced(b)
 	waitFor(t, r.syncs, func(req Request) bool { return req.Reason == ReasonInitial })
 	checks.Wait() // five checks found nothing...
@@ -452,10 +449,7 @@ func TestDriftCheckDoesNotDelayTheNextSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer runInBackground(b)()
 	synced(b)
 	waitFor(t, r.syncs, func(req Request) bool { return req.Reason == ReasonInitial })
 
@@ -510,11 +504,16 @@ func TestRunBeforeSyncedDoesNotDelayTheFirstSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer runInBackground(b)()
 	time.Sleep(100 * time.Millisecond) // Run's first attempt finds nothing synced
 	synced(b)
 	waitFor(t, r.syncs, func(req Request) bool { return req.Reason == ReasonInitial })
+}
+
+// runInBackground starts b.Run and returns what stops it and waits.
+func runInBackground(b *Base) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	return func() { cancel(); <-done }
 }
