@@ -16,7 +16,10 @@
 //     node's addresses (dual stack through engine.NewDualStack) in the
 //     iptables, ipvs, nftables and kernelspace modes, the primary family in
 //     the userspace mode. Every engine is driven through the one surface
-//     they share (engine.Proxier): no per-mode wrapper.
+//     they share (engine.Proxier): no per-mode wrapper. On iptables-legacy
+//     the iptables Runner writes the tables from the process;
+//     --iptables-legacy-restore-tool (ours, not kube-proxy's) makes it run
+//     iptables-legacy-restore for every restore instead.
 //   - serve.go: /healthz and /livez on the healthz address
 //     (proxy/healthcheck), /metrics, /proxyMode and /configz on the metrics
 //     address (proxy/metrics), health-check node ports for

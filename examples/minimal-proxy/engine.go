@@ -199,7 +199,7 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 			icfg.ServiceHealthServer = svcHealth
 		}
 		icfg.Conntrack = conntrack.New()
-		runner, err = xtables.New(xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+		runner, err = xtables.New(p.runnerConfig(family))
 		if err != nil {
 			return nil, err
 		}
@@ -216,6 +216,13 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 // base owns, the same in every mode: name names the engine's logger, and
 // syncPeriod and minSyncPeriod come from the mode's section of the
 // KubeProxyConfiguration.
+// runnerConfig configures the iptables Runner of a mode that writes
+// iptables rules.
+func (p engineParams) runnerConfig(family v1.IPFamily) xtables.RunnerConfig {
+	return xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner"),
+		LegacyTool: p.opts != nil && p.opts.legacyRestoreTool}
+}
+
 func commonConfig(p engineParams, family v1.IPFamily, name string, syncPeriod, minSyncPeriod time.Duration) enginebase.Common {
 	return enginebase.Common{
 		IPFamily:         family,

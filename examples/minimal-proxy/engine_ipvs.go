@@ -73,7 +73,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: netlink: %w", err)
 	}
-	ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+	ipt, err := xtables.New(p.runnerConfig(family))
 	if err != nil {
 		return nil, err
 	}

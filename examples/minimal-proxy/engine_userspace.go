@@ -72,7 +72,7 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 		// socket is opened, no rule written.
 		ifs, ucfg.Capture = userspacetest.NewFakes(family).Interfaces(), userspace.CaptureIPTables
 	} else if err := probeIPTables(); err == nil {
-		ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner")})
+		ipt, err := xtables.New(p.runnerConfig(family))
 		if err != nil {
 			return nil, err
 		}

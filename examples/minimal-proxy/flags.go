@@ -29,6 +29,9 @@ type options struct {
 	cleanup     bool
 	objectsFile string
 	dryRun      bool
+	// legacyRestoreTool: with iptables-legacy, every restore runs
+	// iptables-legacy-restore (xtables.RunnerConfig.LegacyTool).
+	legacyRestoreTool bool
 	// excludeClusterCIDRs are endpoint CIDRs this proxy leaves to another
 	// proxy on the node (multi-network); serviceProxyName is the value of
 	// service.kubernetes.io/service-proxy-name this proxy owns.
@@ -234,6 +237,7 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove what any proxy mode (ours or kube-proxy's) left on the node, then exit 0.")
 	fs.IntVar(&fv.Logging.Verbosity, "v", 0, "Log verbosity.")
 	fs.StringVar(&o.objectsFile, "objects-file", "", "Read Services, EndpointSlices, Endpoints and the Node from this YAML/JSON file instead of an API server (re-read when it changes).")
+	fs.BoolVar(&o.legacyRestoreTool, "iptables-legacy-restore-tool", false, "With iptables-legacy, run iptables-legacy-restore for every restore instead of writing the tables from this process (the default, which falls back to the tool for anything it does not write). For the iptables, ipvs and userspace modes.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "Print what the proxy mode would program (iptables-restore text, IPVS and ipset operations) and exit 0 without touching the node.")
 	fs.StringSliceVar(&exclude, "exclude-cluster-cidr", nil, "Endpoint CIDRs (comma-separated) of another pod network whose services this proxy leaves alone.")
 	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "Handle the services labelled service.kubernetes.io/service-proxy-name=<this> (and no unlabelled ones).")

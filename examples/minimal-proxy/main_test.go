@@ -302,3 +302,21 @@ ports: [{name: http, port: 8080}]
 		t.Errorf("dry run of a file without protocols:\n%s", out)
 	}
 }
+
+// --iptables-legacy-restore-tool reaches the iptables Runner's config of
+// every mode that builds one; without it the Runner may restore in process.
+func TestLegacyRestoreToolFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--iptables-legacy-restore-tool"}, true}} {
+		o, err := parseOptions(tc.args, "linux", io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := engineParams{opts: o}
+		if got := p.runnerConfig(v1.IPv6Protocol); got.LegacyTool != tc.want || got.Family != v1.IPv6Protocol {
+			t.Errorf("%v: runnerConfig = %+v, want LegacyTool %v for IPv6", tc.args, got, tc.want)
+		}
+	}
+}
