@@ -72,6 +72,9 @@ type execRunner struct {
 	// RunnerConfig.LegacyTool unset). It is turned off for good when the
 	// tool accepted an input the process's write was refused.
 	inProcess atomic.Bool
+	// toolUnsupported and toolRefused count the inputs the in-process
+	// path handed to the tool (HandedToTool).
+	toolUnsupported, toolRefused atomic.Uint64
 	// writeTables is xtblob.Restore (tests replace it).
 	writeTables func(xtblob.Family, []byte, xtblob.RestoreOptions) error
 	// wait are the lock-wait arguments of iptables and iptables-restore.
@@ -393,6 +396,11 @@ func (r *execRunner) inProcessUsable(version int) bool {
 // RestoresInProcess implements InProcessRestorer.
 func (r *execRunner) RestoresInProcess() bool { return r.inProcess.Load() }
 
+// HandedToTool implements InProcessRestorer.
+func (r *execRunner) HandedToTool() (unsupported, refused uint64) {
+	return r.toolUnsupported.Load(), r.toolRefused.Load()
+}
+
 func (r *execRunner) Restore(ctx context.Context, data []byte) error {
 	if !r.inProcess.Load() {
 		return r.restoreTool(ctx, data)
@@ -403,6 +411,7 @@ func (r *execRunner) Restore(ctx context.Context, data []byte) error {
 		return nil
 	case errors.Is(err, xtblob.ErrUnsupported):
 		// Nothing was written: the tool does it all.
+		r.toolUnsupported.Add(1)
 		r.log.V(2).Info("Restoring with the iptables tool: the input has a line the process does not write", "reason", err.Error())
 		return r.restoreTool(ctx, data)
 	case errors.Is(err, ErrLockHeld) || ctx.Err() != nil:
@@ -414,6 +423,7 @@ func (r *execRunner) Restore(ctx context.Context, data []byte) error {
 	// often does not), the tool's otherwise; if it takes what the
 	// process's write was refused, the two disagree and the tool does
 	// every restore from now on.
+	r.toolRefused.Add(1)
 	r.log.V(2).Info("The in-process restore failed; running the iptables tool on the same input", "err", err.Error())
 	if terr := r.restoreTool(ctx, data); terr != nil {
 		var re *RestoreError

@@ -113,6 +113,9 @@ func TestInProcessRestoreMatchesTool(t *testing.T) {
 				if !tool && !logs.fellBack() {
 					t.Errorf("input with -m limit did not fall back to the tool: %q", logs.msgs)
 				}
+				if un, rf := r.(xtables.InProcessRestorer).HandedToTool(); !tool && (un != 1 || rf != 0) {
+					t.Errorf("HandedToTool = %d unsupported, %d refused; want 1, 0", un, rf)
+				}
 				listings[i] = saveAll(t, r)
 			})
 		}
@@ -204,6 +207,9 @@ func TestInProcessRefusedFallsBackToTool(t *testing.T) {
 		}
 		if r.(xtables.InProcessRestorer).RestoresInProcess() {
 			t.Error("still restoring in process after the tool took what it was refused")
+		}
+		if un, rf := r.(xtables.InProcessRestorer).HandedToTool(); un != 0 || rf != 2 {
+			t.Errorf("HandedToTool = %d unsupported, %d refused; want 0, 2 (the bad input and the refused write)", un, rf)
 		}
 		if err := r.Restore(ctx, golden); err != nil || calls != 1 {
 			t.Errorf("next Restore = %v after %d in-process calls, want the tool alone", err, calls)

@@ -63,4 +63,9 @@ func Section(listing []byte, table Table) []byte {
 // reads and replaces the whole table.
 type InProcessRestorer interface {
 	RestoresInProcess() bool
+	// HandedToTool counts the Restore calls since New that the in-process
+	// path handed to the tool: unsupported, for an input with a line it
+	// does not encode; refused, for one whose in-process write failed
+	// (the tool then had the last word).
+	HandedToTool() (unsupported, refused uint64)
 }
