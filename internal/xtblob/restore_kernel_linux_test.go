@@ -511,3 +511,68 @@ func TestKernelChangedUnderneath(t *testing.T) {
 		diffState(t, "after a change underneath", want, snapshot(t, IPv4, "filter", "nat"))
 	})
 }
+
+// A -m set rule (the ipvs engine's) is written in process, with the set's
+// index asked for in the caller's network namespace, and leaves what the
+// tool leaves; a rule naming a set that does not exist goes to the tool
+// (ErrUnsupported), which reports it.
+func TestKernelMatchSet(t *testing.T) {
+	if _, err := exec.LookPath("ipset"); err != nil {
+		t.Skipf("needs ipset: %v", err)
+	}
+	eachFamily(t, func(t *testing.T, fam Family) {
+		family := "inet"
+		if fam == IPv6 {
+			family = "inet6"
+		}
+		input := "*nat\n:KUBE-A - [0:0]\n" +
+			"-A KUBE-A -m comment --comment \"Kubernetes service cluster ip + port for masquerade purpose\" -m set --match-set KUBE-CLUSTER-IP src,dst -j ACCEPT\n" +
+			"-A KUBE-A -m set ! --match-set KUBE-LOOP-BACK dst,dst,src -j RETURN\n" +
+			"COMMIT\n"
+		var want state
+		for i, inProcess := range []bool{false, true} {
+			netnstest.InFreshNetns(t, func() {
+				// Created in another order on each side: the indexes differ
+				// unless each side asks its own kernel.
+				sets := []string{"KUBE-CLUSTER-IP hash:ip,port", "KUBE-LOOP-BACK hash:ip,port,ip"}
+				if i == 1 {
+					sets[0], sets[1] = sets[1], sets[0]
+					if out, err := exec.Command("ipset", "create", "KUBE-OTHER", "hash:ip", "family", family).CombinedOutput(); err != nil {
+						t.Fatalf("ipset create: %v: %s", err, out)
+					}
+				}
+				for _, s := range sets {
+					args := append([]string{"create"}, strings.Fields(s)...)
+					if out, err := exec.Command("ipset", append(args, "family", family)...).CombinedOutput(); err != nil {
+						t.Fatalf("ipset %v: %v: %s", args, err, out)
+					}
+				}
+				if !inProcess {
+					if err := runTool(t, fam, input); err != nil {
+						t.Fatal(err)
+					}
+					want = snapshot(t, fam, "nat")
+					return
+				}
+				if err := Restore(fam, []byte(input), testOpts); err != nil {
+					t.Fatalf("Restore of -m set rules: %v", err)
+				}
+				got := snapshot(t, fam, "nat")
+				if got["nat save"] != want["nat save"] {
+					t.Errorf("-m set: save differs from the tool's in a namespace of its own:\nwant:\n%s\ngot:\n%s", want["nat save"], got["nat save"])
+				}
+				// The tool, over the same input in this namespace (":KUBE-A"
+				// flushes), must leave the very bytes: the indexes are this
+				// namespace's, not the first one's.
+				if err := runTool(t, fam, input); err != nil {
+					t.Fatal(err)
+				}
+				diffState(t, "-m set, then the tool in the same namespace", snapshot(t, fam, "nat"), got)
+				missing := "*nat\n-A KUBE-A -m set --match-set KUBE-NONE dst -j ACCEPT\nCOMMIT\n"
+				if err := Restore(fam, []byte(missing), testOpts); !errors.Is(err, ErrUnsupported) {
+					t.Errorf("Restore naming a missing set = %v, want ErrUnsupported", err)
+				}
+			})
+		}
+	})
+}

@@ -3,6 +3,7 @@
 package xtblob
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -65,7 +66,22 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 		return fmt.Errorf("xtblob: unknown family %d", fam)
 	}
 	p := parseInput(fam, data)
-	p.encode(opts.Workers, opts.newEncoder)
+	newEnc := opts.newEncoder
+	if newEnc == nil {
+		// -m set stores the set's kernel index, which only this thread
+		// (in the caller's network namespace) can ask for: the encoding
+		// goroutines are anywhere.
+		index := p.setIndexes(fam)
+		newEnc = func(f Family) ruleEncoder {
+			e := NewEncoder(f)
+			e.SetIndex = func(name []byte) (uint16, bool) {
+				i, ok := index[string(name)]
+				return i, ok
+			}
+			return e
+		}
+	}
+	p.encode(opts.Workers, newEnc)
 	defer p.free()
 	if err := p.firstUnsupported(); err != nil {
 		return err
@@ -334,4 +350,37 @@ func freeBig(b []byte) {
 	if err := unix.Munmap(b); err != nil {
 		_ = err // a heap fallback of allocBig: the GC has it
 	}
+}
+
+// setIndexes asks the kernel for the index of every ipset the input's
+// rules name with --match-set (the ipvs engine's rules), on the calling
+// thread. A set it does not find is left out: its rules are then
+// ErrUnsupported and the tool reports them.
+func (p *plan) setIndexes(fam Family) map[string]uint16 {
+	var index map[string]uint16
+	var lookup func([]byte) (uint16, bool)
+	flag := []byte("--match-set")
+	for i := range p.encs {
+		text := p.bytesOf(p.encs[i].text)
+		if !bytes.Contains(text, flag) {
+			continue
+		}
+		f := bytes.Fields(text)
+		for j := 0; j+1 < len(f); j++ {
+			if !bytes.Equal(f[j], flag) {
+				continue
+			}
+			name := f[j+1]
+			if _, ok := index[string(name)]; ok {
+				continue
+			}
+			if lookup == nil {
+				lookup, index = KernelSetIndex(fam), map[string]uint16{}
+			}
+			if k, ok := lookup(name); ok {
+				index[string(name)] = k
+			}
+		}
+	}
+	return index
 }
