@@ -49,9 +49,20 @@ func BenchmarkKernelSync(b *testing.B) {
 // holding the n services of the benchmark workload (not synced yet).
 func kernelBenchProxier(b *testing.B, backend string, n int) (*Proxier, xtables.Runner) {
 	b.Helper()
+	return kernelBenchProxierOver(b, backend, n, nil)
+}
+
+// kernelBenchProxierOver is kernelBenchProxier with the Runner passed
+// through wrap (nil: as it is) before the Proxier gets it; it returns the
+// wrapped one.
+func kernelBenchProxierOver(b *testing.B, backend string, n int, wrap func(xtables.Runner) xtables.Runner) (*Proxier, xtables.Runner) {
+	b.Helper()
 	ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
 	if err != nil {
 		b.Skipf("backend %s: %v", backend, err)
+	}
+	if wrap != nil {
+		ipt = wrap(ipt)
 	}
 	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: ipt})
 	if err != nil {
@@ -195,22 +206,8 @@ func BenchmarkKernelResync(b *testing.B) {
 
 func kernelResyncBench(b *testing.B, backend string, n int, kind string) {
 	newProxier := func() (*Proxier, *listCounter) {
-		ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})
-		if err != nil {
-			b.Skipf("backend %s: %v", backend, err)
-		}
-		lc := &listCounter{Runner: ipt}
-		q, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: lc})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range n {
-			q.OnServiceAdd(benchService(i))
-			q.OnEndpointSliceAdd(benchSlice(i, 0))
-		}
-		q.OnServiceSynced()
-		q.OnEndpointSlicesSynced()
-		return q, lc
+		q, r := kernelBenchProxierOver(b, backend, n, func(r xtables.Runner) xtables.Runner { return &listCounter{Runner: r} })
+		return q, r.(*listCounter)
 	}
 	p, lc := newProxier()
 	ctx := context.Background()
