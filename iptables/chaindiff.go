@@ -89,8 +89,8 @@ const rawStart = 0x243f6a8885a308d3
 func rawStep(acc, line uint64) uint64 { return mix(acc^line) + 0x9e3779b97f4a7c15 }
 
 // chainDiffer holds what reducePayload and applyPayload keep across calls:
-// the seed of the raw line hashes (maphash: the 33 MB of a 10,000-service
-// payload hash in a few ms) and the number of the current reducePayload
+// the seed of the raw line hashes (maphash, cheap beside the render:
+// BenchmarkKernelResync) and the number of the current reducePayload
 // call.
 type chainDiffer struct {
 	seed maphash.Seed

@@ -11,13 +11,13 @@ import (
 
 // Chunked restores. iptables-restore's cost grows faster than linearly
 // with the chains one restore creates, on both backends:
-//   - iptables-nft: at 10,000 services, one restore of 110,000 new chains
-//     did not finish in 400 s;
+//   - iptables-nft: one restore of the 110,000 new chains of 10,000
+//     services did not finish (BenchmarkKernelColdStart, BENCHMARKS.md);
 //   - iptables-legacy: every chain declared with ":" is announced into
 //     libxtables' fixed 512-bucket list of names that are not target
 //     extensions, and every "-j" of a later rule searches that list, so
-//     each process pays about N^2/1024 list steps for N chains (at
-//     10,000 services, over half of a 4-5 s restore). A new process
+//     each process pays about N^2/1024 list steps for N chains (over half
+//     of a large restore: BENCHMARKS.md's changelog). A new process
 //     starts with an empty list; what it pays instead is reloading the
 //     table the earlier chunks wrote and committing it whole again.
 //

@@ -155,7 +155,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 			payload = p.r.renderFull(u.Services, u.Endpoints, existing)
 		}
 		// On a node without service chains nothing of note can be
-		// skipped: save the compare (~0.14 s at 10,000 services).
+		// skipped: save the compare (BenchmarkKernelColdStart).
 		if p.kernel != nil && hasServiceChain(p.kernel[xtables.TableNAT]) {
 			var written, skipped int
 			var hints []declHint
@@ -227,9 +227,9 @@ func countEndpoints(m changetracker.EndpointsMap) int {
 // firewalld reloads) deletes it. One ChainExists per table, stopping at
 // the first missing one, except for a table whose xtables.TableStamper
 // stamp is unchanged since it was last written or verified (the legacy
-// backend: there ChainExists loads the whole table, 1.6 s for nat at
-// 10,000 services, and the stamp costs microseconds). BENCHMARKS.md has
-// the figures.
+// backend: there ChainExists loads the whole table, and the stamp costs
+// microseconds). BenchmarkKernelDriftCheck in BENCHMARKS.md has the
+// figures.
 func (p *Proxier) drifted(ctx context.Context) (bool, error) {
 	stamper, _ := p.ipt.(xtables.TableStamper)
 	for _, t := range driftTables {
@@ -319,13 +319,12 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 // chains, and the canaries, and returns the chains the nat table has. It
 // reads each table once with iptables-save and writes only what the
 // listings lack, in one iptables-restore (-N, -I; on a node without our
-// chains ~45 iptables processes before, 0.16 s on a quiet machine and over
-// a second of wall time under load); iptables -N / -C / -I one by one only
-// when a listing failed: with the legacy backend each of those loads the
-// whole table (0.8 s for nat at 10,000 services). Each listing is parsed
-// in one pass (its chains, and the rules of the chains jump rules start
-// from): searching the 33 MB nat listing of 10,000 services once per
-// check cost 50 ms a search. If a listing fails, every check runs.
+// chains ~45 iptables processes before); iptables -N / -C / -I one by one
+// only when a listing failed: with the legacy backend each of those loads
+// the whole table. Each listing is parsed in one pass (its chains, and the
+// rules of the chains jump rules start from) rather than searched once per
+// check (BenchmarkKernelSync in BENCHMARKS.md has the costs). If a listing
+// fails, every check runs.
 func (p *Proxier) ensureBase(ctx context.Context) (tableSums, error) {
 	var existing tableSums
 	listed := map[xtables.Table]*xtables.Listing{}

@@ -37,8 +37,8 @@ type renderer struct {
 	// ahead of every rule, in descending order: iptables-restore (legacy
 	// and nft alike) inserts each new chain into a sorted list, and
 	// declarations interleaved with rules, or in ascending order, make
-	// that scan quadratic (measured: 10,000 services 24 s -> 7 s with
-	// legacy; 1,000 services 7.3 s -> 2.0 s with nft).
+	// that scan quadratic (BenchmarkKernelSync; BENCHMARKS.md's changelog
+	// has the before and after).
 	decl []xtables.Chain
 	// existing are the nat chains the kernel has (full syncs, from
 	// iptables-save). Those a service rewrites are declared just before its
@@ -47,8 +47,8 @@ type renderer struct {
 	// which every "-j" of every later rule searches, so declaring all
 	// 110,000 chains of 10,000 services first makes each lookup scan
 	// buckets twice as full on average. Declaring an existing chain only
-	// flushes it, which costs the same anywhere in the payload (measured,
-	// legacy re-apply at 10,000 services: 7.4-7.6 s -> 5.6-6.5 s).
+	// flushes it, which costs the same anywhere in the payload (measured
+	// on a legacy re-apply: BenchmarkKernelSync in BENCHMARKS.md).
 	existing tableSums
 	// seenMark numbers the full renders over existing: a chain a service
 	// wants is marked with it (chainSum.seen), and the existing service
@@ -91,8 +91,8 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	size := r.sizeHint
 	if size == 0 {
 		// First full render: size the payload from the workload rather
-		// than growing it by appending (at 10,000 services that grew it
-		// to 33 MB through ~170 MB of copies).
+		// than growing it by appending (BenchmarkSyncCold measures the
+		// difference).
 		size = fullPayloadEstimate(len(services), countEndpoints(endpoints))
 	}
 	if cap(r.out.buf) < size {

@@ -12,10 +12,10 @@ type earlyRender struct {
 
 // renderEarly starts the first full sync's render on another goroutine,
 // as for a node that holds none of our service chains, so that it runs
-// while ensureBase lists the tables and runs its commands (at 10,000
-// services on legacy, a cold start's render and its ~45 iptables commands
-// each take 0.2 s on a quiet machine, and a second or more each when the
-// cores are busy). Only the renderer is touched meanwhile; ensureBase does
+// while ensureBase lists the tables and runs its commands (on legacy, a
+// cold start's render and its setup take about as long as each other:
+// BenchmarkKernelColdStart in BENCHMARKS.md). Only the renderer is touched
+// meanwhile; ensureBase does
 // not use it. Later full syncs render after the listing, as before.
 func (p *Proxier) renderEarly(u *changetracker.Update) earlyRender {
 	if p.wrote {

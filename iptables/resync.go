@@ -15,7 +15,7 @@ import (
 // A full resync of an unchanged ruleset skips the listing.
 //
 // A full sync lists the tables (iptables-save: the whole cost of a steady
-// resync, 1-2 s at 10,000 services on legacy, 8-15 s on iptables-nft) and
+// resync; BenchmarkKernelResync's "listed" case) and
 // writes the chains that differ (chaindiff.go). The engine also keeps the
 // digest of every nat and filter chain as the kernel holds it: the
 // listing's, carried through every restore of ours (restore lines applied
@@ -32,9 +32,9 @@ import (
 //   - iptables-legacy has no generation. The kernel reports each table's
 //     blob size, entry count and hook offsets in microseconds
 //     (nfgen.LegacyInfo; the drift check trusts the same stamp); hashing
-//     the whole blob instead (nfgen.LegacyDigest, counters excluded) took
-//     0.55 s for the three tables at 10,000 services, half a legacy resync
-//     and far too much around every partial restore. The stamp must be the
+//     the whole blob instead (nfgen.LegacyDigest, counters excluded) costs
+//     about half a legacy resync (BenchmarkKernelLegacyDigest), far too
+//     much around every partial restore. The stamp must be the
 //     recorded one just before each of our restores, and is recorded again
 //     just after; the entry count after the restore must equal the count
 //     before it plus what our restore adds and deletes (one entry per rule,

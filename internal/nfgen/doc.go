@@ -12,8 +12,8 @@
 //   - iptables-legacy has no generation: LegacyDigest reads a table's blob
 //     (IPT_SO_GET_INFO and IPT_SO_GET_ENTRIES, the IPv6 ones for IPv6) and
 //     hashes it, skipping each entry's packet and byte counters, which move
-//     with traffic. That copies the whole blob (0.55 s for the three tables
-//     at 10,000 services); LegacyInfo reads only the size, entry count and
+//     with traffic. That copies the whole blob (BenchmarkKernelLegacyDigest
+//     in BENCHMARKS.md); LegacyInfo reads only the size, entry count and
 //     hook offsets, in microseconds, and misses a change that keeps both.
 //
 // Both read the network namespace of the calling thread at each call. Off

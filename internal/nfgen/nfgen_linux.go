@@ -119,8 +119,8 @@ func LegacyInfo(ipv6 bool, table string) (d Digest, ok bool, err error) {
 // table's blob from the kernel, hashed with seed skipping each entry's
 // counters. ok is false when the table (or x_tables) is not loaded.
 // Hashes are comparable only under the same seed. It copies the whole
-// blob: at 10,000 services (nat: 545,000 entries) the three tables took
-// 0.55 s together, which is why the engines use LegacyInfo.
+// blob (BenchmarkKernelLegacyDigest in BENCHMARKS.md has the cost), which
+// is why the engines use LegacyInfo.
 func LegacyDigest(ipv6 bool, table string, seed maphash.Seed) (d Digest, ok bool, err error) {
 	domain, level := unix.AF_INET, unix.SOL_IP
 	nextAt, ctrAt, minSize := nextOffsetAt, countersAt, minEntrySize

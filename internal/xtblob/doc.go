@@ -4,9 +4,9 @@
 // iptables-legacy-restore spends most of a large restore in user space:
 // libxtables looks every chain name up in a 512-bucket list of strings
 // (once to announce it, once for every rule that jumps to it) and libiptc
-// rebuilds its chain index every 355 new chains. At 10,000 services (111,000
-// nat chains, 545,000 entries) that is about 4 s of the 5 s an engine's cold
-// start takes. The kernel itself only wants one blob per table
+// rebuilds its chain index every 355 new chains: most of a large cold
+// start's time (BENCHMARKS.md's changelog has the profile). The kernel
+// itself only wants one blob per table
 // (IPT_SO_SET_REPLACE), which Go can lay out in a fraction of that.
 //
 // The package has two halves:
@@ -66,14 +66,14 @@
 //
 // # Cost
 //
-// At 10,000 services (the iptables engine's cold start: 33 MB of input,
-// 545,000 nat entries, a 107 MB blob) Restore takes about 0.4 s of CPU in
-// user space (rules encoded on GOMAXPROCS goroutines, the blob written by
-// as many) and the kernel about 0.45 s for the replace, against about 6 s
-// for iptables-legacy-restore (see BENCHMARKS.md). A small input over
-// that table (a partial sync) costs what the kernel charges to copy the
-// table out and in again, about 1 s, as it does the tool: Restore's own
-// part is about 0.1 s of it. The blob, the encoded rules and the table
-// read from the kernel live in anonymous mappings outside the Go heap,
-// unmapped before Restore returns.
+// BenchmarkKernelRestore and BenchmarkRestoreUserSpace (BENCHMARKS.md) set
+// Restore against iptables-legacy-restore on the iptables engine's cold
+// start (33 MB of input, 545,000 nat entries, a 107 MB blob): rules are
+// encoded on GOMAXPROCS goroutines, the blob written by as many, and the
+// kernel's replace is the larger part. A small input over that table (a
+// partial sync, BenchmarkKernelRestorePartial) costs what the kernel
+// charges to copy the table out and in again, as it does the tool;
+// Restore's own part is a small share of it. The blob, the encoded rules
+// and the table read from the kernel live in anonymous mappings outside
+// the Go heap, unmapped before Restore returns.
 package xtblob

@@ -35,8 +35,8 @@
 //     everything when RunnerConfig.LegacyTool is set, with iptables
 //     older than 1.8.9 (whose rules the encoder was checked against), or
 //     on a kernel without a match or target revision it writes (New
-//     asks the kernel once). At 10,000 services
-//     this makes a legacy cold start about 4× faster (BENCHMARKS.md).
+//     asks the kernel once). BenchmarkKernelColdStart (BENCHMARKS.md)
+//     measures what this saves on a legacy cold start.
 //   - With the legacy backend it is a TableStamper: a table's fingerprint
 //     from the kernel in microseconds, where any iptables command parses
 //     the whole table (drift checks use it).

@@ -143,7 +143,7 @@ func JumpSources(rules []JumpRule, table Table) []Chain {
 // adds the rule at pos unless it is there. listed, when it has a Listing
 // of a rule's table, saves the commands for what the listing already
 // shows (with the legacy backend every single-rule command loads the
-// whole table: 0.8 s for nat at 10,000 services); without one, each
+// whole table: see BenchmarkKernelSync in BENCHMARKS.md); without one, each
 // chain and rule is checked with a command. It stops at the first error.
 func EnsureJumpRules(ctx context.Context, r Runner, pos RulePosition, rules []JumpRule, listed map[Table]*Listing) error {
 	ensured := map[Table]map[Chain]bool{}

@@ -8,8 +8,8 @@ import (
 // TableStamper is implemented by Runners that can fingerprint a table
 // without listing it. The legacy backend's tables live in the kernel as
 // one blob per table, and any iptables command (iptables -L of one empty
-// chain included) copies and parses the whole blob: 1.6 s of wall time for
-// nat at 10,000 services. The kernel also reports each table's size and
+// chain included) copies and parses the whole blob (BenchmarkKernelDriftCheck
+// in BENCHMARKS.md). The kernel also reports each table's size and
 // entry count on their own, in microseconds; a change of either means the
 // table changed. Drift checks use it to skip the expensive check while a
 // table is unchanged since it was last verified.
@@ -31,9 +31,9 @@ type Backender interface {
 
 // AllSaver is implemented by Runners that can list every table in one
 // iptables-save call. With the nft backend each iptables-save fetches the
-// rules of every table whichever it prints (measured at 1,000 services:
-// nat 10.5 s, filter 1.5 s, mangle 2.0 s, all tables at once 10.5 s), so
-// one listing of everything costs what the nat one alone does. The real
+// rules of every table whichever it prints (BenchmarkKernelResync, in
+// BENCHMARKS.md), so one listing of everything costs what the nat one
+// alone does. The real
 // Runner implements it.
 type AllSaver interface {
 	// SaveAllInto appends the iptables-save output of every table to buf.
