@@ -55,6 +55,12 @@ type UpdateServiceMapResult struct {
 	// DeletedUDPClusterIPs are UDP cluster IPs no longer served; their
 	// conntrack entries should be removed.
 	DeletedUDPClusterIPs sets.Set[netip.Addr]
+	// DeletedUDPServicePorts are the UDP service ports removed by the
+	// update (their service deleted, or the port dropped from it), as they
+	// were, sorted by name: the entries to every frontend of theirs
+	// (cluster, external and load-balancer IPs, at the port) should be
+	// removed, as kube-proxy v1.38 does (kubernetes#141371). Nil when none.
+	DeletedUDPServicePorts []proxy.ServicePort
 }
 
 // EndpointsTrackerConfig configures an EndpointsChangeTracker.

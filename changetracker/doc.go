@@ -6,8 +6,9 @@
 //
 //   - ServiceChangeTracker records Service changes; ServicePortMap.Update
 //     applies them to a ServicePortMap (one proxy.ServicePort per
-//     ServicePortName) and reports UpdatedServices and the UDP cluster IPs
-//     no longer served (whose conntrack entries should go).
+//     ServicePortName) and reports UpdatedServices, the UDP cluster IPs
+//     no longer served and the UDP service ports removed (whose conntrack
+//     entries should go; the ports as kube-proxy v1.38 reports them).
 //   - EndpointsChangeTracker keeps a cache of every EndpointSlice (per
 //     service, per slice name, reduced to the fields a proxy uses);
 //     EndpointsMap.Update applies the pending slice changes to an
@@ -41,10 +42,13 @@
 //     that touches only fields the proxy ignores is no change.
 //   - Endpoints: only the first address of each endpoint is used (as every
 //     proxy does); addresses of the other family and those the
-//     proxy.EndpointFilter rejects are dropped; an ip:port present in several
-//     slices appears once (a ready copy wins); each port's list is sorted by
-//     address, then port. Slices without the kubernetes.io/service-name label
-//     and FQDN slices are ignored.
+//     proxy.EndpointFilter rejects are dropped; an ip:port present twice (in
+//     one slice or several) appears once: a copy that is not terminating
+//     wins, as in kube-proxy v1.37 (a pod IP reused while the old pod
+//     terminates is the new pod's), then a ready one, then a serving one,
+//     then a local one, so the result never depends on arrival order; each
+//     port's list is sorted by address, then port. Slices without the
+//     kubernetes.io/service-name label and FQDN slices are ignored.
 //   - Stale UDP conntrack: an endpoint that was serving and is gone or no
 //     longer serving is reported (a ready endpoint that starts terminating
 //     but still serves keeps its flows, as in kube-proxy).

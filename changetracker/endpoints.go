@@ -601,8 +601,18 @@ func (t *EndpointsChangeTracker) wrap(spn *proxy.ServicePortName, bases []proxy.
 	return eps
 }
 
-// better reports whether duplicate a should replace b.
+// better reports whether duplicate a (the same IP and port, in one or two
+// slices) should replace b. A pod that is not terminating wins over one that
+// is, whatever their other conditions, as in kube-proxy v1.37
+// (kubernetes#135593): the pod network may hand a terminating pod's IP to a
+// new pod before the old Pod object is gone, and the endpoint is then the
+// new pod's, not yet ready perhaps, not the old one's, still serving. The
+// remaining ties prefer ready, then serving, then local, so that the result
+// never depends on the order the slices arrived in.
 func better(a, b *proxy.BaseEndpoint) bool {
+	if a.Terminating != b.Terminating {
+		return !a.Terminating
+	}
 	if a.Ready != b.Ready {
 		return a.Ready
 	}

@@ -340,3 +340,76 @@ func TestLastChangeTriggerTimes(t *testing.T) {
 		t.Fatalf("an undone change reported trigger times %v", res.LastChangeTriggerTimes)
 	}
 }
+
+// Pod-IP reuse, as kube-proxy v1.37 (kubernetes#135593): a terminating pod's
+// IP handed to a new pod that is not ready yet. The endpoint is the new
+// pod's (not ready, not serving, not terminating), whichever slice lists
+// which copy and in whichever order the slices arrive; on v1.34 (and on
+// this module before) the old pod's serving copy won and kept its traffic.
+func TestPodIPReusePrefersNonTerminating(t *testing.T) {
+	old := epSpec{ip: "10.1.0.7", node: "node-1", notReady: true, terminating: true, serving: ptr.To(true)}
+	reused := epSpec{ip: "10.1.0.7", node: "node-1", notReady: true}
+	check := func(t *testing.T, slices ...*discovery.EndpointSlice) {
+		t.Helper()
+		tr := newEPTracker(v1.IPv4Protocol, proxy.EndpointFilter{})
+		for _, s := range slices {
+			tr.EndpointSliceUpdate(s, false)
+		}
+		m := make(EndpointsMap)
+		m.Update(tr)
+		eps := m[spn("ns", "svc", "p80", v1.ProtocolTCP)]
+		if len(eps) != 1 {
+			t.Fatalf("endpoints = %v, want one", eps)
+		}
+		if e := eps[0]; e.IsTerminating() || e.IsServing() || e.IsReady() {
+			t.Errorf("endpoint = %+v: want the new pod's copy (not terminating, not serving)", e)
+		}
+	}
+	t.Run("one-slice", func(t *testing.T) {
+		check(t, makeSlice("ns", "svc", "a", []int32{80}, v1.ProtocolTCP, old, reused))
+		check(t, makeSlice("ns", "svc", "a", []int32{80}, v1.ProtocolTCP, reused, old))
+	})
+	t.Run("two-slices", func(t *testing.T) {
+		a := makeSlice("ns", "svc", "a", []int32{80}, v1.ProtocolTCP, old)
+		b := makeSlice("ns", "svc", "b", []int32{80}, v1.ProtocolTCP, reused)
+		check(t, a, b)
+		check(t, b, a)
+		a2 := makeSlice("ns", "svc", "a", []int32{80}, v1.ProtocolTCP, reused)
+		b2 := makeSlice("ns", "svc", "b", []int32{80}, v1.ProtocolTCP, old)
+		check(t, a2, b2)
+	})
+}
+
+// A deleted UDP service port is reported with its frontends, for the
+// conntrack cleanup of kube-proxy v1.38 (kubernetes#141371).
+func TestDeletedUDPServicePorts(t *testing.T) {
+	tr := NewServiceChangeTracker(ServiceTrackerConfig{IPFamily: v1.IPv4Protocol})
+	m := make(ServicePortMap)
+	both := makeService("ns", "dns", []string{"172.30.0.10"}, []int32{53, 54}, v1.ProtocolUDP, func(s *v1.Service) {
+		s.Spec.ExternalIPs = []string{"192.0.2.5"}
+	})
+	tcp := makeService("ns", "web", []string{"172.30.0.11"}, []int32{80}, v1.ProtocolTCP)
+	tr.Update(nil, both)
+	tr.Update(nil, tcp)
+	m.Update(tr)
+	one := both.DeepCopy()
+	one.Spec.Ports = one.Spec.Ports[:1]
+	tr.Update(both, one)
+	tr.Update(tcp, nil)
+	res := m.Update(tr)
+	if len(res.DeletedUDPServicePorts) != 1 {
+		t.Fatalf("DeletedUDPServicePorts = %v, want the dropped port 54 only", res.DeletedUDPServicePorts)
+	}
+	p := res.DeletedUDPServicePorts[0]
+	if p.Port() != 54 || p.ClusterIP().String() != "172.30.0.10" || len(p.ExternalIPs()) != 1 {
+		t.Errorf("deleted port = %v (external IPs %v)", p, p.ExternalIPs())
+	}
+	if res.DeletedUDPClusterIPs.Len() != 0 {
+		t.Errorf("DeletedUDPClusterIPs = %v: the cluster IP still serves port 53", res.DeletedUDPClusterIPs)
+	}
+	tr.Update(one, nil)
+	res = m.Update(tr)
+	if len(res.DeletedUDPServicePorts) != 1 || res.DeletedUDPServicePorts[0].Port() != 53 {
+		t.Errorf("after deleting the service: DeletedUDPServicePorts = %v, want port 53", res.DeletedUDPServicePorts)
+	}
+}

@@ -1,6 +1,7 @@
 package changetracker
 
 import (
+	"cmp"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -159,6 +160,7 @@ func (m ServicePortMap) apply(t *ServiceChangeTracker) (UpdateServiceMapResult, 
 		UpdatedServices:      make(sets.Set[types.NamespacedName], len(changes)),
 		DeletedUDPClusterIPs: sets.New[netip.Addr](),
 	}
+	var deletedNames []proxy.ServicePortName
 	for nn, change := range changes {
 		res.UpdatedServices.Insert(nn)
 		for _, prev := range change.previous {
@@ -168,11 +170,18 @@ func (m ServicePortMap) apply(t *ServiceChangeTracker) (UpdateServiceMapResult, 
 			}
 			if !still {
 				delete(m, prev.name)
+				if prev.name.Protocol == v1.ProtocolUDP {
+					res.DeletedUDPServicePorts = append(res.DeletedUDPServicePorts, prev.port)
+					deletedNames = append(deletedNames, prev.name)
+				}
 			}
 		}
 		for _, cur := range change.current {
 			m[cur.name] = cur.port
 		}
+	}
+	if len(deletedNames) > 1 {
+		sortPortsByName(deletedNames, res.DeletedUDPServicePorts)
 	}
 	// A cluster IP that moved from one UDP service port to another is
 	// still served: its conntrack entries may stay.
@@ -462,4 +471,22 @@ func derefString(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// sortPortsByName sorts ports by their names (names[i] is ports[i]'s), by
+// namespace, name, port name, then protocol.
+func sortPortsByName(names []proxy.ServicePortName, ports []proxy.ServicePort) {
+	idx := make([]int, len(names))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		na, nb := names[a], names[b]
+		return cmp.Or(cmp.Compare(na.Namespace, nb.Namespace), cmp.Compare(na.Name, nb.Name), comparePortNames(na, nb))
+	})
+	sorted := make([]proxy.ServicePort, len(ports))
+	for i, j := range idx {
+		sorted[i] = ports[j]
+	}
+	copy(ports, sorted)
 }

@@ -195,6 +195,47 @@ func TestConntrackCleaning(t *testing.T) {
 	wantHas(t, ct.got, conntrack.Filter{OrigDst: mustAddr("172.30.0.10")})
 }
 
+// As kube-proxy v1.37 (kubernetes#139629): a UDP service scaled to zero
+// loses the entries DNATed to its last endpoints, at every frontend; as
+// kube-proxy v1.38 (kubernetes#141371), adopted: a deleted UDP service
+// loses every entry to its external and load-balancer IPs at its port,
+// not only those to its cluster IP. The kernel half is the conformance
+// scenario "udp-conntrack" (real datagrams, real entries).
+func TestConntrackCleaningScaleToZeroAndDelete(t *testing.T) {
+	ct := &conntrackRecorder{}
+	cfg := ipv4Config
+	cfg.Conntrack = ct
+	p, _ := newTestProxier(t, cfg, v1.IPv4Protocol)
+	dns := svc("ns", "dns", "172.30.0.10", udp, loadBalancer(30053, "192.0.2.7"), externalIPs("198.51.100.9"))
+	s1 := slice("ns", "dns", v1.ProtocolUDP, ep{ip: "10.0.0.1"})
+	p.OnServiceAdd(dns)
+	p.OnEndpointSliceAdd(s1)
+	mustSync(t, p)
+
+	ct.got = nil
+	p.OnEndpointSliceUpdate(s1, slice("ns", "dns", v1.ProtocolUDP))
+	mustSync(t, p) // scaled to zero
+	ep1 := mustAddr("10.0.0.1")
+	wantHas(t, ct.got,
+		conntrack.Filter{OrigDst: mustAddr("172.30.0.10"), ReplySrc: ep1},
+		conntrack.Filter{OrigDst: mustAddr("198.51.100.9"), ReplySrc: ep1},
+		conntrack.Filter{OrigDst: mustAddr("192.0.2.7"), ReplySrc: ep1},
+		conntrack.Filter{OrigDstPort: 30053, ReplySrc: ep1})
+
+	ct.got = nil
+	p.OnServiceDelete(dns)
+	mustSync(t, p)
+	wantHas(t, ct.got,
+		conntrack.Filter{OrigDst: mustAddr("172.30.0.10")},
+		conntrack.Filter{OrigDst: mustAddr("198.51.100.9"), OrigDstPort: 80},
+		conntrack.Filter{OrigDst: mustAddr("192.0.2.7"), OrigDstPort: 80})
+	for _, f := range ct.got {
+		if f.OrigDstPort == 30053 && !f.OrigDst.IsValid() && !f.ReplySrc.IsValid() {
+			t.Errorf("filter %v matches every entry to port 30053 on any address; kube-proxy leaves node ports of deleted services", f)
+		}
+	}
+}
+
 func wantHas(t *testing.T, got []conntrack.Filter, want ...conntrack.Filter) {
 	t.Helper()
 	for _, w := range want {

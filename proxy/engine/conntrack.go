@@ -18,7 +18,18 @@ import (
 //     datagrams were rejected or dropped, and that verdict may be cached in
 //     a conntrack entry);
 //   - a UDP endpoint that went away: entries DNATed to it, per service
-//     address and node port.
+//     address and node port;
+//   - a UDP service port that went away (its service deleted, or the port
+//     dropped): every entry to its frontends (cluster, external and
+//     load-balancer IPs) at its port, as kube-proxy v1.38 (kubernetes#141371)
+//     does; not its node port, which a filter can only match by port number
+//     (kube-proxy leaves it too). Without it a one-way UDP sender to an
+//     external or load-balancer IP keeps refreshing an entry DNATed to the
+//     old endpoint, whose IP may belong to another pod by then.
+//
+// A UDP service port left with no serving endpoint loses the entries DNATed
+// to each endpoint that stopped serving (the third case), which is what
+// kube-proxy v1.37 (kubernetes#139629) restored for its reconciler.
 //
 // The base calls it on every sync; engines only add filters of their own
 // through Result.Conntrack.
@@ -54,6 +65,11 @@ func StaleUDPFilters(u *changetracker.Update, dst []conntrack.Filter) []conntrac
 		if np := svc.NodePort(); np != 0 {
 			dst = append(dst, conntrack.Filter{OrigDstPort: np, ReplySrc: ep})
 		}
+	}
+	for _, svc := range u.ServiceResult.DeletedUDPServicePorts {
+		forEachServiceAddr(svc, func(ip netip.Addr) {
+			dst = append(dst, conntrack.Filter{OrigDst: ip, OrigDstPort: svc.Port()})
+		})
 	}
 	return dst
 }

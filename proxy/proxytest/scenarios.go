@@ -495,11 +495,12 @@ func Scenarios(topo Topology) []Scenario {
 
 	// --- UDP conntrack: one flow across service and endpoint changes ---
 	{
-		vip := topo.ServiceIP(26)
+		vip, eip := topo.ServiceIP(26), topo.ExternalIP(3)
 		svc := MakeService(topo, "udp-flow", vip, []ServicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: portDNS, TargetPort: targetDNS, NodePort: nodePortDNS}},
 			func(s *v1.Service) {
 				s.Spec.Type = v1.ServiceTypeNodePort
 				s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+				s.Spec.ExternalIPs = []string{eip.String()}
 			})
 		sl := func(pods ...Pod) *discovery.EndpointSlice {
 			return MakeSlice(topo, "udp-flow", "1", []SlicePortSpec{{Name: "dns", Protocol: v1.ProtocolUDP, Port: targetDNS}}, ready(pods...)...)
@@ -508,11 +509,14 @@ func Scenarios(topo Topology) []Scenario {
 		flow.SrcPort = 20053
 		extFlow := UDP(ext(nodeIP, nodePortDNS))
 		extFlow.SrcPort = 20054
+		eipFlow := UDP(ext(eip, portDNS))
+		eipFlow.SrcPort = 20055
 		dns := func(p Pod) Result { return fwd(false, []netip.AddrPort{Backend(p, targetDNS)}) }
 		table = append(table, Scenario{
 			Name: "udp-conntrack",
 			Doc: "one UDP flow (fixed source port) must follow every change: the proxier clears conntrack entries for a " +
-				"service that gains endpoints, for removed endpoints and for deleted services",
+				"service that gains endpoints, for removed endpoints (also when none is left, kubernetes#139629) and for " +
+				"deleted services, at every frontend (the external IP too, kubernetes#141371)",
 			Ordered: true,
 			Steps: []Step{{
 				Name:    "no-service",
@@ -535,9 +539,13 @@ func Scenarios(topo Topology) []Scenario {
 				Objects: objs(svcs(svc), sl(b2)),
 				Checks:  []Check{chk("pod", flow, dns(b2))},
 			}, {
+				Name:    "endpoint-local",
+				Objects: objs(svcs(svc), sl(a1)),
+				Checks:  []Check{chk("pod", flow, dns(a1)), chk("external-ip", eipFlow, dns(a1))},
+			}, {
 				Name:    "service-deleted",
-				Objects: objs(nil, sl(b2)),
-				Checks:  []Check{chk("pod", flow, notProxied)},
+				Objects: objs(nil, sl(a1)),
+				Checks:  []Check{chk("pod", flow, notProxied), chk("external-ip", eipFlow, notProxied)},
 			}},
 		})
 	}
