@@ -52,6 +52,10 @@
 //
 // DryRun returns the payload a full sync would apply, touching nothing.
 //
+// Masquerading is always MASQUERADE --random-fully, as kube-proxy v1.37
+// writes it (it dropped HasRandomFully; so do the engines:
+// xtables.Runner.HasRandomFully is deprecated and no longer asked).
+//
 // Guarantees:
 //   - Sync is synchronous: when it returns nil the tables reflect every
 //     object handed to the handlers before the call. Before the tracker is

@@ -141,7 +141,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 			}
 		}
 		p.r.setTail(p.cfg.IPFamily, p.cfg.NodePortAddresses, p.localAddresses())
-		p.r.randomFull = p.ipt.HasRandomFully()
+		p.r.randomFull = true // always, as kube-proxy v1.37 (see doc.go)
 		early := p.renderEarly(u)
 		existing, err := p.ensureBaseOrSkip(ctx, req)
 		payload = early.wait(existing)
@@ -307,7 +307,7 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 	u := req.Update
 	p.r.env.nodeLabels = u.NodeLabels
 	p.r.setTail(p.cfg.IPFamily, p.cfg.NodePortAddresses, p.localAddresses())
-	p.r.randomFull = p.ipt.HasRandomFully()
+	p.r.randomFull = true
 	p.r.env.terse = countEndpoints(u.Endpoints) > largeClusterEndpoints
 	out := string(p.r.renderFull(u.Services, u.Endpoints, nil))
 	p.r.discard()
@@ -439,8 +439,9 @@ func (p *Proxier) localAddresses() []netip.Addr {
 
 // Render is the pure plan: the iptables-restore input of a full sync for
 // the given services and endpoints, as the Proxier's DryRun returns it.
-// randomFully says whether MASQUERADE --random-fully is available;
-// localAddresses are used for Config.NodePortAddresses.
+// randomFully writes MASQUERADE --random-fully, as the Proxier always does
+// (kube-proxy v1.37 does; pass false only to render v1.34's output on an
+// iptables that lacked the option); localAddresses are used for Config.NodePortAddresses.
 func Render(cfg Config, services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, nodeLabels map[string]string, randomFully bool, localAddresses []netip.Addr) ([]byte, error) {
 	cfg, err := cfg.withDefaults("")
 	if err != nil {

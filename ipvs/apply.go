@@ -148,7 +148,7 @@ func (p *Proxier) applyOp(o *op, r *reaper, res *engine.Result) (wrote bool, err
 func (p *Proxier) syncIPTables(ctx context.Context) error {
 	ipt := p.ifs.IPTables
 	p.rulesBuf.Reset()
-	writeRules(&p.rulesBuf, &p.cfg, ipt.HasRandomFully())
+	writeRules(&p.rulesBuf, &p.cfg, true) // --random-fully always, as kube-proxy v1.37
 	if err := ipt.Restore(ctx, p.rulesBuf.Bytes()); err != nil {
 		p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
 		return fmt.Errorf("ipvs: iptables-restore: %w", err)

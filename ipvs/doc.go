@@ -18,7 +18,9 @@
 //     KUBE-FORWARD, KUBE-PROXY-FIREWALL, KUBE-SOURCE-RANGES-FIREWALL,
 //     KUBE-IPVS-FILTER) for masquerading, hairpin, source ranges and
 //     rejecting unused ports of service addresses. The ruleset depends only
-//     on the Config: service changes touch ipsets, never iptables;
+//     on the Config: service changes touch ipsets, never iptables. It
+//     masquerades with MASQUERADE --random-fully always, as kube-proxy
+//     v1.37 (xtables.Runner.HasRandomFully is no longer asked);
 //   - the sysctls IPVS needs (net/ipv4/vs/conntrack=1, expire_nodest_conn=1,
 //     expire_quiescent_template=1, ip_forward; conn_reuse_mode when
 //     configured; arp_ignore=1 and arp_announce=2 with StrictARP) and the

@@ -321,6 +321,6 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 	fmt.Fprintf(&b, "# ipvs %s: %d change(s)\n", p.cfg.IPFamily, len(ops))
 	b.WriteString(ops.String())
 	b.WriteString("# iptables-restore --noflush\n")
-	writeRules(&b, &p.cfg, p.ifs.IPTables.HasRandomFully())
+	writeRules(&b, &p.cfg, true)
 	return b.String(), nil
 }

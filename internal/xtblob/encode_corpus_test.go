@@ -113,10 +113,9 @@ type engineVariant struct {
 	new  func(t testing.TB, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func())
 }
 
-func iptablesVariant(name string, tweak func(*iptables.Config, proxytest.Topology), randomFully bool) engineVariant {
+func iptablesVariant(name string, tweak func(*iptables.Config, proxytest.Topology)) engineVariant {
 	return engineVariant{name: "iptables/" + name, new: func(t testing.TB, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
 		fakes := iptablestest.NewFakes(topo.Family)
-		fakes.IPTables.SetHasRandomFully(randomFully)
 		fakes.IPTables.SetRestoreHook(record)
 		cfg := iptables.Config{
 			Common:            engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
@@ -138,10 +137,9 @@ func iptablesVariant(name string, tweak func(*iptables.Config, proxytest.Topolog
 	}}
 }
 
-func ipvsVariant(name string, tweak func(*ipvs.Config, proxytest.Topology), randomFully bool) engineVariant {
+func ipvsVariant(name string, tweak func(*ipvs.Config, proxytest.Topology)) engineVariant {
 	return engineVariant{name: "ipvs/" + name, new: func(t testing.TB, topo proxytest.Topology, opts proxytest.Options, record func([]byte) error) (proxy.Provider, func()) {
 		fakes := ipvstest.NewFakes(topo.Family)
-		fakes.IPTables.SetHasRandomFully(randomFully)
 		fakes.IPTables.SetRestoreHook(record)
 		fakes.Netlink.AddLink(topo.UplinkInterface, topo.NodeIP)
 		if topo.PodGateway.IsValid() {
@@ -182,30 +180,30 @@ func userspaceVariant() engineVariant {
 // engineVariants are the engine configurations the corpus runs the
 // conformance scenarios through: the conformance configuration and the
 // settings that add vocabulary (local detection by interface, masquerade
-// all, --random-fully, localhost node ports, node ports on every
+// all, localhost node ports, node ports on every
 // address, another masquerade bit).
 func engineVariants() []engineVariant {
 	return []engineVariant{
-		iptablesVariant("conformance", nil, false),
-		iptablesVariant("random-fully,bridge", func(c *iptables.Config, _ proxytest.Topology) {
+		iptablesVariant("conformance", nil),
+		iptablesVariant("bridge", func(c *iptables.Config, _ proxytest.Topology) {
 			c.LocalDetector = proxy.LocalDetector{Mode: proxy.LocalModeBridgeInterface, Interface: "cbr0"}
-		}, true),
+		}),
 		iptablesVariant("masquerade-all,prefix,all-nodeports", func(c *iptables.Config, _ proxytest.Topology) {
 			c.MasqueradeAll = true
 			c.LocalDetector = proxy.LocalDetector{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: "veth"}
 			c.NodePortAddresses = nil
 			c.MasqueradeBit = 3
-		}, false),
+		}),
 		iptablesVariant("localhost-nodeports", func(c *iptables.Config, _ proxytest.Topology) {
 			c.LocalhostNodePorts = true
 			c.NodePortAddresses = nil
 			c.LocalDetector = proxy.LocalDetector{}
-		}, true),
-		ipvsVariant("conformance", nil, false),
-		ipvsVariant("random-fully,masquerade-all,prefix", func(c *ipvs.Config, _ proxytest.Topology) {
+		}),
+		ipvsVariant("conformance", nil),
+		ipvsVariant("masquerade-all,prefix", func(c *ipvs.Config, _ proxytest.Topology) {
 			c.MasqueradeAll = true
 			c.LocalDetector = proxy.LocalDetector{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: "veth"}
-		}, true),
+		}),
 		userspaceVariant(),
 	}
 }

@@ -169,7 +169,8 @@ func newTable(name xtables.Table) *tableState {
 // value, "" included, means v1.IPv4Protocol): no table holds anything
 // beyond its built-in chains
 // with an ACCEPT policy. Tables appear in Dump once something touched them.
-// HasRandomFully reports true until SetHasRandomFully says otherwise.
+// HasRandomFully reports true until SetHasRandomFully says otherwise (the
+// engines no longer ask: they always write --random-fully).
 func NewFake(family v1.IPFamily) *Fake {
 	if family != v1.IPv6Protocol {
 		family = v1.IPv4Protocol

@@ -92,6 +92,11 @@ type Runner interface {
 	// SaveInto appends iptables-save output of table to buf.
 	SaveInto(ctx context.Context, table Table, buf *bytes.Buffer) error
 	// HasRandomFully reports whether MASQUERADE --random-fully is supported.
+	//
+	// Deprecated: the engines no longer ask. As kube-proxy v1.37 (which
+	// dropped the method from its interface), they always write
+	// --random-fully; New requires iptables 1.6.2, which has it. Kept so
+	// that existing Runner implementations still satisfy the interface.
 	HasRandomFully() bool
 }
 
