@@ -2,7 +2,7 @@
 // the shared engine base (package proxy/engine) that programs the
 // "kube-proxy" table of the ip or ip6 family through sigs.k8s.io/knftables.
 //
-// The table has upstream kube-proxy's layout and names (v1.34): base chains
+// The table has upstream kube-proxy's layout and names (v1.37): base chains
 // filter-prerouting-pre-dnat and filter-output-pre-dnat (the firewall
 // check, before DNAT), filter-input, filter-forward and filter-output (the
 // endpoint and cluster-IP checks, at filter priority, after DNAT),
@@ -11,26 +11,51 @@
 // load-balancer IPs) and service-nodeports; no-endpoint-services and
 // no-endpoint-nodeports to reject (no endpoints) or drop (a Local policy
 // with no local endpoint); firewall-ips for loadBalancerSourceRanges; the
-// sets cluster-ips and nodeport-ips; per service port the chains
-// service-HASH-ns/name/proto/port (Cluster policy), local-… (Local
-// policy), external-… and firewall-…; per endpoint endpoint-HASH-…__ip/port
-// chains, and affinity-… dynamic sets with timeouts for ClientIP
-// affinity. A node therefore moves from upstream kube-proxy to this engine
-// and back without a traffic gap, and either's cleanup removes the other's
-// table.
+// sets cluster-ips, nodeport-ips and hairpin-connections (every local
+// endpoint as "ip . ip . proto . port": the masquerading chain
+// masquerades a DNATed connection from an endpoint to itself); per
+// service port the chains service-HASH-ns/name/proto/port (Cluster
+// policy), local-… (Local policy), external-… and firewall-…, the policy
+// chains DNATing straight to the endpoints; endpoint-HASH-…__ip/port
+// chains and affinity-… dynamic sets with timeouts only for ClientIP
+// affinity. Marking for masquerade is written inline ("mark set mark or
+// 0x…": in the services chain for cluster-IP traffic from outside the
+// cluster, in the external chains). Comments are cut to 128 bytes. A node
+// therefore moves from upstream kube-proxy to this engine and back without
+// a traffic gap, and either's cleanup removes the other's table; a table
+// of upstream v1.34's (or this engine's older) layout is adopted too: the
+// first full sync rewrites every service's chains, chunk by chunk, and
+// removes the endpoint chains and the mark-for-masquerade chain they
+// jumped to only in its last transaction, once nothing refers to them.
 //
-// Two things differ from upstream's table. The nodeport-ips set exists
-// (empty) when node ports match every local address, where upstream
-// deletes it. And one rule shape: a service chain picks its
-// endpoint with one rule per endpoint ("numgen random mod N-i 0 goto
-// endpoint-…", the last a plain goto, each endpoint taken with probability
-// 1/N as in kube-proxy's iptables mode) instead of upstream's one
-// "numgen random mod N vmap { 0 : goto …, … }". Each inline vmap is an
-// anonymous set in the kernel, which names a new one by scanning every set
-// of the table and which nft reads back before every transaction: with one
-// per service, loading 40,000 chains took 35 s of kernel time against
-// 1.5 s without (BENCHMARKS.md).
-//
+// Differences from upstream v1.37.2's table, and why:
+//   - Picking an endpoint: a policy chain DNATs with one rule per endpoint
+//     ("numgen random mod N-i 0 meta l4proto P dnat to EP", the last
+//     without the numgen match: each endpoint taken with probability 1/N,
+//     as kube-proxy's iptables mode does), where upstream writes one rule
+//     with an inline map ("dnat ip addr . port to numgen random mod N map
+//     { 0 : A . p, … }"); with ClientIP affinity, one "numgen … goto
+//     endpoint-…" rule per endpoint instead of an inline vmap. Each inline
+//     map is an anonymous set in the kernel, which names a new one by
+//     scanning every set of the table (nf_tables_set_alloc_name, a sscanf
+//     per set): a cold start is quadratic in the number of services.
+//     Loading N services of 10 endpoints with nft -f in a fresh namespace
+//     (kernel 6.18, nft 1.0.6; CPU user+system of the nft process, the
+//     system part being the kernel's): N = 1,000: inline maps 0.11 s,
+//     per-endpoint rules 0.18 s, a named map per service 0.05 s; N =
+//     10,000: 11.4 s (10.6 s kernel), 2.0 s (0.7 s), 0.5 s (0.1 s); N =
+//     40,000: 217 s (214 s kernel), 9.0 s (3.4 s), 2.4 s (0.5 s). Upstream's
+//     inline maps are the slowest at every size from 10,000 on; named maps
+//     per service would be cheaper still than these rules (not adopted
+//     yet: BENCHMARKS.md). One endpoint is a plain "dnat to", as upstream.
+//   - The nodeport-ips set exists (empty) when node ports match every
+//     local address, where upstream deletes it.
+//   - The first rule of every chain carries a content hash in its comment
+//     (below).
+//   - The localhost node-port reject map and counters of upstream's
+//     KubeProxyNFTablesLocalhostNodePorts gate (off by default in v1.37,
+//     which then writes none of them) are not written.
+
 // Beyond upstream, for large clusters:
 //   - a partial sync never lists the kernel: it diffs the changed services
 //     against what the last successful transactions committed (kept in

@@ -63,12 +63,13 @@ func (f *resyncFixture) periodic(t *testing.T) (engine.SyncOutcome, int) {
 	return out, f.fakes.NFTables.Listings()
 }
 
-// flushEndpointChain empties one endpoint chain behind the engine's back.
+// flushEndpointChain empties one service chain (where the endpoints are)
+// behind the engine's back.
 func (f *resyncFixture) flushEndpointChain(t *testing.T, nft knftables.Interface) {
 	t.Helper()
 	var victim string
 	for name := range f.fakes.NFTables.Table.Chains {
-		if strings.HasPrefix(name, "endpoint-") {
+		if strings.HasPrefix(name, "service-") && strings.Contains(name, "/") {
 			victim = name
 			break
 		}

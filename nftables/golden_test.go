@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -139,3 +140,40 @@ func TestAdoptUpstreamTable(t *testing.T) {
 }
 
 var _ = nftables.TableName
+
+// TestHairpinEntriesShared: services selecting the same local endpoint
+// share its hairpin-connections entry, which stays until the last of them
+// goes (partial syncs), and a restart writes nothing.
+func TestHairpinEntriesShared(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	svcs, slices := goldenObjects(topo)
+	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
+	p := newTestProxier(t, fakes, conformanceConfig(topo, proxytest.Options{}))
+	for _, s := range svcs {
+		p.OnServiceAdd(s)
+	}
+	for _, s := range slices {
+		p.OnEndpointSliceAdd(s)
+	}
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	mustSync(t, p)
+	const entry = "add element ip kube-proxy hairpin-connections { 10.244.1.2 . 10.244.1.2 . tcp . 8080 }"
+	if !strings.Contains(fakes.Dump(), entry) {
+		t.Fatalf("no hairpin entry for the local endpoint:\n%s", fakes.Dump())
+	}
+	for i, s := range slices {
+		p.OnServiceDelete(svcs[i])
+		p.OnEndpointSliceDelete(s)
+		if out := mustSync(t, p); out.Full {
+			t.Fatalf("deleting %s: a full sync", s.Name)
+		}
+		last := i == len(slices)-1
+		if has := strings.Contains(fakes.Dump(), entry); has == last {
+			t.Errorf("after deleting %s (the last user: %v): hairpin entry present = %v", svcs[i].Name, last, has)
+		}
+	}
+	if strings.Contains(fakes.Dump(), "add element ip kube-proxy hairpin-connections") {
+		t.Errorf("hairpin entries left:\n%s", fakes.Dump())
+	}
+}

@@ -57,17 +57,22 @@ func (cw checkedWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) 
 	return err
 }
 
-// TestKernelAdoptUpstreamTable moves a node from upstream kube-proxy's
-// nftables mode to this engine with real nft: the table upstream v1.34.4
-// writes for the golden objects (testdata/upstream/ipv4.nft), and the
-// older layout upstream used before v1.31 and this engine before it
-// followed v1.34 (testdata/older-layout.nft), are loaded, then the engine
-// starts over them in transactions of at most 20 operations. After every
-// transaction every service keeps a complete path (tableGaps); in the end
-// the table is the one the engine writes on an empty node, a restart
-// writes nothing, and Cleanup removes the table.
+// TestKernelAdoptUpstreamTable moves a node to this engine with real nft
+// from each table another proxy (or an older version of this one) leaves
+// for the golden objects: upstream v1.37.2's (testdata/upstream/ipv4.nft),
+// upstream v1.34.4's (testdata/upstream-1.34/ipv4.nft, endpoint chains for
+// every service), this engine's own before it followed v1.37
+// (testdata/svcproxy-1.34-layout.nft: v1.34's shape with content hashes),
+// and the older layout upstream used before v1.31
+// (testdata/older-layout.nft). Each is loaded, then the engine starts over
+// it in transactions of at most 20 operations. After every transaction
+// every jump, goto and verdict-map target exists and ends somewhere, and
+// every service still DNATs (tableGaps); in the end the table is the one
+// the engine writes on an empty node, a restart writes nothing, and
+// Cleanup removes the table.
 func TestKernelAdoptUpstreamTable(t *testing.T) {
-	for _, file := range []string{"testdata/upstream/ipv4.nft", "testdata/older-layout.nft"} {
+	for _, file := range []string{"testdata/upstream/ipv4.nft", "testdata/upstream-1.34/ipv4.nft",
+		"testdata/svcproxy-1.34-layout.nft", "testdata/older-layout.nft"} {
 		t.Run(file, func(t *testing.T) {
 			topo := proxytest.DefaultTopology(v1.IPv4Protocol)
 			svcs, slices := goldenObjects(topo)
@@ -113,10 +118,20 @@ func TestKernelAdoptUpstreamTable(t *testing.T) {
 				if err != nil {
 					t.Skipf("nftables unavailable: %v", err)
 				}
+				served := serviceKeys(t)
+				if len(served) < 5 {
+					t.Fatalf("the loaded table serves only %v", served)
+				}
 				checked := &checkedNFT{Interface: real}
 				checked.check = func(n int) {
 					if gaps := tableGaps(t); len(gaps) > 0 {
 						t.Errorf("after transaction %d: %v", n, gaps)
+					}
+					now := serviceKeys(t)
+					for k := range served {
+						if !now[k] {
+							t.Errorf("after transaction %d: %s no longer served", n, k)
+						}
 					}
 				}
 				p := start(checked, 20)
@@ -143,9 +158,13 @@ func TestKernelAdoptUpstreamTable(t *testing.T) {
 					t.Errorf("restart after adoption wrote %d operations", out.Result.Writes)
 				}
 				// tableGaps sees a gap when there is one.
-				nft(t, "flush chain ip kube-proxy endpoint-F3YY5MPG-conformance/web/tcp/http__10.244.1.2/8080")
+				nft(t, "flush chain ip kube-proxy endpoint-PVALKI53-conformance/sticky/tcp/http__10.244.1.2/8080")
 				if gaps := tableGaps(t); len(gaps) != 1 {
 					t.Errorf("a hand-flushed endpoint chain: gaps %v, want one", gaps)
+				}
+				nft(t, "flush chain ip kube-proxy service-LPBTB7PB-conformance/web/tcp/http")
+				if gaps := tableGaps(t); len(gaps) != 3 || !strings.Contains(strings.Join(gaps, "\n"), "reaches no dnat") {
+					t.Errorf("and a hand-flushed service chain: gaps %v, want three (empty, and no dnat reached)", gaps)
 				}
 				if err := p.Cleanup(context.Background()); err != nil {
 					t.Fatal(err)
@@ -174,9 +193,11 @@ func tableGaps(t *testing.T) []string {
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatal(err)
 	}
-	chains := map[string]int{}  // chain → rules
-	dnat := map[string]bool{}   // chain → has a dnat rule
-	refs := map[string]string{} // target → one referrer
+	chains := map[string]int{}      // chain → rules
+	dnat := map[string]bool{}       // chain → has a dnat rule
+	refs := map[string]string{}     // target → one referrer
+	next := map[string][]string{}   // chain → the chains its rules go to
+	dispatch := map[string]string{} // chain a service map dispatches to → the map
 	for _, obj := range doc.Nftables {
 		if raw, ok := obj["chain"]; ok {
 			var c struct{ Name string }
@@ -205,7 +226,17 @@ func tableGaps(t *testing.T) []string {
 			default:
 				continue
 			}
-			walkTargets(v, func(target string) { refs[target] = from })
+			walkTargets(v, func(target string) {
+				refs[target] = from
+				switch {
+				case kind == "rule":
+					var r struct{ Chain string }
+					_ = json.Unmarshal(raw, &r)
+					next[r.Chain] = append(next[r.Chain], target)
+				case from == "map service-ips" || from == "map service-nodeports":
+					dispatch[target] = from
+				}
+			})
 		}
 	}
 	var gaps []string
@@ -220,8 +251,52 @@ func tableGaps(t *testing.T) []string {
 			gaps = append(gaps, fmt.Sprintf("%s names endpoint chain %s without dnat", from, target))
 		}
 	}
+	// Every chain a service map dispatches to reaches a dnat rule.
+	var reaches func(c string, seen map[string]bool) bool
+	reaches = func(c string, seen map[string]bool) bool {
+		if dnat[c] {
+			return true
+		}
+		if seen[c] {
+			return false
+		}
+		seen[c] = true
+		for _, n := range next[c] {
+			if reaches(n, seen) {
+				return true
+			}
+		}
+		return false
+	}
+	for target, from := range dispatch {
+		if _, ok := chains[target]; ok && !reaches(target, map[string]bool{}) {
+			gaps = append(gaps, fmt.Sprintf("%s dispatches to %s, which reaches no dnat", from, target))
+		}
+	}
 	sort.Strings(gaps)
 	return gaps
+}
+
+// serviceKeys lists the keys of the service-ips and service-nodeports
+// maps (the services the table serves).
+func serviceKeys(t *testing.T) map[string]bool {
+	t.Helper()
+	keys := map[string]bool{}
+	for _, m := range []string{"service-ips", "service-nodeports"} {
+		out, err := exec.Command("nft", "list", "map", "ip", nftables.TableName, m).Output()
+		if err != nil {
+			t.Fatalf("nft list map %s: %v", m, err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			for _, el := range strings.Split(l, ",") {
+				if k, _, ok := strings.Cut(el, " : "); ok {
+					k = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(k), "elements = {"))
+					keys[m+" "+k] = true
+				}
+			}
+		}
+	}
+	return keys
 }
 
 // walkTargets calls f with the target of every {"jump"|"goto": {"target": …}}.

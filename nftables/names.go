@@ -24,7 +24,15 @@ import (
 // those checks twice.
 var obsoleteBaseChains = []string{"filter-prerouting", "filter-output-post-dnat"}
 
-// Upstream kube-proxy's object names (pkg/proxy/nftables, v1.34), kept so
+// chainObsoleteMarkMasq is the chain upstream v1.34 (and this engine
+// before it followed v1.37) jumped to to mark a packet for masquerading;
+// v1.37 writes the mark inline. Rules of an adopted older table still jump
+// to it until their chains are rewritten, so a full sync flushes it in its
+// last transaction (with the chains no service wants any more) and deletes
+// it a moment later, as any stale chain.
+const chainObsoleteMarkMasq = "mark-for-masquerade"
+
+// Upstream kube-proxy's object names (pkg/proxy/nftables, v1.37), kept so
 // that a node moves between the two in either direction.
 const (
 	chainFilterPreroutingPreDNAT = "filter-prerouting-pre-dnat"
@@ -42,7 +50,6 @@ const (
 	chainReject                 = "reject-chain"
 	chainClusterIPsCheck        = "cluster-ips-check"
 	chainFirewallCheck          = "firewall-check"
-	chainMarkMasq               = "mark-for-masquerade"
 	chainMasquerading           = "masquerading"
 
 	mapServiceIPs          = "service-ips"
@@ -52,6 +59,7 @@ const (
 	mapFirewallIPs         = "firewall-ips"
 	setClusterIPs          = "cluster-ips"
 	setNodePortIPs         = "nodeport-ips"
+	setHairpin             = "hairpin-connections"
 
 	prefixClusterChain  = "service-"
 	prefixLocalChain    = "local-"
@@ -65,10 +73,24 @@ const (
 
 // containers are the sets and maps whose elements the engine owns, in the
 // order full syncs list them.
-var containers = []string{setClusterIPs, setNodePortIPs, mapServiceIPs, mapServiceNodePorts,
+var containers = []string{setClusterIPs, setNodePortIPs, setHairpin, mapServiceIPs, mapServiceNodePorts,
 	mapNoEndpointServices, mapNoEndpointNodePorts, mapFirewallIPs}
 
-func containerIsSet(name string) bool { return name == setClusterIPs || name == setNodePortIPs }
+func containerIsSet(name string) bool {
+	return name == setClusterIPs || name == setNodePortIPs || name == setHairpin
+}
+
+// commentMax is the longest comment upstream v1.37 writes (knftables'
+// CommentLengthMax): longer ones are cut, as upstream cuts them.
+const commentMax = knftables.CommentLengthMax
+
+// truncateComment cuts s to commentMax bytes.
+func truncateComment(s string) string {
+	if len(s) > commentMax {
+		return s[:commentMax]
+	}
+	return s
+}
 
 // hashAndTruncate prefixes name with 8 characters of its own hash (so
 // truncated or near-identical names stay unique and distinguishable).

@@ -380,6 +380,19 @@ func (e *nlEncoder) rule(text string) ([]expr.Any, error) {
 				return nil, err
 			}
 			return append(out, x...), nil
+		case f[0] == "mark" && len(f) == 5 && f[1] == "set" && f[2] == "mark" && f[3] == "or":
+			// "mark set mark or M": load, (mark & ^M) ^ M, store; the
+			// mark is a host-order 32-bit value.
+			m, err := strconv.ParseUint(f[4], 0, 32)
+			if err != nil {
+				return nil, errNotEncodable
+			}
+			mask := binary.NativeEndian.AppendUint32(nil, ^uint32(m))
+			xor := binary.NativeEndian.AppendUint32(nil, uint32(m))
+			return append(out,
+				&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+				&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: mask, Xor: xor},
+				&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1}), nil
 		case f[0] == "update" && len(f) == 6 && strings.HasPrefix(f[1], "@") && f[2] == "{" && f[5] == "}":
 			load, ok := e.addrLoad(f[3], f[4])
 			if !ok {

@@ -72,6 +72,17 @@ func (sp *servicePlan) addElem(container string, key, value string, comment stri
 	sp.elems = append(sp.elems, elemSpec{container: container, key: key, value: value, comment: comment})
 }
 
+// hasElem reports whether sp already holds the element (a hairpin entry
+// two ports of the service share).
+func (sp *servicePlan) hasElem(container, key string) bool {
+	for i := range sp.elems {
+		if sp.elems[i].container == container && sp.elems[i].key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // planner holds what the plan needs besides the service itself.
 type planner struct {
 	family     v1.IPFamily
@@ -217,7 +228,8 @@ func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, sv
 }
 
 // svcComment is the comment upstream puts on no-endpoint elements.
-func svcComment(spn proxy.ServicePortName) string { return spn.String() }
+// (cut to 128 bytes, as upstream v1.37 cuts it).
+func svcComment(spn proxy.ServicePortName) string { return truncateComment(spn.String()) }
 
 func join3(a, b, c string) string { return a + " . " + b + " . " + c }
 

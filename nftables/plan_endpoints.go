@@ -27,9 +27,14 @@ func endpointNames(spn proxy.ServicePortName, ep proxy.Endpoint) epNames {
 	return epNames{chain: prefixEndpointChain + base, affinity: prefixAffinitySet + base}
 }
 
-// planPolicyChains writes the cluster and local policy chains: affinity
-// lookups first, then a random choice among the endpoints (numgen).
+// planPolicyChains writes the cluster and local policy chains. Without
+// session affinity, as upstream v1.37, a policy chain DNATs straight to
+// its endpoints (no endpoint chains): one endpoint is a plain "dnat to";
+// several are picked at random (dnatRules). With ClientIP affinity the
+// chain first sends clients with a recorded endpoint to that endpoint's
+// chain, then picks an endpoint chain at random (dispatchRules).
 func (p *planner) planPolicyChains(sp *servicePlan, pp *portPlan) {
+	sticky := pp.svc.SessionAffinityType() == v1.ServiceAffinityClientIP
 	for _, c := range []struct {
 		name string
 		eps  []proxy.Endpoint
@@ -38,60 +43,83 @@ func (p *planner) planPolicyChains(sp *servicePlan, pp *portPlan) {
 			continue
 		}
 		var rules []ruleSpec
-		if c.name == pp.internalChain && pp.hasInternal {
-			if r, ok := p.masqueradeRule(pp); ok {
-				rules = append(rules, r)
-			}
-		}
-		if pp.svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
+		if sticky {
+			rules = make([]ruleSpec, 0, 2*len(c.eps))
 			for _, ep := range c.eps {
 				n := endpointNames(pp.spn, ep)
 				rules = append(rules, ruleSpec{text: p.ipX + " saddr @" + n.affinity + " goto " + n.chain})
 			}
+			rules = append(rules, dispatchRules(pp.spn, c.eps)...)
+		} else {
+			rules = dnatRules(pp.proto, c.eps)
 		}
-		rules = append(rules, dispatchRules(pp.spn, c.eps)...)
 		sp.addChain(chainSpec{name: c.name, rules: rules})
 	}
 }
 
-// dispatchRules pick one of eps at random, each with probability 1/len(eps):
-// rule i (of n) goes to endpoint i with probability 1/(n-i), the last
-// always, as kube-proxy's iptables mode does with statistic matches.
-//
-// Upstream's nftables mode writes one rule, "numgen random mod N vmap { 0 :
-// goto A, 1 : goto B, ... }", but every such inline vmap is an anonymous
-// set in the kernel, and the kernel names a new anonymous set by scanning
-// every set of the table (nf_tables_set_alloc_name, a sscanf per set),
-// while nft's cache reads them all before every transaction: with one per
-// service a cold start is quadratic in the number of services (40,000
-// chains: 35 s in the kernel, against 1.5 s with these rules) and every
-// partial sync pays for the whole table (see BENCHMARKS.md). Tables left by
-// upstream are adopted all the same: their chains carry no content hash, so
-// the first full sync rewrites them.
-func dispatchRules(spn proxy.ServicePortName, eps []proxy.Endpoint) []ruleSpec {
+// numgenStep is the match of rule i of n picking one of n choices at
+// random: rule i matches with probability 1/(n-i) (the last always), so
+// each choice is taken with probability 1/n, as kube-proxy's iptables mode
+// does with statistic matches. "" for the last.
+func numgenStep(i, n int) string {
+	if left := n - i; left > 1 {
+		return "numgen random mod " + strconv.Itoa(left) + " 0 "
+	}
+	return ""
+}
+
+// dnatRules DNAT to one of eps at random, one rule per endpoint
+// ("numgen random mod N-i 0 meta l4proto P dnat to EP", the last without
+// the numgen match), where upstream v1.37 writes one rule with an inline
+// map ("dnat ip addr . port to numgen random mod N map { 0 : A . p, … }").
+// Every inline map is an anonymous set in the kernel, which names a new
+// one by scanning every set of the table (nf_tables_set_alloc_name, a
+// sscanf per set): with one per service a cold start is quadratic in the
+// number of services (measured in doc.go and BENCHMARKS.md). One endpoint
+// is a plain "dnat to", as upstream writes it.
+func dnatRules(proto string, eps []proxy.Endpoint) []ruleSpec {
 	rules := make([]ruleSpec, 0, len(eps))
 	for i, ep := range eps {
-		chain := endpointNames(spn, ep).chain
-		if left := len(eps) - i; left > 1 {
-			rules = append(rules, ruleSpec{text: "numgen random mod " + strconv.Itoa(left) + " 0 goto " + chain})
-		} else {
-			rules = append(rules, ruleSpec{text: "goto " + chain})
-		}
+		rules = append(rules, ruleSpec{text: numgenStep(i, len(eps)) + "meta l4proto " + proto + " dnat to " + ep.String()})
 	}
 	return rules
 }
 
-// planEndpointChains writes one chain per reachable endpoint: masquerade
-// hairpin traffic (the endpoint reaching itself), record affinity, DNAT.
+// dispatchRules pick one of eps's endpoint chains at random (numgenStep),
+// where upstream writes one "numgen random mod N vmap { 0 : goto A, … }"
+// (an anonymous set as dnatRules explains). Tables left by upstream are
+// adopted all the same: their chains carry no content hash, so the first
+// full sync rewrites them.
+func dispatchRules(spn proxy.ServicePortName, eps []proxy.Endpoint) []ruleSpec {
+	rules := make([]ruleSpec, 0, len(eps))
+	for i, ep := range eps {
+		rules = append(rules, ruleSpec{text: numgenStep(i, len(eps)) + "goto " + endpointNames(spn, ep).chain})
+	}
+	return rules
+}
+
+// planEndpointChains writes, for a service with ClientIP affinity, one
+// chain per reachable endpoint: record the client in the endpoint's
+// affinity set, DNAT. Every service lists its local endpoints in
+// hairpin-connections (masquerading an endpoint that reaches itself
+// through the service), as upstream v1.37.
 func (p *planner) planEndpointChains(sp *servicePlan, pp *portPlan) {
 	sticky := pp.svc.SessionAffinityType() == v1.ServiceAffinityClientIP
 	for _, ep := range pp.reachable {
-		n := endpointNames(pp.spn, ep)
-		rules := []ruleSpec{{text: p.ipX + " saddr " + ep.IP().String() + " jump " + chainMarkMasq}}
-		if sticky {
-			rules = append(rules, ruleSpec{text: "update @" + n.affinity + " { " + p.ipX + " saddr }"})
+		if ep.IsLocal() {
+			ip := ep.IP().String()
+			key := ip + " . " + ip + " . " + pp.proto + " . " + strconv.Itoa(ep.Port())
+			if !sp.hasElem(setHairpin, key) {
+				sp.addElem(setHairpin, key, "", "")
+			}
 		}
-		rules = append(rules, ruleSpec{text: "meta l4proto " + pp.proto + " dnat to " + ep.String()})
-		sp.addChain(chainSpec{name: n.chain, rules: rules})
+		if !sticky {
+			continue
+		}
+		n := endpointNames(pp.spn, ep)
+		sp.addChain(chainSpec{name: n.chain, rules: []ruleSpec{
+			{text: "update @" + n.affinity + " { " + p.ipX + " saddr }"},
+			{text: "meta l4proto " + pp.proto + " dnat to " + ep.String()},
+		}})
 	}
 }

@@ -24,18 +24,6 @@ func (p *planner) localMatch(negate bool) string {
 
 func quote(s string) string { return "\"" + s + "\"" }
 
-// masqueradeRule is the first rule of the internal policy chain: with
-// MasqueradeAll every packet to the cluster IP is marked, else those not
-// from local pods (off-node clients routed to the service range, and the
-// node itself). As upstream v1.34, it matches the cluster IP only: the
-// chain is reached through service-ips for this port alone.
-func (p *planner) masqueradeRule(pp *portPlan) (ruleSpec, bool) {
-	match := p.ipX + " daddr " + pp.svc.ClusterIP().String()
-	switch {
-	case p.masqAll:
-		return ruleSpec{text: match + " jump " + chainMarkMasq}, true
-	case p.localMatch(true) != "":
-		return ruleSpec{text: match + " " + p.localMatch(true) + " jump " + chainMarkMasq}, true
-	}
-	return ruleSpec{}, false
-}
+// markMasq marks a packet for masquerading (the masquerading chain
+// masquerades marked packets), written inline as upstream v1.37 does.
+func (p *planner) markMasq() string { return "mark set mark or " + p.masqMark }

@@ -32,12 +32,12 @@ func (p *planner) planExternalChain(sp *servicePlan, pp *portPlan) {
 	}
 	var rules []ruleSpec
 	if !pp.svc.ExternalPolicyLocal() {
-		rules = append(rules, ruleSpec{text: "jump " + chainMarkMasq})
+		rules = append(rules, ruleSpec{text: p.markMasq(), comment: "masquerade"})
 	} else {
 		if m := p.localMatch(false); m != "" && pp.clusterChain != "" {
 			rules = append(rules, ruleSpec{text: m + " goto " + pp.clusterChain, comment: "short-circuit pod traffic"})
 		}
-		rules = append(rules, ruleSpec{text: "fib saddr type local jump " + chainMarkMasq, comment: "masquerade local traffic"})
+		rules = append(rules, ruleSpec{text: "fib saddr type local " + p.markMasq(), comment: "masquerade local traffic"})
 		if pp.clusterChain != "" {
 			rules = append(rules, ruleSpec{text: "fib saddr type local goto " + pp.clusterChain, comment: "short-circuit local traffic"})
 		}

@@ -11,7 +11,7 @@ import (
 // masquerade chains, the containers. Planned once per full sync (node-port
 // addresses may have changed).
 
-// baseChains are upstream v1.34's: the firewall check before DNAT (-110),
+// baseChains are upstream v1.37's (as v1.34's): the firewall check before DNAT (-110),
 // the endpoint and cluster-IP checks at filter priority (0), after DNAT.
 var baseChains = []chainSpec{
 	{name: chainFilterPreroutingPreDNAT, base: &baseChain{"filter", "prerouting", "dstnat-10"}},
@@ -56,10 +56,12 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 	add(chainFilterForward, "ct state new jump "+chainClusterIPsCheck, "")
 	add(chainFilterOutput, "ct state new jump "+chainClusterIPsCheck, "")
 
-	add(chainMarkMasq, "mark set mark or "+p.masqMark, "")
-	add(chainMasquerading, "mark and "+p.masqMark+" == 0 return", "")
-	add(chainMasquerading, "mark set mark xor "+p.masqMark, "")
-	add(chainMasquerading, "masquerade fully-random", "")
+	// Masquerading, as upstream v1.37: packets marked on the way in, and
+	// hairpin connections (an endpoint reaching itself through its
+	// service: source and DNAT destination the same local endpoint,
+	// listed in hairpin-connections).
+	add(chainMasquerading, "mark and "+p.masqMark+" != 0 mark set mark xor "+p.masqMark+" masquerade fully-random", "")
+	add(chainMasquerading, "ct status dnat "+p.ipX+" saddr . "+p.ipX+" daddr . meta l4proto . th dport @"+setHairpin+" masquerade fully-random", "")
 
 	add(chainClusterIPsCheck, p.ipX+" daddr @"+setClusterIPs+" reject", "Reject traffic to invalid ports of ClusterIPs")
 	if len(serviceCIDRs) > 0 {
@@ -77,6 +79,14 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 	tuple := p.ipX + " daddr . meta l4proto . th dport"
 	add(chainServiceEndpointsCheck, tuple+" vmap @"+mapNoEndpointServices, "")
 	add(chainFirewallCheck, tuple+" vmap @"+mapFirewallIPs, "")
+	// Cluster-IP traffic is marked for masquerading before dispatch: all of
+	// it (MasqueradeAll), or what does not come from a local pod.
+	switch {
+	case p.masqAll:
+		add(chainServices, p.ipX+" daddr @"+setClusterIPs+" "+p.markMasq(), "masquerade all clusterIP traffic")
+	case p.localMatch(true) != "":
+		add(chainServices, p.ipX+" daddr @"+setClusterIPs+" "+p.localMatch(true)+" "+p.markMasq(), "masquerade clusterIP traffic from outside cluster")
+	}
 	add(chainServices, tuple+" vmap @"+mapServiceIPs, "")
 	if matchAll {
 		noLocalhost := "ip daddr != 127.0.0.0/8"
@@ -96,7 +106,7 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 		st.chains = append(st.chains, c)
 	}
 	for _, name := range []string{chainServices, chainServiceEndpointsCheck, chainNodePortEndpointsCheck, chainReject,
-		chainClusterIPsCheck, chainFirewallCheck, chainMarkMasq, chainMasquerading} {
+		chainClusterIPsCheck, chainFirewallCheck, chainMasquerading} {
 		c := chainSpec{name: name, rules: rules[name]}
 		if name == chainReject {
 			c.comment = "helper for @no-endpoint-services / @no-endpoint-nodeports"
@@ -107,6 +117,7 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 	st.maps = []containerSpec{
 		{name: setClusterIPs, typ: p.addrType, comment: "Active ClusterIPs", set: true},
 		{name: setNodePortIPs, typ: p.addrType, comment: "IPs that accept NodePort traffic", set: true},
+		{name: setHairpin, typ: p.addrType + " . " + p.addrType + " . inet_proto . inet_service", comment: "service hairpin connections", set: true},
 		{name: mapNoEndpointServices, typ: p.addrType + " . inet_proto . inet_service : verdict", comment: "vmap to drop or reject packets to services with no endpoints"},
 		{name: mapNoEndpointNodePorts, typ: "inet_proto . inet_service : verdict", comment: "vmap to drop or reject packets to service nodeports with no endpoints"},
 		{name: mapFirewallIPs, typ: p.addrType + " . inet_proto . inet_service : verdict", comment: "destinations that are subject to LoadBalancerSourceRanges"},

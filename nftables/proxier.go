@@ -107,6 +107,7 @@ func (p *proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	for _, n := range names {
 		cs.diffService(p.state, n, p.plans[n], pl.planService(u.ServicePorts[n], u.Services, u.Endpoints))
 	}
+	cs.sealHairpin(p.state)
 	pending := cs.staleDeletes(p.state, req.Now)
 	writes, err := p.runTracked(ctx, cs, req.Now)
 	if err != nil {
@@ -216,13 +217,16 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		}
 	}
 	p.state, p.plans = st, map[types.NamespacedName]*servicePlan{}
+	st.refs = map[string]int{} // counted again as the plans are recorded
 	pl := p.planner(u)
 	nodePortIPs, matchAll := p.nodePortAddresses()
 	static := pl.planStatic(nodePortIPs, matchAll, p.cfg.ServiceCIDRs)
 	want := pl.planAll(u.ServicePorts, u.Services, u.Endpoints)
 
-	// The first transaction: the fixed part, and whatever the table holds
-	// that no service wants any more.
+	// The first transaction: the fixed part. Whatever the table holds
+	// that no service wants any more goes in the last one, once every
+	// service's new chains are in place: an adopted table's services keep
+	// their old chains (and those chains' targets) until then.
 	first := newChangeSet()
 	if !st.declared {
 		first.declare = static
@@ -235,7 +239,6 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	}
 	first.diffChains(st, static.chains, nil)
 	first.diffElems(st, static.elems, nil)
-	p.removeUnwanted(first, st, want, static, req.Now)
 	pending := first.staleDeletes(st, req.Now)
 
 	total := 0
@@ -243,14 +246,10 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	cs := first
 	// When the fixed part must be written through nft (the encoder does
 	// not know the table, containers and base chains: a cold start, a
-	// table flushed or deleted by hand) and the first chunk removes
-	// nothing, the fixed part goes alone and every service chunk after it
-	// over netlink; with services in it, the first chunk would go through
-	// nft whole. A first chunk that removes objects (adopting another
-	// layout) keeps its first services: removals and their replacements
-	// land together.
-	cutFirst := p.ifs.Netlink != nil && needsNFT(first) &&
-		len(first.flushes)+len(first.elemDels)+len(first.setDels) == 0
+	// table flushed or deleted by hand, an adopted table), it goes alone
+	// and every service chunk after it over netlink; with services in it,
+	// the first chunk would go through nft whole.
+	cutFirst := p.ifs.Netlink != nil && needsNFT(first)
 	// Each chunk is encoded for netlink (startEncode) while the kernel
 	// takes the chunk before it: the kernel's part of a batch costs about
 	// twice the encoding. The chunks hold disjoint services, so diffing
@@ -267,6 +266,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	}
 	for _, n := range sortedNames(want) {
 		if (limit > 0 && cs.ops() >= limit) || (cutFirst && cs == first) {
+			cs.sealHairpin(st)
 			p.startEncode(cs)
 			if err := runPrev(); err != nil {
 				return engine.Result{}, err
@@ -275,11 +275,29 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		}
 		cs.diffService(p.state, n, nil, want[n])
 	}
+	cs.sealHairpin(st)
 	p.startEncode(cs)
 	if err := runPrev(); err != nil {
 		return engine.Result{}, err
 	}
 	w, err := p.runTracked(ctx, cs, req.Now)
+	total += w
+	if err != nil {
+		return engine.Result{}, err
+	}
+	last := cs.next()
+	p.removeUnwanted(last, p.state, want, static, req.Now)
+	if h, ok := p.state.chains[chainObsoleteMarkMasq]; ok {
+		if h == "" {
+			// Already empty: deleted a moment later, as removeUnwanted
+			// does with empty service chains.
+			delete(p.state.chains, chainObsoleteMarkMasq)
+			p.state.stale[chainObsoleteMarkMasq] = req.Now
+		} else {
+			last.flushes = append(last.flushes, chainObsoleteMarkMasq)
+		}
+	}
+	w, err = p.runTracked(ctx, last, req.Now)
 	total += w
 	if err != nil {
 		return engine.Result{}, err

@@ -283,6 +283,8 @@ func (l *netlinkRuleLister) ListContainer(_ context.Context, name string) (map[s
 		fields = []string{"ip"}
 	case mapServiceNodePorts, mapNoEndpointNodePorts:
 		fields = []string{"proto", "port"}
+	case setHairpin:
+		fields = []string{"ip", "ip", "proto", "port"}
 	default:
 		fields = []string{"ip", "proto", "port"}
 	}

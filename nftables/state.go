@@ -27,6 +27,10 @@ type tableState struct {
 	sets   map[string]time.Duration     // affinity set → timeout
 	elems  map[string]map[string]string // container → key → value
 	stale  map[string]time.Time         // flushed chains to delete once unreferenced
+	// refs counts, per hairpin-connections key, the services whose
+	// recorded plans hold it: two services selecting the same pods share
+	// their hairpin entries, which stay until the last one drops them.
+	refs map[string]int
 }
 
 func newTableState() *tableState {
@@ -36,6 +40,7 @@ func newTableState() *tableState {
 		sets:   map[string]time.Duration{},
 		elems:  map[string]map[string]string{},
 		stale:  map[string]time.Time{},
+		refs:   map[string]int{},
 	}
 	for _, c := range containers {
 		st.elems[c] = map[string]string{}
@@ -224,6 +229,10 @@ type changeSet struct {
 	// deleted are the container keys this change set deletes (at most
 	// once each).
 	deleted map[string]bool
+	// hairpin: per hairpin-connections key, how many services of this
+	// change set take it (+) or drop it (-); sealHairpin turns it into
+	// element additions and deletions.
+	hairpin map[string]int
 	// partial: a partial sync's change set, which may go over netlink.
 	partial bool
 	// encoding: its netlink encoding under way (startEncode), or nil.
@@ -232,7 +241,7 @@ type changeSet struct {
 
 func newChangeSet() *changeSet {
 	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{},
-		claimed: map[string]string{}, conflicts: new(int), deleted: map[string]bool{}}
+		claimed: map[string]string{}, conflicts: new(int), deleted: map[string]bool{}, hairpin: map[string]int{}}
 }
 
 // next returns an empty change set for the next chunk of the same sync.
@@ -338,6 +347,12 @@ func containsSet(ss []setSpec, name string) bool {
 
 func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 	for _, e := range want {
+		if e.container == setHairpin {
+			if !containsElem(had, e) {
+				cs.hairpin[e.key]++
+			}
+			continue
+		}
 		ck := e.container + "\x00" + e.key
 		if v, ok := cs.claimed[ck]; ok {
 			if v != e.value {
@@ -358,6 +373,10 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 	}
 	for _, e := range had {
 		if containsElem(want, e) {
+			continue
+		}
+		if e.container == setHairpin {
+			cs.hairpin[e.key]--
 			continue
 		}
 		// Deleted once only: a key shared by several ports of the service
@@ -383,6 +402,52 @@ func containsElem(es []elemSpec, e elemSpec) bool {
 		}
 	}
 	return false
+}
+
+// sealHairpin adds the hairpin-connections elements the change set's
+// services take that the table lacks, and deletes those no service holds
+// any more (st.refs counts the services of the recorded plans). Called
+// once the change set holds all its services.
+func (cs *changeSet) sealHairpin(st *tableState) {
+	if len(cs.hairpin) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(cs.hairpin))
+	for k := range cs.hairpin {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		after := st.refs[k] + cs.hairpin[k]
+		_, inKernel := st.elems[setHairpin][k]
+		ck := setHairpin + "\x00" + k
+		e := elemSpec{container: setHairpin, key: k}
+		switch {
+		case after > 0 && !inKernel:
+			if _, claimed := cs.claimed[ck]; !claimed {
+				cs.claimed[ck] = ""
+				cs.elemAdds = append(cs.elemAdds, e)
+			}
+		case after <= 0 && inKernel && !cs.deleted[ck]:
+			cs.deleted[ck] = true
+			cs.elemDels = append(cs.elemDels, e)
+		}
+	}
+	clear(cs.hairpin)
+}
+
+// countHairpin adds d to the references of plan's hairpin entries.
+func (st *tableState) countHairpin(plan *servicePlan, d int) {
+	if plan == nil {
+		return
+	}
+	for i := range plan.elems {
+		if e := &plan.elems[i]; e.container == setHairpin {
+			if st.refs[e.key] += d; st.refs[e.key] <= 0 {
+				delete(st.refs, e.key)
+			}
+		}
+	}
 }
 
 // diffService adds what moving one service from had to want needs.
@@ -457,6 +522,8 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 		st.elems[e.container][e.key] = e.value
 	}
 	for n, p := range cs.plans {
+		st.countHairpin(plans[n], -1)
+		st.countHairpin(p, 1)
 		if p == nil {
 			delete(plans, n)
 		} else {

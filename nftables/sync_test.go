@@ -236,13 +236,13 @@ func TestPeriodicResyncTrustsRecord(t *testing.T) {
 		t.Errorf("periodic resync listed rules %d times", n)
 	}
 
-	// Flush an endpoint chain by hand: the periodic resync trusts the
+	// Flush a service chain by hand: the periodic resync trusts the
 	// record of what the chain holds (it still exists); a requested full
 	// sync reads every chain's hash and repairs it.
 	ctx := context.Background()
 	var victim string
 	for name := range fakes.NFTables.Table.Chains {
-		if strings.HasPrefix(name, "endpoint-") {
+		if strings.HasPrefix(name, "service-") && strings.Contains(name, "/") {
 			victim = name
 			break
 		}

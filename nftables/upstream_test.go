@@ -72,12 +72,12 @@ func (v upstreamVariant) ourTable(t *testing.T) string {
 }
 
 // TestTableMatchesUpstream compares, line by line, the table this engine
-// writes for the golden objects with the one upstream kube-proxy v1.34.4's
+// writes for the golden objects with the one upstream kube-proxy v1.37.2's
 // nftables proxier writes for the same objects and configuration
 // (testdata/upstream/*.nft; testdata/upstream/README.md says how they were
 // made). The differences allowed are this engine's own, documented in
-// doc.go: the content-hash comments, per-endpoint dispatch rules instead
-// of one inline vmap (normalized back here), and the nodeport-ips set kept
+// doc.go: the content-hash comments, per-endpoint rules instead of one
+// inline map or vmap (normalized back here), and the nodeport-ips set kept
 // (empty) when node ports match every address.
 func TestTableMatchesUpstream(t *testing.T) {
 	if dir := os.Getenv("SVCPROXY_EXPORT_UPSTREAM_OBJECTS"); dir != "" {
@@ -97,7 +97,7 @@ func TestTableMatchesUpstream(t *testing.T) {
 				sort.Strings(theirs)
 			}
 			if d := lineDiff(theirs, ours); d != "" {
-				t.Errorf("table differs from upstream v1.34.4's (- upstream, + ours):\n%s", d)
+				t.Errorf("table differs from upstream v1.37.2's (- upstream, + ours):\n%s", d)
 			}
 		})
 	}
@@ -122,28 +122,51 @@ var (
 	ruleLine     = regexp.MustCompile(`^add rule (ip6?) kube-proxy (\S+) (.*)$`)
 	dispatchStep = regexp.MustCompile(`^numgen random mod \d+ 0 goto (endpoint-\S+)$`)
 	dispatchLast = regexp.MustCompile(`^goto (endpoint-\S+)$`)
+	dnatStep     = regexp.MustCompile(`^numgen random mod \d+ 0 meta l4proto (\S+) dnat to (\S+)$`)
+	dnatLast     = regexp.MustCompile(`^meta l4proto (\S+) dnat to (\S+)$`)
 )
 
 // normalizeToUpstream turns a dump of this engine's table into upstream's
-// shape: hash comments dropped, and each run of per-endpoint dispatch rules
-// in a service or local chain folded into upstream's one
-// "numgen random mod N vmap { 0 : goto …, … }" rule. Lines come back
-// sorted.
+// shape: hash comments dropped, and each run of per-endpoint rules in a
+// service or local chain folded into upstream v1.37's one rule: dispatch
+// to endpoint chains (affinity) into "numgen random mod N vmap { 0 : goto
+// …, … }", DNATs to several endpoints into "meta l4proto P dnat ip addr .
+// port to numgen random mod N map { 0 : A . p, … }" (one endpoint stays a
+// plain "dnat to", as upstream writes it). Lines come back sorted.
 func normalizeToUpstream(dump string) []string {
 	dump = hashComment.ReplaceAllString(dump, "")
 	var out []string
-	var run []string
-	var runPrefix string
+	var run []string // vmap: endpoint chains; dnat: "addr . port"
+	var runPrefix, runKind, runProto, runFamily string
 	flush := func() {
 		if len(run) == 0 {
 			return
 		}
 		var parts []string
 		for i, c := range run {
-			parts = append(parts, fmt.Sprintf("%d : goto %s", i, c))
+			if runKind == "vmap" {
+				parts = append(parts, fmt.Sprintf("%d : goto %s", i, c))
+			} else {
+				parts = append(parts, fmt.Sprintf("%d : %s", i, c))
+			}
 		}
-		out = append(out, fmt.Sprintf("%snumgen random mod %d vmap { %s }", runPrefix, len(run), strings.Join(parts, " , ")))
+		if runKind == "vmap" {
+			out = append(out, fmt.Sprintf("%snumgen random mod %d vmap { %s }", runPrefix, len(run), strings.Join(parts, " , ")))
+		} else {
+			out = append(out, fmt.Sprintf("%smeta l4proto %s dnat %s addr . port to numgen random mod %d map { %s }",
+				runPrefix, runProto, runFamily, len(run), strings.Join(parts, " , ")))
+		}
 		run = nil
+	}
+	add := func(prefix, kind, item string, last bool) {
+		if prefix != runPrefix || kind != runKind {
+			flush()
+		}
+		runPrefix, runKind = prefix, kind
+		run = append(run, item)
+		if last {
+			flush()
+		}
 	}
 	for _, l := range strings.Split(strings.TrimSpace(dump), "\n") {
 		m := ruleLine.FindStringSubmatch(l)
@@ -154,20 +177,20 @@ func normalizeToUpstream(dump string) []string {
 		}
 		prefix := "add rule " + m[1] + " kube-proxy " + m[2] + " "
 		if s := dispatchStep.FindStringSubmatch(m[3]); s != nil {
-			if prefix != runPrefix {
-				flush()
-			}
-			runPrefix = prefix
-			run = append(run, s[1])
+			add(prefix, "vmap", s[1], false)
 			continue
 		}
 		if s := dispatchLast.FindStringSubmatch(m[3]); s != nil {
-			if prefix != runPrefix {
-				flush()
-			}
-			runPrefix = prefix
-			run = append(run, s[1])
-			flush()
+			add(prefix, "vmap", s[1], true)
+			continue
+		}
+		if s := dnatStep.FindStringSubmatch(m[3]); s != nil {
+			runProto, runFamily = s[1], m[1]
+			add(prefix, "dnat", mapTarget(s[2]), false)
+			continue
+		}
+		if s := dnatLast.FindStringSubmatch(m[3]); s != nil && runKind == "dnat" && runPrefix == prefix && len(run) > 0 {
+			add(prefix, "dnat", mapTarget(s[2]), true)
 			continue
 		}
 		flush()
@@ -176,6 +199,13 @@ func normalizeToUpstream(dump string) []string {
 	flush()
 	sort.Strings(out)
 	return out
+}
+
+// mapTarget writes "A:p" or "[A6]:p" as an element value of upstream's
+// dnat map, "A . p".
+func mapTarget(ap string) string {
+	a := netip.MustParseAddrPort(ap)
+	return fmt.Sprintf("%s . %d", a.Addr(), a.Port())
 }
 
 func upstreamSortedLines(s string) []string {

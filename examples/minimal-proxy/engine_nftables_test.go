@@ -27,10 +27,10 @@ func TestDryRunNFTables(t *testing.T) {
 		{v4, "add table ip kube-proxy"},
 		{v4, "10.96.30.1 . tcp . 80 : goto service-"},
 		{v4, "dnat to 10.244.1.2:8080"},
-		{v4, "ip saddr != 10.244.0.0/16 jump mark-for-masquerade"},
+		{v4, "ip daddr @cluster-ips ip saddr != 10.244.0.0/16 mark set mark or 0x00004000"},
 		{v6, "add table ip6 kube-proxy"},
 		{v6, "dnat to [fd00:244:1::2]:8080"},
-		{v6, "ip6 saddr != fd00:244::/48 jump mark-for-masquerade"},
+		{v6, "ip6 daddr @cluster-ips ip6 saddr != fd00:244::/48 mark set mark or 0x00004000"},
 	} {
 		if !strings.Contains(c.section, c.want) {
 			t.Errorf("section lacks %q", c.want)
@@ -72,9 +72,8 @@ func TestMasqueradeAllFlagNFTables(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, errOut)
 	}
-	// Upstream v1.34's rule matches the cluster IP only (the chain is
-	// reached through service-ips for this port alone; ce6f045).
-	if !strings.Contains(out, "ip daddr 10.96.10.12 jump mark-for-masquerade") {
+	// Upstream v1.37 marks all cluster-IP traffic in the services chain.
+	if !strings.Contains(out, "ip daddr @cluster-ips mark set mark or 0x00004000") {
 		t.Fatalf("--masquerade-all: no masquerade mark in the nftables plan:\n%.3000s", out)
 	}
 }

@@ -346,7 +346,11 @@ func tokens(rule string) []string {
 
 // rule evaluates one rule's matches and statements against p.
 func (ev *evaluator) rule(text string, p pkt) ([]branch, error) {
-	tk := tokens(text)
+	return ev.ruleTokens(tokens(text), p)
+}
+
+// ruleTokens evaluates a rule's (remaining) tokens against p.
+func (ev *evaluator) ruleTokens(tk []string, p pkt) ([]branch, error) {
 	nomatch := []branch{{p: p}}
 	for len(tk) > 0 {
 		switch tk[0] {
@@ -364,6 +368,37 @@ func (ev *evaluator) rule(text string, p pkt) ([]branch, error) {
 			p.masq = true
 			return []branch{{p: p, action: "accept"}}, nil
 		case "dnat":
+			if len(tk) > 8 && (tk[1] == "ip" || tk[1] == "ip6") && strings.Join(tk[2:6], " ") == "addr . port to" {
+				// dnat ip addr . port to numgen random mod N map { i : a . p , … }
+				// (upstream v1.37's dispatch): one branch per endpoint.
+				_, rest, numgen, err := ev.expr(tk[6:], p)
+				if err != nil || numgen == 0 || len(rest) < 2 || rest[0] != "map" {
+					return nil, fmt.Errorf("bad dnat map")
+				}
+				m, _, err := inlineMap(rest[1:])
+				if err != nil {
+					return nil, err
+				}
+				var out []branch
+				for n := 0; n < numgen; n++ {
+					f := strings.Fields(m[strconv.Itoa(n)])
+					if len(f) != 3 || f[1] != "." {
+						return nil, fmt.Errorf("dnat map element %d: %q", n, m[strconv.Itoa(n)])
+					}
+					a, err := netip.ParseAddr(f[0])
+					if err != nil {
+						return nil, err
+					}
+					port, err := strconv.Atoi(f[2])
+					if err != nil {
+						return nil, err
+					}
+					q := p
+					q.dst, q.port, q.dnat = a.Unmap(), port, true
+					out = append(out, branch{p: q, action: "accept"})
+				}
+				return out, nil
+			}
 			if len(tk) < 3 || tk[1] != "to" {
 				return nil, fmt.Errorf("bad dnat")
 			}
@@ -414,17 +449,23 @@ func (ev *evaluator) rule(text string, p pkt) ([]branch, error) {
 				if tk[0] == "==" {
 					tk = tk[1:]
 				}
+				// The rest of the rule runs on the matching branch: a
+				// jump, goto or dnat (this engine's dispatch).
 				k, err := strconv.Atoi(tk[0])
 				if err != nil || k < 0 || k >= numgen {
 					return nil, fmt.Errorf("numgen random mod %d compared with %q", numgen, tk[0])
 				}
-				if len(tk) != 3 || (tk[1] != "goto" && tk[1] != "jump") {
-					return nil, fmt.Errorf("numgen match without a jump or goto: %v", tk[1:])
+				if len(tk) < 2 {
+					return nil, fmt.Errorf("numgen match without a statement")
+				}
+				out, err := ev.ruleTokens(tk[1:], p)
+				if err != nil {
+					return nil, err
 				}
 				if numgen == 1 {
-					return []branch{{p: p, action: tk[1], target: tk[2]}}, nil
+					return out, nil
 				}
-				return []branch{{p: p, action: tk[1], target: tk[2]}, {p: p}}, nil
+				return append(out, branch{p: p}), nil
 			}
 			// numgen random mod N vmap { i : goto X, ... } (upstream's dispatch)
 			if len(tk) == 0 {
@@ -542,6 +583,11 @@ func (ev *evaluator) expr(tk []string, p pkt) (vals []string, rest []string, num
 			v, tk = p.iif, tk[1:]
 		case tk[0] == "ct" && len(tk) > 1 && tk[1] == "state":
 			v, tk = "new", tk[2:]
+		case tk[0] == "ct" && len(tk) > 1 && tk[1] == "status":
+			v, tk = "-", tk[2:]
+			if p.dnat {
+				v = "dnat"
+			}
 		case tk[0] == "mark" && len(tk) > 2 && tk[1] == "and":
 			m, err := strconv.ParseUint(tk[2], 0, 64)
 			if err != nil {
