@@ -11,6 +11,7 @@ import (
 	"github.com/svcproxy/svcproxy/changetracker"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
 
 // syncRun is one Apply: what it planned and what it wrote.
@@ -215,7 +216,13 @@ func compareServicePortNames(a, b proxy.ServicePortName) int {
 }
 
 func compareKeys(a, b LBKey) int {
-	return cmp.Or(a.VIP.Compare(b.VIP), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
+	b2i := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	return cmp.Or(a.VIP.Compare(b.VIP), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(b2i(a.IPv6), b2i(b.IPv6)))
 }
 
 func sortKeys(keys []LBKey) { slices.SortFunc(keys, compareKeys) }
@@ -547,6 +554,7 @@ func (r *syncRun) ensureLB(w *wantLB, owner proxy.ServicePortName) bool {
 	}
 	a := p.st.lbs[w.Key]
 	if a != nil {
+		a.kind = w.Kind
 		if sameLB(&a.lb, &target) {
 			a.owner, a.owned = owner, true
 			return true
@@ -562,9 +570,11 @@ func (r *syncRun) ensureLB(w *wantLB, owner proxy.ServicePortName) bool {
 				a.lb, a.owner, a.owned = updated, owner, true
 				return true
 			case errors.Is(err, ErrNotImplemented):
+				r.countLBFailure(metrics.LBUpdate, w.Kind, err)
 				p.st.updateOff = true
 				p.log.Info("HNS cannot modify load balancers; deleting and recreating them from now on")
 			default:
+				r.countLBFailure(metrics.LBUpdate, w.Kind, err)
 				r.fail(fmt.Errorf("updating load balancer %s for %s: %w", w.Key, owner, err))
 				return true // still held, as it was
 			}
@@ -576,10 +586,11 @@ func (r *syncRun) ensureLB(w *wantLB, owner proxy.ServicePortName) bool {
 	r.writes++
 	created, err := p.hns.CreateLoadBalancer(target)
 	if err != nil {
+		r.countLBFailure(metrics.LBCreate, w.Kind, err)
 		r.fail(fmt.Errorf("creating load balancer %s for %s: %w", w.Key, owner, err))
 		return false
 	}
-	p.st.lbs[w.Key] = &appliedLB{lb: created, owner: owner, owned: true}
+	p.st.lbs[w.Key] = &appliedLB{lb: created, owner: owner, owned: true, kind: w.Kind}
 	return true
 }
 
@@ -595,6 +606,7 @@ func (r *syncRun) deleteLB(key LBKey) bool {
 	}
 	r.writes++
 	if err := p.hns.DeleteLoadBalancer(a.lb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		r.countLBFailure(metrics.LBDelete, a.kind, err)
 		r.fail(fmt.Errorf("deleting load balancer %s (%s): %w", key, a.lb.ID, err))
 		return false
 	}
@@ -639,3 +651,43 @@ func (r *syncRun) sweepRemotes() {
 }
 
 func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
+
+// countLBFailure counts a failed HNS load-balancer operation in kube-proxy
+// v1.37's winkernel failure metrics.
+func (r *syncRun) countLBFailure(op string, kind lbKind, err error) {
+	r.p.cfg.Metrics.IncWinKernelLBFailure(op, r.p.cfg.IPFamily, lbTypeLabel(kind), lbErrorLabel(err))
+}
+
+// lbTypeLabel is kube-proxy's lb_type label for an LB kind. An adopted LB
+// no plan has claimed yet has no kind: "unknown" (kube-proxy, which deletes
+// every LB at start-up instead of adopting, has no such LB).
+func lbTypeLabel(k lbKind) string {
+	switch k {
+	case kindClusterIP:
+		return "clusterip"
+	case kindNodePort:
+		return "nodeport"
+	case kindExternalIP:
+		return "externalip"
+	case kindLoadBalancer:
+		return "ingressip"
+	case kindHealthCheck:
+		return "healthcheck"
+	}
+	return "unknown"
+}
+
+// lbErrorLabel is kube-proxy's error label for an HNS error.
+func lbErrorLabel(err error) string {
+	switch {
+	case errors.Is(err, ErrPortAlreadyExists):
+		return "port_already_exists"
+	case errors.Is(err, ErrNetworkNotFound):
+		return "network_not_found"
+	case errors.Is(err, ErrNotImplemented):
+		return "not_implemented"
+	case errors.Is(err, ErrInvalidIP):
+		return "invalid_ip"
+	}
+	return "other"
+}

@@ -10,7 +10,8 @@
 //
 // # What it programs
 //
-// For every service port, as kube-proxy's winkernel (1.34): one load
+// For every service port, as kube-proxy's winkernel (1.34, and 1.37 where
+// it changed: see below): one load
 // balancer for the cluster IP, one for the node port (no frontend VIP: it
 // answers on every host address), one per external IP, one per
 // load-balancer ingress IP, and with Config.ForwardHealthCheckVIP one per
@@ -67,8 +68,17 @@
 //   - A failed delete keeps the LB in the engine's view and fails the sync;
 //     the next (full) sync lists HNS and retries, so no cached ID outlives
 //     the object and no stale LB holds a port unseen.
-//   - LBs are updated in place while HNS supports it; after one "not
-//     implemented" answer the engine deletes and recreates instead.
+//   - LBs are updated in place while HNS supports it (as kube-proxy v1.37's
+//     ModifyLoadBalancerPolicy); after one "not implemented" answer the
+//     engine deletes and recreates instead.
+//   - Topology: node and zone hints (PreferSameNode, PreferSameZone and its
+//     deprecated alias PreferClose) narrow the backends as on Linux, through
+//     the shared selection; upstream's Windows proxy (v1.37) ignores them.
+//   - Remote endpoints that share an address with a local endpoint (the
+//     Windows Server 2019/2022 bug): the local one is used, as upstream;
+//     but the stale remote endpoint is deleted only when it is ours and
+//     unused, where kube-proxy v1.37 deletes every such remote endpoint on
+//     each listing (kubernetes#135146, #138603, #139503). Not adopted yet.
 //   - A missing network fails the sync (retried by Run) instead of blocking
 //     the constructor; nothing touches HNS before the first sync.
 //
@@ -77,6 +87,15 @@
 // the first port (lowest address) are used, and the rest are logged.
 // loadBalancerSourceRanges are not enforced (HNS LBs have no source
 // filter), and there is no reject: unserved traffic is not proxied.
+//
+// Dual stack is two engines, one per family, on one HNS: an LB's key
+// (LBKey) holds its IPv6 flag, so the IPv4 and IPv6 node-port LBs of a port
+// (both without a VIP) are two LBs that neither engine mistakes for its
+// own, as kube-proxy v1.37 keys them. Failed LB creates, updates and
+// deletes are counted in kube-proxy v1.37's
+// kubeproxy_sync_proxy_rules_winkernel_lb_{create,update,delete}_failures_total
+// (labels ip_family, lb_type, error; lb_type "unknown" for an adopted LB
+// no plan claimed, which kube-proxy, deleting every LB at start-up, never has).
 //
 // # Not verified without a Windows host
 //

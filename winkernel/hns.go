@@ -58,6 +58,12 @@ var (
 	// ErrInvalid: HNS rejected the object's contents (too many backends,
 	// an IPv6 address without the IPv6 flag, an unknown endpoint ID...).
 	ErrInvalid = errors.New("HNS rejected an invalid object")
+	// ErrNetworkNotFound: the network does not exist; errors.Is also
+	// matches ErrNotFound.
+	ErrNetworkNotFound = errors.New("HNS network not found")
+	// ErrInvalidIP: HNS rejected an IP address (HCN_E_INVALID_IP);
+	// errors.Is also matches ErrInvalid.
+	ErrInvalidIP = errors.New("HNS rejected an invalid IP address")
 )
 
 // NetworkType is an HNS network's mode.
@@ -221,6 +227,10 @@ type LBKey struct {
 	VIP      netip.Addr
 	Protocol uint16
 	Port     uint16
+	// IPv6 is the LB's FlagIPv6: on a dual-stack node the IPv4 and IPv6
+	// node-port LBs of a port both have no VIP, and are two LBs (as
+	// kube-proxy v1.37 keys them, kubernetes#136373).
+	IPv6 bool
 }
 
 func (k LBKey) String() string {
@@ -232,7 +242,7 @@ func (k LBKey) String() string {
 
 // Key returns the LB's key (of its first frontend VIP).
 func (lb *LoadBalancer) Key() LBKey {
-	return LBKey{VIP: lb.VIP(), Protocol: lb.Protocol, Port: lb.ExternalPort}
+	return LBKey{VIP: lb.VIP(), Protocol: lb.Protocol, Port: lb.ExternalPort, IPv6: lb.Flags&FlagIPv6 != 0}
 }
 
 func protoName(p uint16) string {

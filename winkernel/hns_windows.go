@@ -26,17 +26,20 @@ func wrapErr(op string, err error) error {
 		return nil
 	}
 	switch {
+	case hcn.IsNetworkNotFoundError(err):
+		return fmt.Errorf("hns %s: %w: %w: %w", op, ErrNetworkNotFound, ErrNotFound, err)
+	case hcn.IsInvalidIPError(err):
+		return fmt.Errorf("hns %s: %w: %w: %w", op, ErrInvalidIP, ErrInvalid, err)
 	case hcn.IsPortAlreadyExistsError(err):
 		return fmt.Errorf("hns %s: %w: %w", op, ErrPortAlreadyExists, err)
 	case hcn.IsNotImplemented(err):
 		return fmt.Errorf("hns %s: %w: %w", op, ErrNotImplemented, err)
-	case hcn.IsNotFoundError(err), hcn.IsElementNotFoundError(err), hcn.IsEndpointNotFoundError(err),
-		hcn.IsNetworkNotFoundError(err):
+	case hcn.IsNotFoundError(err), hcn.IsElementNotFoundError(err), hcn.IsEndpointNotFoundError(err):
 		return fmt.Errorf("hns %s: %w: %w", op, ErrNotFound, err)
 	}
 	var nf hcn.NetworkNotFoundError
 	if errors.As(err, &nf) {
-		return fmt.Errorf("hns %s: %w: %w", op, ErrNotFound, err)
+		return fmt.Errorf("hns %s: %w: %w: %w", op, ErrNetworkNotFound, ErrNotFound, err)
 	}
 	return fmt.Errorf("hns %s: %w", op, err)
 }

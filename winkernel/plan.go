@@ -191,10 +191,10 @@ func (plan *servicePlan) add(sel *selection, kind lbKind, proto uint16, vip neti
 	}
 	lb := sel.common
 	lb.Kind = kind
-	lb.Key = LBKey{VIP: vip, Protocol: proto, Port: uint16(port)}
 	lb.Backends = backends
 	lb.InternalPort = internal
 	lb.Flags |= flags
+	lb.Key = LBKey{VIP: vip, Protocol: proto, Port: uint16(port), IPv6: lb.Flags&FlagIPv6 != 0}
 	plan.LBs = append(plan.LBs, lb)
 }
 

@@ -59,6 +59,9 @@ type appliedLB struct {
 	lb    LoadBalancer // as HNS holds it (ID set)
 	owner proxy.ServicePortName
 	owned bool // owner is set (adopted LBs have none until planned)
+	// kind is what the LB serves, once planned (adopted LBs have none
+	// until then); it labels the failure metrics.
+	kind lbKind
 }
 
 // state is what the engine believes HNS holds, rebuilt from HNS's

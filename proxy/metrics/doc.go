@@ -12,6 +12,13 @@
 // or "IPv6"), so the two engines of a dual-stack proxy share one *Metrics.
 // The change counters and pending gauges have no family label, as upstream.
 //
+// kube-proxy v1.37's Windows load-balancer failure counters
+// (kubeproxy_sync_proxy_rules_winkernel_lb_{create,update,delete}_failures_total,
+// labels ip_family, lb_type, error) are here too; only the winkernel engine
+// increments them (IncWinKernelLBFailure). The nftables localhost node-port
+// counters of v1.37 (behind its KubeProxyNFTablesLocalhostNodePorts gate)
+// are not.
+//
 // One metric is ours, not kube-proxy's:
 // kubeproxy_service_healthcheck_listen_failures_total counts health-check
 // node ports that could not be opened (kube-proxy only logs them).

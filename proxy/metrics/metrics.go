@@ -76,6 +76,12 @@ type Metrics struct {
 	ReconcileConntrackFlowsDeletedEntriesTotal *prometheus.CounterVec
 
 	ServiceHealthCheckListenFailuresTotal prometheus.Counter
+
+	// The Windows engine's load-balancer failures, as kube-proxy v1.37
+	// (labels ip_family, lb_type, error; see IncWinKernelLBFailure).
+	WinKernelLBCreateFailuresTotal *prometheus.CounterVec
+	WinKernelLBUpdateFailuresTotal *prometheus.CounterVec
+	WinKernelLBDeleteFailuresTotal *prometheus.CounterVec
 }
 
 // New returns a fresh set of collectors, not yet registered anywhere.
@@ -189,8 +195,25 @@ func New() *Metrics {
 			Name:      "service_healthcheck_listen_failures_total",
 			Help:      "Cumulative failures to open a service health-check node port",
 		}),
+		WinKernelLBCreateFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: Subsystem,
+			Name:      "sync_proxy_rules_winkernel_lb_create_failures_total",
+			Help:      alpha("Cumulative proxy winkernel lb create failures"),
+		}, winKernelLBLabels),
+		WinKernelLBUpdateFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: Subsystem,
+			Name:      "sync_proxy_rules_winkernel_lb_update_failures_total",
+			Help:      alpha("Cumulative proxy winkernel lb update failures"),
+		}, winKernelLBLabels),
+		WinKernelLBDeleteFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: Subsystem,
+			Name:      "sync_proxy_rules_winkernel_lb_delete_failures_total",
+			Help:      alpha("Cumulative proxy winkernel lb delete failures"),
+		}, winKernelLBLabels),
 	}
 }
+
+var winKernelLBLabels = []string{"ip_family", "lb_type", "error"}
 
 // collectors lists every collector, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
@@ -215,6 +238,9 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.ReconcileConntrackFlowsLatency,
 		m.ReconcileConntrackFlowsDeletedEntriesTotal,
 		m.ServiceHealthCheckListenFailuresTotal,
+		m.WinKernelLBCreateFailuresTotal,
+		m.WinKernelLBUpdateFailuresTotal,
+		m.WinKernelLBDeleteFailuresTotal,
 	}
 }
 
@@ -421,4 +447,34 @@ func (m *Metrics) IncServiceHealthCheckListenFailures() {
 // unixSeconds renders t the way kube-proxy does (fractional Unix seconds).
 func unixSeconds(t time.Time) float64 {
 	return float64(t.UnixNano()) / 1e9
+}
+
+// Operations of IncWinKernelLBFailure.
+const (
+	LBCreate = "create"
+	LBUpdate = "update"
+	LBDelete = "delete"
+)
+
+// IncWinKernelLBFailure counts one failed HNS load-balancer operation (op
+// is LBCreate, LBUpdate or LBDelete) with kube-proxy v1.37's labels:
+// lbType is one of clusterip, nodeport, externalip, ingressip,
+// healthcheck; errType one of network_not_found, port_already_exists,
+// not_implemented, invalid_ip, other.
+func (m *Metrics) IncWinKernelLBFailure(op string, f v1.IPFamily, lbType, errType string) {
+	if m == nil {
+		return
+	}
+	var c *prometheus.CounterVec
+	switch op {
+	case LBCreate:
+		c = m.WinKernelLBCreateFailuresTotal
+	case LBUpdate:
+		c = m.WinKernelLBUpdateFailuresTotal
+	case LBDelete:
+		c = m.WinKernelLBDeleteFailuresTotal
+	default:
+		return
+	}
+	c.WithLabelValues(family(f), lbType, errType).Inc()
 }

@@ -33,6 +33,9 @@ func touchAll(m *Metrics) {
 	m.IncLivez(503)
 	m.ObserveConntrackReconcile(v1.IPv6Protocol, 2*time.Millisecond, 9)
 	m.IncServiceHealthCheckListenFailures()
+	m.IncWinKernelLBFailure(LBCreate, v1.IPv4Protocol, "clusterip", "port_already_exists")
+	m.IncWinKernelLBFailure(LBUpdate, v1.IPv6Protocol, "nodeport", "not_implemented")
+	m.IncWinKernelLBFailure(LBDelete, v1.IPv4Protocol, "healthcheck", "other")
 }
 
 func TestNamesMatchKubeProxy(t *testing.T) {
@@ -71,6 +74,10 @@ func TestNamesMatchKubeProxy(t *testing.T) {
 		"kubeproxy_conntrack_reconciler_sync_duration_seconds":               "[ALPHA] ReconcileConntrackFlowsLatency latency in seconds",
 		"kubeproxy_conntrack_reconciler_deleted_entries_total":               "[ALPHA] Cumulative conntrack flows deleted by conntrack reconciler",
 		"kubeproxy_service_healthcheck_listen_failures_total":                "Cumulative failures to open a service health-check node port",
+		// kube-proxy v1.37's winkernel load-balancer failures (#137767).
+		"kubeproxy_sync_proxy_rules_winkernel_lb_create_failures_total": "[ALPHA] Cumulative proxy winkernel lb create failures",
+		"kubeproxy_sync_proxy_rules_winkernel_lb_update_failures_total": "[ALPHA] Cumulative proxy winkernel lb update failures",
+		"kubeproxy_sync_proxy_rules_winkernel_lb_delete_failures_total": "[ALPHA] Cumulative proxy winkernel lb delete failures",
 	}
 	for name, help := range want {
 		if g, ok := got[name]; !ok {

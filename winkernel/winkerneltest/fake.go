@@ -401,7 +401,7 @@ func lbKeys(lb winkernel.LoadBalancer) []winkernel.LBKey {
 	}
 	out := make([]winkernel.LBKey, len(lb.FrontendVIPs))
 	for i, v := range lb.FrontendVIPs {
-		out[i] = winkernel.LBKey{VIP: v, Protocol: lb.Protocol, Port: lb.ExternalPort}
+		out[i] = winkernel.LBKey{VIP: v, Protocol: lb.Protocol, Port: lb.ExternalPort, IPv6: lb.Flags&winkernel.FlagIPv6 != 0}
 	}
 	return out
 }
