@@ -30,6 +30,20 @@
 //     / ip commands and rules, the nftables transaction, the userspace
 //     mode's listeners and capture rules, or the HNS objects. It needs
 //     neither root nor iptables.
+//   - subcommands.go, trace*.go: subcommands, apart from kube-proxy's
+//     flags (--help lists them first). "minimal-proxy trace --from SRC
+//     --to DST:PORT/PROTO" reads the node's current dataplane read-only
+//     with the standard tools (iptables-nft-save / iptables-legacy-save,
+//     whichever holds kube-proxy's chains; nft list table for the
+//     nftables mode), whether a proxy runs or not and whoever wrote the
+//     rules, loads it into the shipped fake and traces one new connection
+//     with the shipped tracer: the backends with their probabilities,
+//     masquerade, drop or reject, and every rule on each path with the
+//     Service its comment names ("-o json" for scripts). It says what it
+//     cannot read (not root, a tool missing, a rule the tracer does not
+//     model) and never guesses past it. A kernel test runs the conformance
+//     table in network namespaces and requires trace to agree with real
+//     packets on every check.
 //   - cleanup.go: --cleanup removes what any mode left behind, ours or
 //     kube-proxy's, and nothing else.
 //   - features.go, logging.go, conntrack.go, privileges.go, version.go:

@@ -205,7 +205,9 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: minimal-proxy [flags]\n\nThe svcproxy reference service proxy: kube-proxy's flags and configuration file.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: minimal-proxy [flags]\n       minimal-proxy SUBCOMMAND [flags]\n\nThe svcproxy reference service proxy: kube-proxy's flags and configuration file.\n\n")
+		writeSubcommandsUsage(stderr)
+		fmt.Fprintf(stderr, "\nFlags (kube-proxy's):\n")
 		fs.PrintDefaults()
 	}
 

@@ -48,6 +48,9 @@ func main() {
 // once: a usage error as one "minimal-proxy: …" line, anything later as
 // one error log line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if code, ok := runSubcommand(ctx, args, stdout, stderr); ok {
+		return code
+	}
 	o, err := parseOptions(args, runtime.GOOS, stderr)
 	if errors.Is(err, errHelp) {
 		return exitOK

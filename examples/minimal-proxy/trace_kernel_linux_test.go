@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftablestest"
+	"github.com/svcproxy/svcproxy/proxy"
+	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
+	"github.com/svcproxy/svcproxy/proxy/proxytest"
+	"github.com/svcproxy/svcproxy/proxy/proxytest/conformance"
+)
+
+// liveTracer answers each check with real packets (the Prober) and also
+// runs trace inside the node namespace, as a user would on the node:
+// the standard tools' listing, loaded and traced. A trace that does not
+// agree with the real packets fails the test.
+type liveTracer struct {
+	t         *testing.T
+	env       *netnstest.Env
+	prober    *netnstest.Prober
+	opts      traceOptions
+	dataplane string // the Dataplane the report must name
+	checks    int    // traces compared with real packets
+}
+
+func (l *liveTracer) live(p proxytest.Packet) (proxytest.Result, *traceReport, error) {
+	var rep *traceReport
+	err := netnstest.Exec(l.env.Node, func() error {
+		node, err := readNodeView(p.Dst.Is6())
+		if err != nil {
+			return err
+		}
+		o := l.opts
+		o.origin = map[proxytest.Origin]string{proxytest.FromPod: "pod", proxytest.FromNode: "node", proxytest.FromExternal: "external"}[p.Origin]
+		rep, err = traceNode(context.Background(), &o, p, node, execTool)
+		return err
+	})
+	if err != nil {
+		return proxytest.Result{}, nil, err
+	}
+	res, err := reportResult(rep)
+	return res, rep, err
+}
+
+func (l *liveTracer) check(p proxytest.Packet, real proxytest.Result) {
+	l.t.Helper()
+	l.checks++
+	got, rep, err := l.live(p)
+	if err != nil {
+		l.t.Errorf("trace %s: %v", p, err)
+		return
+	}
+	if !strings.HasPrefix(rep.Dataplane, l.dataplane) {
+		l.t.Errorf("trace %s read %q, want %q", p, rep.Dataplane, l.dataplane)
+	}
+	if why := proxytest.Match(got, real, true); why != "" {
+		var text strings.Builder
+		rep.writeText(&text)
+		l.t.Errorf("trace %s says %s, real packets %s: %s\n%s", p, got, real, why, text.String())
+	}
+}
+
+func (l *liveTracer) Trace(p proxytest.Packet) (proxytest.Result, error) {
+	real, err := l.prober.Trace(p)
+	if err == nil {
+		l.check(p, real)
+	}
+	return real, err
+}
+
+func (l *liveTracer) TraceSample(p proxytest.Packet, want proxytest.Result) (proxytest.Result, error) {
+	real, err := l.prober.TraceSample(p, want)
+	if err == nil {
+		l.check(p, real)
+	}
+	return real, err
+}
+
+func (l *liveTracer) Dump() string { return l.prober.Dump() }
+
+// runTraceKernel runs the conformance table with real packets, an engine
+// from newEngine programming the node namespace, and trace checked
+// against the packets at every check.
+func runTraceKernel(t *testing.T, family v1.IPFamily, opts traceOptions, dataplane string, quirks []proxytest.Quirk, newEngine func(t *testing.T, env *netnstest.Env, opts proxytest.Options) proxy.Provider) {
+	netnstest.SkipUnlessRoot(t)
+	topo := proxytest.DefaultTopology(family)
+	conformance.RunScenarios(t, topo, proxytest.Scenarios(topo), conformance.Harness{
+		New: func(t *testing.T, topo proxytest.Topology, popts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
+			env := netnstest.NewEnv(t, topo)
+			p := newEngine(t, env, popts)
+			lt := &liveTracer{t: t, env: env, prober: env.Prober(), opts: opts, dataplane: dataplane}
+			t.Cleanup(func() {
+				if lt.checks == 0 && !t.Skipped() {
+					t.Error("trace was never compared with real packets")
+				}
+				t.Logf("trace agreed with real packets on %d checks", lt.checks)
+			})
+			return netnstest.InNamespace(p, env.Node), lt
+		},
+		Quirks: quirks,
+	})
+}
+
+// TestTraceKernelIPTables: the iptables engine programs a namespace, and
+// trace there (mode and backend detected) agrees with real packets on
+// every check of the conformance table, with either backend.
+func TestTraceKernelIPTables(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-kernel conformance takes minutes; skipped with -short")
+	}
+	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
+		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+			t.Run(backend+"/"+string(family), func(t *testing.T) {
+				runTraceKernel(t, family, traceOptions{}, "iptables ("+backend+" backend)", nil, func(t *testing.T, env *netnstest.Env, opts proxytest.Options) proxy.Provider {
+					var ipt xtables.Runner
+					err := netnstest.Exec(env.Node, func() error {
+						var err error
+						ipt, err = xtables.New(xtables.RunnerConfig{Family: env.Topo.Family, Backend: backend})
+						return err
+					})
+					if err != nil {
+						t.Skipf("iptables %s backend unavailable: %v", backend, err)
+					}
+					cfg := topologyIPTablesConfig(env.Topo, opts)
+					cfg.Conntrack = conntrack.New()
+					p, err := iptables.NewProxier(cfg, iptables.Interfaces{IPTables: ipt})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return p
+				})
+			})
+		}
+	}
+}
+
+// TestTraceKernelNFTables: the nftables engine programs a namespace, and
+// trace there (mode detected: the kube-proxy table is there) agrees with
+// real packets on every check of the conformance table.
+func TestTraceKernelNFTables(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-kernel conformance takes minutes; skipped with -short")
+	}
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(family), func(t *testing.T) {
+			runTraceKernel(t, family, traceOptions{}, "nftables", nftablestest.ConformanceQuirks(proxytest.Topology{}), func(t *testing.T, env *netnstest.Env, opts proxytest.Options) proxy.Provider {
+				var ifs nftables.Interfaces
+				err := netnstest.Exec(env.Node, func() error {
+					var err error
+					ifs, err = nftables.NewInterfaces(env.Topo.Family)
+					return err
+				})
+				if err != nil {
+					t.Skipf("nftables unavailable: %v", err)
+				}
+				topo := env.Topo
+				p, err := nftables.NewProxier(nftables.Config{
+					Common:            enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}, Conntrack: conntrack.New()},
+					MasqueradeAll:     opts.MasqueradeAll,
+					LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+					NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+					LocalAddresses:    func() ([]netip.Addr, error) { return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil },
+				}, ifs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			})
+		})
+	}
+}
