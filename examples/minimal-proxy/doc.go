@@ -43,7 +43,12 @@
 //     cannot read (not root, a tool missing, a rule the tracer does not
 //     model) and never guesses past it. A kernel test runs the conformance
 //     table in network namespaces and requires trace to agree with real
-//     packets on every check.
+//     packets on every check. "minimal-proxy diff [the proxy's flags]"
+//     builds the plan a sync would apply (the dry run, from the cluster or
+//     --objects-file) and compares it with the node's rules, printing the
+//     iptables commands that would make them equal and exiting 3 when
+//     they differ, 0 when they do not (iptables mode only so far; the
+//     built-in chains' jumps are not compared).
 //   - cleanup.go: --cleanup removes what any mode left behind, ours or
 //     kube-proxy's, and nothing else.
 //   - features.go, logging.go, conntrack.go, privileges.go, version.go:
@@ -84,6 +89,7 @@
 // # Exit codes
 //
 // 0: stopped by a signal, --cleanup or --dry-run done, or --help.
+// 3: diff found the node's rules differ from the plan.
 // 1: a runtime failure (unreachable kubeconfig file, unreadable objects
 // file, a failing engine). 2: bad flags or configuration.
 //
