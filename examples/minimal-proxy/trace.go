@@ -417,6 +417,9 @@ func (r *traceReport) writeText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "path %d: %s\n", i+1, head)
 		for _, s := range p.Steps {
+			if strings.HasSuffix(s, ": policy ACCEPT") {
+				continue // a built-in chain let it through; -o json keeps these
+			}
 			fmt.Fprintf(w, "    %s\n", s)
 		}
 	}
@@ -450,6 +453,18 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailed
 	}
 	if o.output == "json" {
+		// Lists, never null, for scripts.
+		if rep.Reach == nil {
+			rep.Reach = []reachReport{}
+		}
+		if rep.Paths == nil {
+			rep.Paths = []pathReport{}
+		}
+		for i := range rep.Paths {
+			if rep.Paths[i].Steps == nil {
+				rep.Paths[i].Steps = []string{}
+			}
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
