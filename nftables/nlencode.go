@@ -41,6 +41,8 @@ type nlEncoder struct {
 	table  string
 	msgs   []netlink.Message
 	setID  uint32
+	w      attrWriter // scratch: the message being built
+	arena  []byte     // where finished messages are kept
 }
 
 func newNLEncoder(family byte) *nlEncoder {
@@ -98,7 +100,7 @@ func encodeChangeSet(family byte, cs *changeSet) ([]netlink.Message, error) {
 		}
 	}
 	for _, n := range cs.setDels {
-		e.add(unix.NFT_MSG_DELSET, 0, func(ae *netlink.AttributeEncoder) {
+		e.add(unix.NFT_MSG_DELSET, 0, func(ae *attrWriter) {
 			ae.String(unix.NFTA_SET_TABLE, e.table)
 			ae.String(unix.NFTA_SET_NAME, n)
 		})
@@ -127,25 +129,93 @@ func encodeChangeSet(family byte, cs *changeSet) ([]netlink.Message, error) {
 	return e.msgs, nil
 }
 
-func (e *nlEncoder) add(msgType uint16, flags netlink.HeaderFlags, attrs func(*netlink.AttributeEncoder)) {
-	ae := netlink.NewAttributeEncoder()
-	ae.ByteOrder = binary.BigEndian // netfilter's integers are big endian
-	attrs(ae)
-	b, err := ae.Encode()
-	if err != nil {
-		panic(err) // only strings and fixed-size values: cannot fail
-	}
+func (e *nlEncoder) add(msgType uint16, flags netlink.HeaderFlags, attrs func(*attrWriter)) {
+	w := &e.w
+	w.b = append(w.b[:0], e.family, unix.NFNETLINK_V0, 0, 0)
+	attrs(w)
 	e.msgs = append(e.msgs, netlink.Message{
 		Header: netlink.Header{
 			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | int(msgType)),
 			Flags: netlink.Request | flags,
 		},
-		Data: append([]byte{e.family, unix.NFNETLINK_V0, 0, 0}, b...),
+		Data: e.keep(w.b),
 	})
 }
 
+// keep copies a finished message into the batch's arena: the messages of
+// a batch share a few large buffers instead of one allocation each (plus
+// the copies an attribute encoder makes), and the scratch buffer they are
+// built in is reused from message to message.
+func (e *nlEncoder) keep(b []byte) []byte {
+	if cap(e.arena)-len(e.arena) < len(b) {
+		e.arena = make([]byte, 0, max(len(b), arenaSize))
+	}
+	off := len(e.arena)
+	e.arena = append(e.arena, b...)
+	return e.arena[off:len(e.arena):len(e.arena)]
+}
+
+const arenaSize = 256 << 10
+
+// attrWriter appends netlink attributes (netfilter's integers big endian,
+// each attribute padded to four bytes) to a buffer, as
+// netlink.AttributeEncoder encodes them, without its per-attribute
+// allocations.
+type attrWriter struct{ b []byte }
+
+// begin starts an attribute of type typ; end sets its length (the
+// unpadded size, as the kernel and netlink.AttributeEncoder write it) and
+// pads it.
+func (w *attrWriter) begin(typ uint16) int {
+	start := len(w.b)
+	w.b = append(w.b, 0, 0, 0, 0)
+	binary.NativeEndian.PutUint16(w.b[start+2:], typ)
+	return start
+}
+
+func (w *attrWriter) end(start int) {
+	binary.NativeEndian.PutUint16(w.b[start:], uint16(len(w.b)-start))
+	for len(w.b)%4 != 0 {
+		w.b = append(w.b, 0)
+	}
+}
+
+func (w *attrWriter) Bytes(typ uint16, v []byte) {
+	s := w.begin(typ)
+	w.b = append(w.b, v...)
+	w.end(s)
+}
+
+// String writes s NUL-terminated.
+func (w *attrWriter) String(typ uint16, v string) {
+	s := w.begin(typ)
+	w.b = append(w.b, v...)
+	w.b = append(w.b, 0)
+	w.end(s)
+}
+
+func (w *attrWriter) Uint32(typ uint16, v uint32) {
+	s := w.begin(typ)
+	w.b = binary.BigEndian.AppendUint32(w.b, v)
+	w.end(s)
+}
+
+func (w *attrWriter) Uint64(typ uint16, v uint64) {
+	s := w.begin(typ)
+	w.b = binary.BigEndian.AppendUint64(w.b, v)
+	w.end(s)
+}
+
+// Nested writes the attributes fn writes inside one of type typ, flagged
+// nested.
+func (w *attrWriter) Nested(typ uint16, fn func(*attrWriter) error) {
+	s := w.begin(typ | unix.NLA_F_NESTED)
+	_ = fn(w)
+	w.end(s)
+}
+
 func (e *nlEncoder) chainMsg(msgType uint16, flags netlink.HeaderFlags, name string) {
-	e.add(msgType, flags, func(ae *netlink.AttributeEncoder) {
+	e.add(msgType, flags, func(ae *attrWriter) {
 		ae.String(unix.NFTA_CHAIN_TABLE, e.table)
 		ae.String(unix.NFTA_CHAIN_NAME, name)
 	})
@@ -153,7 +223,7 @@ func (e *nlEncoder) chainMsg(msgType uint16, flags netlink.HeaderFlags, name str
 
 // flushChain deletes every rule of the chain (nft's "flush chain").
 func (e *nlEncoder) flushChain(name string) {
-	e.add(unix.NFT_MSG_DELRULE, 0, func(ae *netlink.AttributeEncoder) {
+	e.add(unix.NFT_MSG_DELRULE, 0, func(ae *attrWriter) {
 		ae.String(unix.NFTA_RULE_TABLE, e.table)
 		ae.String(unix.NFTA_RULE_CHAIN, name)
 	})
@@ -174,7 +244,7 @@ func (e *nlEncoder) affinitySet(s setSpec) error {
 	}
 	e.setID++
 	id := e.setID
-	e.add(unix.NFT_MSG_NEWSET, netlink.Create, func(ae *netlink.AttributeEncoder) {
+	e.add(unix.NFT_MSG_NEWSET, netlink.Create, func(ae *attrWriter) {
 		ae.String(unix.NFTA_SET_TABLE, e.table)
 		ae.String(unix.NFTA_SET_NAME, s.name)
 		ae.Uint32(unix.NFTA_SET_FLAGS, unix.NFT_SET_TIMEOUT|unix.NFT_SET_EVAL)
@@ -196,28 +266,35 @@ const maxComment = 254
 
 // userdataComment is a comment TLV (type 0 for rules and set elements
 // alike), NUL-terminated as nft writes it.
-func userdataComment(c string) []byte {
-	b := make([]byte, 0, len(c)+3)
+func userdataComment(c string) []byte { return appendUserdataComment(nil, c) }
+
+func appendUserdataComment(b []byte, c string) []byte {
 	b = append(b, 0, byte(len(c)+1))
 	b = append(b, c...)
 	return append(b, 0)
 }
 
 func (e *nlEncoder) addRule(chain string, exprs []expr.Any, comment string) {
-	var list []byte
-	for _, x := range exprs {
-		b, err := expr.Marshal(e.family, x)
-		if err != nil {
-			panic(err) // the encoder builds only well-formed expressions
-		}
-		list = append(list, nlattr(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, b)...)
-	}
-	e.add(unix.NFT_MSG_NEWRULE, netlink.Create|netlink.Append, func(ae *netlink.AttributeEncoder) {
+	e.add(unix.NFT_MSG_NEWRULE, netlink.Create|netlink.Append, func(ae *attrWriter) {
 		ae.String(unix.NFTA_RULE_TABLE, e.table)
 		ae.String(unix.NFTA_RULE_CHAIN, chain)
-		ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_RULE_EXPRESSIONS, list)
+		ae.Nested(unix.NFTA_RULE_EXPRESSIONS, func(ae *attrWriter) error {
+			for _, x := range exprs {
+				b, err := expr.Marshal(e.family, x)
+				if err != nil {
+					panic(err) // the encoder builds only well-formed expressions
+				}
+				ae.Nested(unix.NFTA_LIST_ELEM, func(ae *attrWriter) error {
+					ae.b = append(ae.b, b...)
+					return nil
+				})
+			}
+			return nil
+		})
 		if comment != "" {
-			ae.Bytes(unix.NFTA_RULE_USERDATA, userdataComment(comment))
+			s := ae.begin(unix.NFTA_RULE_USERDATA)
+			ae.b = appendUserdataComment(ae.b, comment)
+			ae.end(s)
 		}
 	})
 }
@@ -237,52 +314,74 @@ func nlattr(typ uint16, data []byte) []byte {
 func (e *nlEncoder) elements(msgType uint16, elems []elemSpec, add bool) error {
 	for i := 0; i < len(elems); {
 		j := i
-		var list []byte
 		for ; j < len(elems) && elems[j].container == elems[i].container; j++ {
-			b, err := e.element(elems[j], add)
-			if err != nil {
+			if err := e.checkElement(elems[j], add); err != nil {
 				return err
 			}
-			list = append(list, nlattr(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, b)...)
 		}
 		name := elems[i].container
 		flags := netlink.HeaderFlags(0)
 		if add {
 			flags = netlink.Create
 		}
-		e.add(msgType, flags, func(ae *netlink.AttributeEncoder) {
+		run := elems[i:j]
+		e.add(msgType, flags, func(ae *attrWriter) {
 			ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
 			ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
-			ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_LIST_ELEMENTS, list)
+			ae.Nested(unix.NFTA_SET_ELEM_LIST_ELEMENTS, func(ae *attrWriter) error {
+				for _, el := range run {
+					ae.Nested(unix.NFTA_LIST_ELEM, func(ae *attrWriter) error {
+						e.element(ae, el, add)
+						return nil
+					})
+				}
+				return nil
+			})
 		})
 		i = j
 	}
 	return nil
 }
 
-func (e *nlEncoder) element(el elemSpec, add bool) ([]byte, error) {
-	key, err := e.elementKey(el.key)
-	if err != nil {
-		return nil, err
+// checkElement reports an element element cannot encode, before any of
+// its run is written.
+func (e *nlEncoder) checkElement(el elemSpec, add bool) error {
+	if _, err := e.elementKey(el.key); err != nil {
+		return err
 	}
-	b := nlattr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_KEY, nlattr(unix.NFTA_DATA_VALUE, key))
 	if !add {
-		return b, nil
+		return nil
 	}
 	if !containerIsSet(el.container) {
-		v, err := verdictData(el.value)
-		if err != nil {
-			return nil, err
+		if _, ok := parseVerdict(strings.Fields(el.value)); !ok {
+			return errNotEncodable
 		}
-		b = append(b, nlattr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_DATA, v)...)
 	}
 	if len(el.comment) > maxComment {
-		return nil, errNotEncodable
+		return errNotEncodable
+	}
+	return nil
+}
+
+// element writes one element checkElement accepted.
+func (e *nlEncoder) element(ae *attrWriter, el elemSpec, add bool) {
+	key, _ := e.elementKey(el.key)
+	ae.Nested(unix.NFTA_SET_ELEM_KEY, func(ae *attrWriter) error {
+		ae.Bytes(unix.NFTA_DATA_VALUE, key)
+		return nil
+	})
+	if !add {
+		return
+	}
+	if !containerIsSet(el.container) {
+		v, _ := verdictData(el.value)
+		ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_DATA, v)
 	}
 	if el.comment != "" {
-		b = append(b, nlattr(unix.NFTA_SET_ELEM_USERDATA, userdataComment(el.comment))...)
+		s := ae.begin(unix.NFTA_SET_ELEM_USERDATA)
+		ae.b = appendUserdataComment(ae.b, el.comment)
+		ae.end(s)
 	}
-	return b, nil
 }
 
 // elementKey encodes a (concatenated) key of the engine's containers:
@@ -601,14 +700,14 @@ func (e *nlEncoder) anonymousPrefixSet(elems []string) (uint32, error) {
 	tlv := func(typ byte, v []byte) []byte { return append([]byte{typ, byte(len(v))}, v...) }
 	typeof := append(tlv(0, u32(7)), tlv(1, append(tlv(0, u32(desc)), tlv(1, u32(field))...))...)
 	ud := append(append(tlv(0, u32(2)), tlv(2, u32(1))...), tlv(3, typeof)...)
-	e.add(unix.NFT_MSG_NEWSET, netlink.Create, func(ae *netlink.AttributeEncoder) {
+	e.add(unix.NFT_MSG_NEWSET, netlink.Create, func(ae *attrWriter) {
 		ae.String(unix.NFTA_SET_TABLE, e.table)
 		ae.String(unix.NFTA_SET_NAME, anonymousSetName)
 		ae.Uint32(unix.NFTA_SET_FLAGS, unix.NFT_SET_ANONYMOUS|unix.NFT_SET_CONSTANT|unix.NFT_SET_INTERVAL)
 		ae.Uint32(unix.NFTA_SET_KEY_TYPE, keyType)
 		ae.Uint32(unix.NFTA_SET_KEY_LEN, uint32(e.ipLen()))
 		ae.Uint32(unix.NFTA_SET_ID, id)
-		ae.Nested(unix.NFTA_SET_DESC, func(nae *netlink.AttributeEncoder) error {
+		ae.Nested(unix.NFTA_SET_DESC, func(nae *attrWriter) error {
 			nae.Uint32(unix.NFTA_SET_DESC_SIZE, uint32(len(out)))
 			return nil
 		})
@@ -623,7 +722,7 @@ func (e *nlEncoder) anonymousPrefixSet(elems []string) (uint32, error) {
 		b = append(b, nlattr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_KEY, nlattr(unix.NFTA_DATA_VALUE, el.key))...)
 		list = append(list, nlattr(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, b)...)
 	}
-	e.add(unix.NFT_MSG_NEWSETELEM, netlink.Create, func(ae *netlink.AttributeEncoder) {
+	e.add(unix.NFT_MSG_NEWSETELEM, netlink.Create, func(ae *attrWriter) {
 		ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
 		ae.String(unix.NFTA_SET_ELEM_LIST_SET, anonymousSetName)
 		ae.Uint32(unix.NFTA_SET_ELEM_LIST_SET_ID, id)

@@ -3,12 +3,15 @@
 package nftables
 
 import (
+	"bytes"
+	"encoding/binary"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,5 +73,34 @@ func TestEncoderFallsBack(t *testing.T) {
 	msgs, err := encodeChangeSet(unix.NFPROTO_IPV4, cs)
 	if err != nil || len(msgs) != 2 {
 		t.Errorf("set and element: %d messages, %v", len(msgs), err)
+	}
+}
+
+// TestAttrWriterMatchesAttributeEncoder: the encoder's own attribute
+// writer lays attributes out byte for byte as netlink.AttributeEncoder.
+func TestAttrWriterMatchesAttributeEncoder(t *testing.T) {
+	ae := netlink.NewAttributeEncoder()
+	ae.ByteOrder = binary.BigEndian
+	var w attrWriter
+	for _, s := range []string{"", "a", "ab", "abc", "kube-proxy"} {
+		ae.String(1, s)
+		w.String(1, s)
+	}
+	ae.Uint32(2, 0x01020304)
+	w.Uint32(2, 0x01020304)
+	ae.Uint64(3, 0x0102030405060708)
+	w.Uint64(3, 0x0102030405060708)
+	for _, b := range [][]byte{{}, {1}, {1, 2, 3}, {1, 2, 3, 4, 5}} {
+		ae.Bytes(unix.NLA_F_NESTED|4, b)
+		w.Bytes(unix.NLA_F_NESTED|4, b)
+	}
+	ae.Nested(5, func(n *netlink.AttributeEncoder) error { n.Uint32(1, 7); n.String(2, "x"); return nil })
+	w.Nested(5, func(n *attrWriter) error { n.Uint32(1, 7); n.String(2, "x"); return nil })
+	want, err := ae.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(w.b, want) {
+		t.Errorf("attrWriter:\n%x\nAttributeEncoder:\n%x", w.b, want)
 	}
 }
