@@ -112,7 +112,11 @@
 // second later: kernels before 6.2 notice late that a chain is no longer
 // referenced), as upstream does.
 //
-// The engine needs Linux (nft ≥ 1.0.1, kernel ≥ 5.13 as upstream); on other
+// The engine needs Linux, nft ≥ 1.0.1 and kernel ≥ 5.13, as upstream:
+// NewInterfaces refuses a host below either with a *VersionError that names
+// the requirement (CheckHostVersions; KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK
+// set to anything skips the kernel check, as it does upstream), and
+// examples/minimal-proxy then falls back to the iptables mode. On other
 // systems the package is empty. Package nftablestest has the fake (over
 // knftables.Fake) and a packet tracer for tests.
 package nftables

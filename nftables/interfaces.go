@@ -12,7 +12,8 @@ import (
 )
 
 // NewInterfaces returns the real Interfaces for family: the kube-proxy
-// table through the nft binary (which must be at least 1.0.1), and the
+// table through the nft binary (nft and kernel versions as CheckHostVersions
+// requires: a *VersionError otherwise), and the
 // same table of the other family for Cleanup. Listings use netlink where
 // knftables offers it, and partial syncs write over netlink
 // (NewNetlinkWriter).
@@ -20,6 +21,11 @@ func NewInterfaces(family v1.IPFamily) (Interfaces, error) {
 	other := v1.IPv6Protocol
 	if family == v1.IPv6Protocol {
 		other = v1.IPv4Protocol
+	}
+	// Upstream's version requirements, with a typed error that names the
+	// one not met (knftables.New would refuse an old nft too, untyped).
+	if err := CheckHostVersions(); err != nil {
+		return Interfaces{}, err
 	}
 	nft, err := knftables.New(Family(family), TableName, knftables.UseNetlink)
 	if err != nil {
