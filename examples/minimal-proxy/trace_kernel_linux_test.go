@@ -186,17 +186,10 @@ func TestTraceKernelNFTables(t *testing.T) {
 }
 
 // TestTraceKernelUpstreamIPTables loads upstream kube-proxy v1.37.2's
-// rules for every step of the conformance table (testdata/trace) into the
-// real topology's node namespace, with either iptables backend, and
-// requires trace there to agree with real packets on every check. It
-// compares trace with the kernel, not with the table's wanted results:
-// where upstream differs from the table, both must show the same.
+// iptables rules for every step of the conformance table (testdata/trace)
+// into the real topology's node namespace, with either iptables backend,
+// and requires trace there to agree with real packets on every check.
 func TestTraceKernelUpstreamIPTables(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real-kernel checks take minutes; skipped with -short")
-	}
-	netnstest.SkipUnlessRoot(t)
-	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
 	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
 		restore := "iptables-" + backend + "-restore"
 		if _, err := exec.LookPath(restore); err != nil {
@@ -204,41 +197,70 @@ func TestTraceKernelUpstreamIPTables(t *testing.T) {
 			continue
 		}
 		t.Run(backend, func(t *testing.T) {
-			for _, sc := range proxytest.Scenarios(topo) {
-				t.Run(sc.Name, func(t *testing.T) {
-					env := netnstest.NewEnv(t, topo)
-					lt := &liveTracer{t: t, env: env, prober: env.Prober(), dataplane: "iptables (" + backend + " backend)"}
-					for _, st := range sc.Steps {
-						rules, err := os.ReadFile(filepath.Join(upstreamRulesDir, upstreamStepFile(sc.Name, st.Name)+".iptables-save"))
-						if err != nil {
-							t.Fatal(err)
-						}
-						err = netnstest.Exec(env.Node, func() error {
-							cmd := exec.Command(restore)
-							cmd.Stdin = bytes.NewReader(rules)
-							if out, err := cmd.CombinedOutput(); err != nil {
-								return fmt.Errorf("%s: %v: %s", restore, err, out)
-							}
-							// Checks are new connections: no entry of the
-							// previous step's may catch them.
-							_ = exec.Command("conntrack", "-F").Run()
-							return nil
-						})
-						if err != nil {
-							t.Fatalf("step %s: %v", st.Name, err)
-						}
-						for _, c := range st.Checks {
-							real, err := lt.prober.TraceSample(c.Packet, c.Want)
-							if err != nil {
-								t.Errorf("step %s check %s: real packets: %v", st.Name, c.Name, err)
-								continue
-							}
-							lt.check(c.Packet, real)
-						}
+			runUpstreamKernel(t, upstreamRulesDir, ".iptables-save", "iptables ("+backend+" backend)", restore)
+		})
+	}
+}
+
+// TestTraceKernelUpstreamNFTables: the same over upstream v1.37.2's
+// nftables table (its layout: no endpoint chains without affinity,
+// numgen maps inline in the dnat, the hairpin set), loaded with nft -f.
+func TestTraceKernelUpstreamNFTables(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skipf("nft is not installed: %v", err)
+	}
+	runUpstreamKernel(t, upstreamRulesDir+"-nftables", ".nft", "nftables", "nft", "-f", "-")
+}
+
+// runUpstreamKernel loads each step's rules (dir/<scenario>__<step><ext>)
+// with the load command (reading them on stdin) in the node namespace of
+// a fresh topology per scenario, flushes conntrack, and checks trace
+// against real packets on every check of the step. It compares trace
+// with the kernel, not with the table's wanted results: where upstream
+// differs from the table, both must show the same.
+func runUpstreamKernel(t *testing.T, dir, ext, dataplane string, load ...string) {
+	if testing.Short() {
+		t.Skip("real-kernel checks take minutes; skipped with -short")
+	}
+	netnstest.SkipUnlessRoot(t)
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	for _, sc := range proxytest.Scenarios(topo) {
+		t.Run(sc.Name, func(t *testing.T) {
+			env := netnstest.NewEnv(t, topo)
+			lt := &liveTracer{t: t, env: env, prober: env.Prober(), dataplane: dataplane}
+			for _, st := range sc.Steps {
+				rules, err := os.ReadFile(filepath.Join(dir, upstreamStepFile(sc.Name, st.Name)+ext))
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = netnstest.Exec(env.Node, func() error {
+					if load[0] == "nft" {
+						// nft -f adds to what is there: start from no table.
+						_ = exec.Command("nft", "delete", "table", "ip", nftTableName).Run()
 					}
-					t.Logf("trace agreed with real packets on %d checks", lt.checks)
+					cmd := exec.Command(load[0], load[1:]...)
+					cmd.Stdin = bytes.NewReader(rules)
+					if out, err := cmd.CombinedOutput(); err != nil {
+						return fmt.Errorf("%s: %v: %s", strings.Join(load, " "), err, out)
+					}
+					// Checks are new connections: no entry of the
+					// previous step's may catch them.
+					_ = exec.Command("conntrack", "-F").Run()
+					return nil
 				})
+				if err != nil {
+					t.Fatalf("step %s: %v", st.Name, err)
+				}
+				for _, c := range st.Checks {
+					real, err := lt.prober.TraceSample(c.Packet, c.Want)
+					if err != nil {
+						t.Errorf("step %s check %s: real packets: %v", st.Name, c.Name, err)
+						continue
+					}
+					lt.check(c.Packet, real)
+				}
 			}
+			t.Logf("trace agreed with real packets on %d checks", lt.checks)
 		})
 	}
 }

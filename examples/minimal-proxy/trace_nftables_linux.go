@@ -334,7 +334,9 @@ func parseNFTSetOrMap(kind, name string, body []string) (knftables.Object, []knf
 // writtenForm turns nft's printed spelling of a rule back into the one
 // kube-proxy's and svcproxy's writers use, which the tracer reads: nft
 // prints "mark and 0x4000 == 0" as "meta mark & 0x00004000 == 0x00000000"
-// and "mark set mark or 0x4000" as "meta mark set meta mark | 0x00004000".
+// and "mark set mark or 0x4000" as "meta mark set meta mark | 0x00004000",
+// and upstream v1.37's "dnat ip addr . port to numgen … map {…}" as "dnat
+// ip to numgen … map {…}".
 func writtenForm(rule string) string {
 	f := strings.Fields(rule)
 	out := make([]string, 0, len(f))
@@ -342,6 +344,12 @@ func writtenForm(rule string) string {
 		w := f[j]
 		switch {
 		case w == "meta" && j+1 < len(f) && f[j+1] == "mark":
+			continue
+		case w == "dnat" && j+2 < len(f) && (f[j+1] == "ip" || f[j+1] == "ip6") && f[j+2] == "to" && strings.Contains(strings.Join(f[j+3:], " "), " . "):
+			// "dnat ip addr . port to MAP" (an address and port per
+			// element) prints as "dnat ip to MAP".
+			out = append(out, "dnat", f[j+1], "addr", ".", "port")
+			j++
 			continue
 		case w == "&":
 			w = "and"
