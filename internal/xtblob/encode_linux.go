@@ -5,6 +5,9 @@ package xtblob
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -118,6 +121,21 @@ func CheckKernelRevisions(fam Family) error {
 	return nil
 }
 
+// loadTablesModule runs the kernel's modprobe (-q) for ip_tables or
+// ip6_tables, as libxtables' xtables_load_ko does; it reports whether the
+// command succeeded.
+func loadTablesModule(fam Family) bool {
+	mod := "ip_tables"
+	if fam == IPv6 {
+		mod = "ip6_tables"
+	}
+	path := "/sbin/modprobe"
+	if b, err := os.ReadFile("/proc/sys/kernel/modprobe"); err == nil && strings.TrimSpace(string(b)) != "" {
+		path = strings.TrimSpace(string(b))
+	}
+	return exec.Command(path, "-q", mod).Run() == nil
+}
+
 // kernelHasRevision asks for one match (or target) revision.
 func kernelHasRevision(fam Family, target bool, name string, rev uint8) error {
 	domain, level, opt := unix.AF_INET, unix.SOL_IP, soGetRevisionMatch
@@ -138,9 +156,19 @@ func kernelHasRevision(fam Family, target bool, name string, rev uint8) error {
 	var req [30]byte
 	copy(req[:29], name)
 	req[29] = rev
-	size := uint32(len(req))
-	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
-		uintptr(unsafe.Pointer(&req[0])), uintptr(unsafe.Pointer(&size)), 0)
+	ask := func() unix.Errno {
+		size := uint32(len(req))
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
+			uintptr(unsafe.Pointer(&req[0])), uintptr(unsafe.Pointer(&size)), 0)
+		return errno
+	}
+	errno := ask()
+	if errno == unix.ENOPROTOOPT && loadTablesModule(fam) {
+		// ip_tables (ip6_tables) was not loaded yet: on a node where no
+		// iptables-legacy command has run since boot. Load it as
+		// libxtables does before its own first request, and ask again.
+		errno = ask()
+	}
 	if errno != 0 {
 		return fmt.Errorf("%w: the kernel has no %s %s revision %d: %v", ErrUnsupported, what, name, rev, errno)
 	}
