@@ -35,7 +35,9 @@
 //     --to DST:PORT/PROTO" reads the node's current dataplane read-only
 //     with the standard tools (iptables-nft-save / iptables-legacy-save,
 //     whichever holds kube-proxy's chains; nft list table for the
-//     nftables mode), whether a proxy runs or not and whoever wrote the
+//     nftables mode; for the ipvs mode the IPVS table, KUBE- ipsets and
+//     kube-ipvs0's addresses over netlink, with the iptables rules),
+//     whether a proxy runs or not and whoever wrote the
 //     rules, loads it into the shipped fake and traces one new connection
 //     with the shipped tracer: the backends with their probabilities,
 //     masquerade, drop or reject, and every rule on each path with the

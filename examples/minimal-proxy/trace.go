@@ -25,7 +25,7 @@ import (
 const traceUsage = `Usage: minimal-proxy trace --to ADDR:PORT[/PROTO] [--from ADDR|node] [flags]
 
 Reads this node's current service-proxy dataplane read-only (iptables-save,
-nft list table, ...), whether the proxy runs or not and whoever wrote the
+nft list table, IPVS over netlink), whether the proxy runs or not and whoever wrote the
 rules (svcproxy or kube-proxy), loads it into svcproxy's fake of that
 dataplane and traces one new connection through it: which backends it may
 reach and with what probability, whether it is masqueraded, dropped or
@@ -63,7 +63,7 @@ func parseTraceOptions(args []string, stderr io.Writer) (*traceOptions, proxytes
 	fs.StringVar(&o.to, "to", "", "The packet's destination, ADDR:PORT[/tcp|udp|sctp] (IPv6: [ADDR]:PORT/tcp). Required.")
 	fs.StringVar(&o.from, "from", "", "The packet's source address, or 'node' for a process on this node (its first address of the destination's family). Empty: 'node'.")
 	fs.StringVar(&o.origin, "origin", "", "Where the packet comes from: 'pod' (a pod on this node), 'node' or 'external'. Empty: 'node' when --from is a local address, else the interface the node routes --from through says where it arrives.")
-	fs.StringVar(&o.mode, "proxy-mode", "", "The dataplane to read: 'iptables', 'nftables' or 'ipvs'. Empty: detected from what is on the node.")
+	fs.StringVar(&o.mode, "proxy-mode", "", "The dataplane to read: 'iptables', 'nftables' or 'ipvs'. Empty: detected from what is on the node (the nftables kube-proxy table, else IPVS virtual servers, else iptables).")
 	fs.StringVar(&o.backend, "iptables-backend", "", "For the iptables mode: 'nft' or 'legacy'. Empty: the one holding kube-proxy's chains.")
 	fs.StringVarP(&o.output, "output", "o", "text", "'text' for people, 'json' for scripts.")
 	if err := fs.Parse(args); err != nil {
@@ -496,7 +496,7 @@ func traceNode(ctx context.Context, o *traceOptions, p proxytest.Packet, node *n
 	case modeNFTables:
 		return traceNFTables(ctx, p, node, run)
 	case modeIPVS:
-		return nil, errors.New("trace: the ipvs mode is not traced yet: read it with ipvsadm -Ln, ipset list and iptables-save")
+		return traceIPVS(ctx, o.backend, p, node, run)
 	}
 	return nil, fmt.Errorf("trace: unknown mode %q", mode)
 }
@@ -511,7 +511,7 @@ func detectMode(ctx context.Context, v6 bool, run toolRunner) (string, error) {
 	if _, err := run(ctx, "nft", "list", "table", family, nftTableName); err == nil {
 		return modeNFTables, nil
 	}
-	if out, err := run(ctx, "ipvsadm", "-Ln"); err == nil && strings.Contains(string(out), "->") {
+	if hasIPVSServices() {
 		return modeIPVS, nil
 	}
 	return modeIPTables, nil

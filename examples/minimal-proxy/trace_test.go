@@ -14,6 +14,8 @@ import (
 
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
 	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
@@ -219,5 +221,91 @@ func TestParseTraceOptions(t *testing.T) {
 	o, p, err := parseTraceOptions([]string{"--proxy-mode", "iptables", "--from", "10.244.1.5", "--to", "10.96.0.10:53/udp", "-o", "json"}, &stderr)
 	if err != nil || o.output != "json" || p.Protocol != v1.ProtocolUDP || p.Port != 53 || p.Src != netip.MustParseAddr("10.244.1.5") {
 		t.Errorf("%+v %+v %v", o, p, err)
+	}
+}
+
+// TestTraceIPVSConformance: for every check of the conformance table,
+// trace over the IPVS engine's state, copied as trace copies the node's
+// (virtual and real servers, KUBE- ipsets, kube-ipvs0 addresses, the
+// iptables rules as iptables-save text), answers what the scenario
+// wants, with the IPVS mode's explained quirks.
+func TestTraceIPVSConformance(t *testing.T) {
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(family), func(t *testing.T) {
+			topo := proxytest.DefaultTopology(family)
+			conformance.Run(t, family, conformance.Harness{
+				Quirks: ipvstest.ConformanceQuirks(topo),
+				New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
+					f := ipvstest.NewFakes(topo.Family)
+					f.Netlink.AddLink(topo.UplinkInterface, topo.NodeIP)
+					f.Netlink.AddLink("cbr0", topo.PodGateway)
+					p, err := ipvs.NewProxier(ipvs.Config{
+						Common:        enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
+						MasqueradeAll: opts.MasqueradeAll,
+						LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+					}, f.Interfaces())
+					if err != nil {
+						t.Fatal(err)
+					}
+					return p, ipvsDumpTracer{f: f, node: topologyNodeView(topo)}
+				},
+			})
+		})
+	}
+}
+
+type ipvsDumpTracer struct {
+	f    *ipvstest.Fakes
+	node *nodeView
+}
+
+func (d ipvsDumpTracer) Trace(p proxytest.Packet) (proxytest.Result, error) {
+	rep, err := traceIPVSSources(ipvsSources{IPVS: d.f.IPVS, IPSet: d.f.IPSet, Netlink: d.f.Netlink, Saved: d.f.IPTables.Dump()}, p, d.node)
+	if err != nil {
+		return proxytest.Result{}, err
+	}
+	return reportResult(rep)
+}
+
+func (d ipvsDumpTracer) Dump() string { return d.f.Dump() }
+
+// TestTraceIPVSReport: the report over an IPVS state names the virtual
+// server and its real servers with weight-shared probabilities.
+func TestTraceIPVSReport(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	f := ipvstest.NewFakes(topo.Family)
+	f.Netlink.AddLink(topo.UplinkInterface, topo.NodeIP)
+	f.Netlink.AddLink("cbr0", topo.PodGateway)
+	p, err := ipvs.NewProxier(ipvs.Config{
+		Common:        enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
+		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+	}, f.Interfaces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := proxytest.Scenarios(topo)[0] // cluster-ip
+	feeder := proxytest.NewFeeder(p)
+	if err := feeder.Apply(sc.Steps[0].Objects); err != nil {
+		t.Fatal(err)
+	}
+	feeder.Synced()
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := sc.Steps[0].Checks[0]
+	rep, err := traceIPVSSources(ipvsSources{IPVS: f.IPVS, IPSet: f.IPSet, Netlink: f.Netlink, Saved: f.IPTables.Dump()}, c.Packet, topologyNodeView(topo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	rep.writeText(&text)
+	t.Log("\n" + text.String())
+	if rep.Result != "forwarded" || len(rep.Reach) < 2 || !strings.Contains(text.String(), "ipvs: virtual server tcp") || !strings.Contains(text.String(), "-> real server") {
+		t.Errorf("report:\n%s", text.String())
+	}
+	for _, b := range rep.Reach {
+		if want := *formatProbability(1 / float64(len(rep.Reach))); b.Probability == nil || *b.Probability != want {
+			t.Errorf("backend %s probability %v, want %v", b.Backend, b.Probability, want)
+		}
 	}
 }
