@@ -237,6 +237,8 @@ type changeSet struct {
 	partial bool
 	// encoding: its netlink encoding under way (startEncode), or nil.
 	encoding <-chan encodedBatch
+	// opsWrites is what ops counted for writes[:opsCounted].
+	opsWrites, opsCounted int
 }
 
 func newChangeSet() *changeSet {
@@ -256,13 +258,15 @@ func (cs *changeSet) empty() bool {
 		len(cs.setAdds) == 0 && len(cs.setDels) == 0 && len(cs.elemDels) == 0 && len(cs.elemAdds) == 0
 }
 
-// ops is about how many nft commands the change set renders to.
+// ops is about how many nft commands the change set renders to. The
+// writes' share is summed once per write (writes are only appended): a
+// full sync asks after every service, which summing every write each
+// time made quadratic in the chunk.
 func (cs *changeSet) ops() int {
-	n := len(cs.flushes) + len(cs.deletes) + len(cs.setAdds) + 2*len(cs.setDels) + len(cs.elemDels) + len(cs.elemAdds)
-	for _, w := range cs.writes {
-		n += 2 + len(w.spec.rules)
+	for ; cs.opsCounted < len(cs.writes); cs.opsCounted++ {
+		cs.opsWrites += 2 + len(cs.writes[cs.opsCounted].spec.rules)
 	}
-	return n
+	return cs.opsWrites + len(cs.flushes) + len(cs.deletes) + len(cs.setAdds) + 2*len(cs.setDels) + len(cs.elemDels) + len(cs.elemAdds)
 }
 
 // renderedOps is the number of nft commands render writes for cs (what
