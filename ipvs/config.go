@@ -74,8 +74,8 @@ type Config struct {
 	GracefulTerminationPeriod time.Duration
 }
 
-// Interfaces are what the Proxier drives. Build them with New, NewIPSet,
-// NewNetlink, NewSysctl and an iptables runner, or take
+// Interfaces are what the Proxier drives. Build them with ipvskernel.New,
+// NewIPSet, NewNetlink, NewSysctl and an iptables runner, or take
 // ipvstest.NewFakes(family).Interfaces(). The UDP conntrack cleaner is
 // Config.Conntrack (engine.Common).
 type Interfaces struct {
@@ -131,3 +131,9 @@ func validScheduler(s string) bool {
 	}
 	return false
 }
+
+// AllSchedulers are the IPVS schedulers the proxier accepts.
+var AllSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"}
+
+// DefaultScheduler is used when Config.Scheduler is empty.
+const DefaultScheduler = "rr"

@@ -10,6 +10,7 @@ import (
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
@@ -24,13 +25,13 @@ func kernelConformanceHarness(topo proxytest.Topology) netnstest.KernelHarness {
 			var ifs ipvs.Interfaces
 			err := netnstest.Exec(env.Node, func() error {
 				var err error
-				if ifs.IPVS, err = ipvs.New(ipvs.Options{}); err != nil {
+				if ifs.IPVS, err = ipvskernel.New(ipvskernel.Options{}); err != nil {
 					return err
 				}
-				if ifs.IPSet, err = ipvs.NewIPSet(ipvs.Options{}); err != nil {
+				if ifs.IPSet, err = ipvskernel.NewIPSet(ipvskernel.Options{}); err != nil {
 					return err
 				}
-				if ifs.Netlink, err = ipvs.NewNetlink(ipvs.Options{}); err != nil {
+				if ifs.Netlink, err = ipvskernel.NewNetlink(ipvskernel.Options{}); err != nil {
 					return err
 				}
 				ifs.IPTables, err = xtables.New(xtables.RunnerConfig{Family: env.Topo.Family, Backend: xtables.BackendAuto})
@@ -39,7 +40,7 @@ func kernelConformanceHarness(topo proxytest.Topology) netnstest.KernelHarness {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ifs.Sysctl = ipvs.NewSysctl() // Sync runs inside the node namespace
+			ifs.Sysctl = ipvskernel.NewSysctl() // Sync runs inside the node namespace
 			t.Cleanup(func() { _ = ifs.IPVS.Close() })
 			p, err := ipvs.NewProxier(ipvs.Config{
 				Common:        engine.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},

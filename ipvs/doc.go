@@ -105,10 +105,11 @@
 // generic netlink, github.com/moby/ipvs), IPSet (netfilter netlink, no
 // ipset binary), Netlink (the dummy link and addresses), Sysctl, and
 // xtables.Runner (package iptables/xtables: this package does not import
-// the iptables engine). New, NewIPSet, NewNetlink and NewSysctl return the
-// real ones; ipvstest.NewFakes returns stateful fakes of all of them, with
-// a packet tracer. Probe tells whether the kernel can do IPVS, for falling
-// back to the iptables engine. Errors wrap ErrNotFound, ErrExists and
+// the iptables engine). Package ipvs/ipvskernel holds the real ones
+// (ipvskernel.New, NewIPSet, NewNetlink, NewSysctl) and ipvskernel.Probe,
+// which tells whether the kernel can do IPVS, for falling back to the
+// iptables engine; ipvstest.NewFakes returns stateful fakes of all of them,
+// with a packet tracer. Errors wrap ErrNotFound, ErrExists and
 // ErrNotSupported (use errors.Is); nothing is retried inside a call.
 //
 // Cleanup removes everything the engine owns: its iptables hooks and

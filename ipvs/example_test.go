@@ -15,7 +15,7 @@ import (
 
 // A Proxier over the fakes of ipvstest: feed it a Service and its
 // EndpointSlice, sync, and look at the IPVS table and where a packet goes.
-// On a node, use ipvs.New, ipvs.NewIPSet, ipvs.NewNetlink, ipvs.NewSysctl
+// On a node, use ipvskernel.New, ipvskernel.NewIPSet, ipvskernel.NewNetlink, ipvskernel.NewSysctl
 // and xtables.New instead.
 func Example() {
 	fakes := ipvstest.NewFakes(v1.IPv4Protocol)
@@ -47,15 +47,4 @@ func Example() {
 	//   -> 10.244.1.5:8080              Masq    1      0          0
 	//   -> 10.244.2.6:8080              Masq    1      0          0
 	// forwarded to [10.244.1.5:8080 10.244.2.6:8080] masquerade <nil>
-}
-
-// Probe tells whether this kernel can run the IPVS engine, for falling
-// back to the iptables engine (the result depends on the machine).
-func ExampleProbe() {
-	r := ipvs.Probe(ipvs.ProbeOptions{})
-	if err := r.Usable("rr"); err != nil {
-		fmt.Println("falling back to iptables:", err != nil)
-		return
-	}
-	fmt.Println("IPVS", r.Version, "schedulers", r.Schedulers)
 }

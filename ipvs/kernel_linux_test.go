@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 )
 
 // skipUnlessKernel skips unless we are root on a kernel with IPVS (run the
@@ -89,13 +90,13 @@ func newKernelEnv(t testing.TB) *kernelEnv {
 	}
 	k := &kernelEnv{}
 	var err error
-	if k.ipvs, err = ipvs.New(ipvs.Options{}); err != nil {
+	if k.ipvs, err = ipvskernel.New(ipvskernel.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if k.ipset, err = ipvs.NewIPSet(ipvs.Options{}); err != nil {
+	if k.ipset, err = ipvskernel.NewIPSet(ipvskernel.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if k.nl, err = ipvs.NewNetlink(ipvs.Options{}); err != nil {
+	if k.nl, err = ipvskernel.NewNetlink(ipvskernel.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if k.ipt, err = xtables.New(xtables.RunnerConfig{Backend: xtables.BackendAuto}); err != nil {
@@ -248,7 +249,7 @@ func TestKernelNetlinkInterface(t *testing.T) {
 
 func TestKernelProbe(t *testing.T) {
 	skipUnlessKernel(t)
-	r := ipvs.Probe(ipvs.ProbeOptions{})
+	r := ipvskernel.Probe(ipvskernel.ProbeOptions{})
 	if !r.Available || r.Version == "" || !r.IPSet {
 		t.Fatalf("Probe = %+v", r)
 	}

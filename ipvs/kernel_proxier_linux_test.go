@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 )
 
 // countingIPVS counts the mutating calls that reach the kernel.
@@ -95,7 +96,7 @@ func (k *kernelEnv) proxier(t testing.TB, cfg ipvs.Config) *kernelProxier {
 	}
 	kp := &kernelProxier{kernelEnv: k, cipvs: &countingIPVS{Interface: k.ipvs}, cset: &countingIPSet{IPSet: k.ipset}}
 	p, err := ipvs.NewProxier(cfg, ipvs.Interfaces{
-		IPVS: kp.cipvs, IPSet: kp.cset, Netlink: k.nl, IPTables: k.ipt, Sysctl: ipvs.NewSysctl(),
+		IPVS: kp.cipvs, IPSet: kp.cset, Netlink: k.nl, IPTables: k.ipt, Sysctl: ipvskernel.NewSysctl(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,10 +194,10 @@ func TestKernelProxierRestartAndGraceful(t *testing.T) {
 	if len(table) != 9 {
 		t.Errorf("kernel has %d virtual servers, want 9: %v", len(table), table)
 	}
-	if v, err := ipvs.NewSysctl().Get("net/ipv4/vs/conntrack"); err != nil || v != 1 {
+	if v, err := ipvskernel.NewSysctl().Get("net/ipv4/vs/conntrack"); err != nil || v != 1 {
 		t.Errorf("net/ipv4/vs/conntrack = %d, %v", v, err)
 	}
-	if v, err := ipvs.NewSysctl().Get("net/ipv4/conf/all/arp_ignore"); err != nil || v != 1 {
+	if v, err := ipvskernel.NewSysctl().Get("net/ipv4/conf/all/arp_ignore"); err != nil || v != 1 {
 		t.Errorf("arp_ignore = %d, %v", v, err)
 	}
 

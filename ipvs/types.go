@@ -217,7 +217,7 @@ func (e Entry) Valid(t SetType, fam v1.IPFamily) error {
 	return nil
 }
 
-// IPSet manages ipsets. The real one (NewIPSet) uses netlink (no exec);
+// IPSet manages ipsets. The real one (ipvskernel.NewIPSet) uses netlink (no exec);
 // ipvstest.IPSet keeps them in memory.
 type IPSet interface {
 	// CreateSet creates set; ErrExists if a set of that name exists.

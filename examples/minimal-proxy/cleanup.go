@@ -11,6 +11,7 @@ import (
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/userspace"
 )
@@ -74,7 +75,7 @@ func cleanupRound(ctx context.Context, log logr.Logger) error {
 	if err := cleanupNFTables(ctx, log); err != nil {
 		errs = append(errs, err)
 	}
-	if err := ipvs.Probe(ipvs.ProbeOptions{}).Usable(""); err != nil {
+	if err := ipvskernel.Probe(ipvskernel.ProbeOptions{}).Usable(""); err != nil {
 		log.Info("No IPVS in this kernel; nothing of the ipvs mode to clean", "reason", err.Error())
 		return errors.Join(errs...)
 	}
@@ -114,16 +115,16 @@ func cleanupUserspace(ctx context.Context, family v1.IPFamily, ipt xtables.Runne
 
 // cleanupIPVS builds an IPVS proxier over the kernel only to call its Cleanup.
 func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error {
-	opts := ipvs.Options{}
-	kernel, err := ipvs.New(opts)
+	opts := ipvskernel.Options{}
+	kernel, err := ipvskernel.New(opts)
 	if err != nil {
 		return err
 	}
-	ipset, err := ipvs.NewIPSet(opts)
+	ipset, err := ipvskernel.NewIPSet(opts)
 	if err != nil {
 		return err
 	}
-	link, err := ipvs.NewNetlink(opts)
+	link, err := ipvskernel.NewNetlink(opts)
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error
 		return err
 	}
 	p, err := ipvs.NewProxier(ipvs.Config{Common: enginebase.Common{IPFamily: family, Logger: log}}, ipvs.Interfaces{
-		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
+		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvskernel.NewSysctl(),
 	})
 	if err != nil {
 		return err

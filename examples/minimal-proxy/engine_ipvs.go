@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
@@ -60,16 +61,16 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		return newEngine(modeIPVS, proxier, nil), nil
 	}
 
-	opts := ipvs.Options{}
-	kernel, err := ipvs.New(opts)
+	opts := ipvskernel.Options{}
+	kernel, err := ipvskernel.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: %w", err)
 	}
-	ipset, err := ipvs.NewIPSet(opts)
+	ipset, err := ipvskernel.NewIPSet(opts)
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: ipset: %w", err)
 	}
-	link, err := ipvs.NewNetlink(opts)
+	link, err := ipvskernel.NewNetlink(opts)
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: netlink: %w", err)
 	}
@@ -84,7 +85,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	}
 	vcfg.Conntrack = conntrack.New()
 	proxier, err := ipvs.NewProxier(vcfg, ipvs.Interfaces{
-		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvs.NewSysctl(),
+		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvskernel.NewSysctl(),
 	})
 	if err != nil {
 		return nil, err

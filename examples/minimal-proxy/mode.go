@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 )
 
 // modeProbes answer whether the node can run a mode; nil means it can.
@@ -120,7 +120,7 @@ func parseIPTablesVersion(out string) ([3]int, error) {
 
 // probeIPVS returns the IPVS probe for the configured scheduler: the
 // kernel must answer IPVS and ipset netlink requests and have the
-// scheduler (ipvs.Probe).
+// scheduler (ipvskernel.Probe).
 func probeIPVS(scheduler string) func() error {
-	return func() error { return ipvs.Probe(ipvs.ProbeOptions{}).Usable(scheduler) }
+	return func() error { return ipvskernel.Probe(ipvskernel.ProbeOptions{}).Usable(scheduler) }
 }

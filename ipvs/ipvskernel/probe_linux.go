@@ -1,9 +1,10 @@
 //go:build linux
 
-package ipvs
+package ipvskernel
 
 import (
 	"fmt"
+	"github.com/svcproxy/svcproxy/ipvs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +85,7 @@ func schedulers(opts ProbeOptions) []string {
 		}
 	}
 	var out []string
-	for _, s := range AllSchedulers {
+	for _, s := range ipvs.AllSchedulers {
 		mod := "ip_vs_" + s
 		if _, err := os.Stat(filepath.Join(opts.SysRoot, "module", mod)); err == nil ||
 			strings.Contains(shipped, "/"+mod+".ko") {

@@ -1,12 +1,10 @@
-package ipvs
+package ipvskernel
 
-import "fmt"
+import (
+	"fmt"
 
-// AllSchedulers are the IPVS schedulers the proxier accepts.
-var AllSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"}
-
-// DefaultScheduler is used when Config.Scheduler is empty.
-const DefaultScheduler = "rr"
+	"github.com/svcproxy/svcproxy/ipvs"
+)
 
 // ProbeOptions say where Probe looks. The zero value is the real system.
 type ProbeOptions struct {
@@ -42,12 +40,12 @@ func (r ProbeResult) Usable(scheduler string) error {
 		return fmt.Errorf("ipvs: kernel ipset not available: %w", r.Reason)
 	}
 	if scheduler == "" {
-		scheduler = DefaultScheduler
+		scheduler = ipvs.DefaultScheduler
 	}
 	for _, s := range r.Schedulers {
 		if s == scheduler {
 			return nil
 		}
 	}
-	return fmt.Errorf("ipvs: scheduler %q is neither loaded nor shipped as a module (have %v): %w", scheduler, r.Schedulers, ErrNotSupported)
+	return fmt.Errorf("ipvs: scheduler %q is neither loaded nor shipped as a module (have %v): %w", scheduler, r.Schedulers, ipvs.ErrNotSupported)
 }

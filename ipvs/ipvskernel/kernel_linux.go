@@ -1,10 +1,11 @@
 //go:build linux
 
-package ipvs
+package ipvskernel
 
 import (
 	"errors"
 	"fmt"
+	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/proxy/sysctl"
 	"net"
 	"net/netip"
@@ -64,12 +65,12 @@ func kerr(op string, err error) error {
 	var kind error
 	switch {
 	case errors.Is(err, unix.EEXIST):
-		kind = ErrExists
+		kind = ipvs.ErrExists
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ESRCH), errors.Is(err, unix.ENODEV),
 		errors.Is(err, unix.EADDRNOTAVAIL):
-		kind = ErrNotFound
+		kind = ipvs.ErrNotFound
 	case errors.Is(err, unix.EPROTONOSUPPORT), errors.Is(err, unix.EAFNOSUPPORT):
-		kind = ErrNotSupported
+		kind = ipvs.ErrNotSupported
 	}
 	return &kernelError{op: op, kind: kind, err: err}
 }
@@ -83,7 +84,7 @@ type kernelIPVS struct {
 // New returns the IPVS table of the namespace in opts, through generic
 // netlink (github.com/moby/ipvs). Calls are not retried; every error wraps
 // the errno and, where it applies, ErrNotFound or ErrExists.
-func New(opts Options) (Interface, error) {
+func New(opts Options) (ipvs.Interface, error) {
 	h, err := mobyipvs.New(opts.NetNSPath)
 	if err != nil {
 		return nil, kerr("ipvs: open generic netlink", err)
@@ -113,7 +114,7 @@ func protoName(n uint16) v1.Protocol {
 	return v1.Protocol(strconv.Itoa(int(n)))
 }
 
-func toMobyService(vs *VirtualServer) *mobyipvs.Service {
+func toMobyService(vs *ipvs.VirtualServer) *mobyipvs.Service {
 	s := &mobyipvs.Service{
 		Address:   net.IP(vs.Address.AsSlice()),
 		Protocol:  protoNum(vs.Protocol),
@@ -130,7 +131,7 @@ func toMobyService(vs *VirtualServer) *mobyipvs.Service {
 		s.Netmask = 128
 	}
 	if s.SchedName == "" {
-		s.SchedName = DefaultScheduler
+		s.SchedName = ipvs.DefaultScheduler
 	}
 	return s
 }
@@ -140,18 +141,18 @@ func addrOf(ip net.IP) netip.Addr {
 	return a.Unmap()
 }
 
-func fromMobyService(s *mobyipvs.Service) *VirtualServer {
-	return &VirtualServer{
+func fromMobyService(s *mobyipvs.Service) *ipvs.VirtualServer {
+	return &ipvs.VirtualServer{
 		Address:   addrOf(s.Address),
 		Protocol:  protoName(s.Protocol),
 		Port:      s.Port,
 		Scheduler: s.SchedName,
-		Flags:     ServiceFlags(s.Flags),
+		Flags:     ipvs.ServiceFlags(s.Flags),
 		Timeout:   s.Timeout,
 	}
 }
 
-func toMobyDest(rs *RealServer) *mobyipvs.Destination {
+func toMobyDest(rs *ipvs.RealServer) *mobyipvs.Destination {
 	d := &mobyipvs.Destination{
 		Address:         net.IP(rs.Address.AsSlice()),
 		Port:            rs.Port,
@@ -166,33 +167,33 @@ func toMobyDest(rs *RealServer) *mobyipvs.Destination {
 	return d
 }
 
-func (k *kernelIPVS) AddVirtualServer(vs *VirtualServer) error {
+func (k *kernelIPVS) AddVirtualServer(vs *ipvs.VirtualServer) error {
 	if err := k.h.NewService(toMobyService(vs)); err != nil {
 		return kerr("ipvs: add virtual server "+vs.String(), err)
 	}
 	return nil
 }
 
-func (k *kernelIPVS) UpdateVirtualServer(vs *VirtualServer) error {
+func (k *kernelIPVS) UpdateVirtualServer(vs *ipvs.VirtualServer) error {
 	if err := k.h.UpdateService(toMobyService(vs)); err != nil {
 		return kerr("ipvs: update virtual server "+vs.String(), err)
 	}
 	return nil
 }
 
-func (k *kernelIPVS) DeleteVirtualServer(vs *VirtualServer) error {
+func (k *kernelIPVS) DeleteVirtualServer(vs *ipvs.VirtualServer) error {
 	if err := k.h.DelService(toMobyService(vs)); err != nil {
 		return kerr("ipvs: delete virtual server "+vs.String(), err)
 	}
 	return nil
 }
 
-func (k *kernelIPVS) GetVirtualServers() ([]*VirtualServer, error) {
+func (k *kernelIPVS) GetVirtualServers() ([]*ipvs.VirtualServer, error) {
 	svcs, err := k.h.GetServices()
 	if err != nil {
 		return nil, kerr("ipvs: list virtual servers", err)
 	}
-	out := make([]*VirtualServer, 0, len(svcs))
+	out := make([]*ipvs.VirtualServer, 0, len(svcs))
 	for _, s := range svcs {
 		if s.FWMark != 0 {
 			continue // firewall-mark services are not ours
@@ -202,35 +203,35 @@ func (k *kernelIPVS) GetVirtualServers() ([]*VirtualServer, error) {
 	return out, nil
 }
 
-func (k *kernelIPVS) AddRealServer(vs *VirtualServer, rs *RealServer) error {
+func (k *kernelIPVS) AddRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) error {
 	if err := k.h.NewDestination(toMobyService(vs), toMobyDest(rs)); err != nil {
 		return kerr("ipvs: add real server "+rs.String()+" to "+vs.String(), err)
 	}
 	return nil
 }
 
-func (k *kernelIPVS) UpdateRealServer(vs *VirtualServer, rs *RealServer) error {
+func (k *kernelIPVS) UpdateRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) error {
 	if err := k.h.UpdateDestination(toMobyService(vs), toMobyDest(rs)); err != nil {
 		return kerr("ipvs: update real server "+rs.String()+" of "+vs.String(), err)
 	}
 	return nil
 }
 
-func (k *kernelIPVS) DeleteRealServer(vs *VirtualServer, rs *RealServer) error {
+func (k *kernelIPVS) DeleteRealServer(vs *ipvs.VirtualServer, rs *ipvs.RealServer) error {
 	if err := k.h.DelDestination(toMobyService(vs), toMobyDest(rs)); err != nil {
 		return kerr("ipvs: delete real server "+rs.String()+" of "+vs.String(), err)
 	}
 	return nil
 }
 
-func (k *kernelIPVS) GetRealServers(vs *VirtualServer) ([]*RealServer, error) {
+func (k *kernelIPVS) GetRealServers(vs *ipvs.VirtualServer) ([]*ipvs.RealServer, error) {
 	ds, err := k.h.GetDestinations(toMobyService(vs))
 	if err != nil {
 		return nil, kerr("ipvs: list real servers of "+vs.String(), err)
 	}
-	out := make([]*RealServer, 0, len(ds))
+	out := make([]*ipvs.RealServer, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, &RealServer{
+		out = append(out, &ipvs.RealServer{
 			Address: addrOf(d.Address), Port: d.Port, Weight: d.Weight,
 			ActiveConn: d.ActiveConnections, InactiveConn: d.InactiveConnections,
 		})
@@ -238,16 +239,16 @@ func (k *kernelIPVS) GetRealServers(vs *VirtualServer) ([]*RealServer, error) {
 	return out, nil
 }
 
-func (k *kernelIPVS) SetTimeouts(t Timeouts) error {
+func (k *kernelIPVS) SetTimeouts(t ipvs.Timeouts) error {
 	return kerr("ipvs: set timeouts", k.h.SetConfig(&mobyipvs.Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP}))
 }
 
-func (k *kernelIPVS) GetTimeouts() (Timeouts, error) {
+func (k *kernelIPVS) GetTimeouts() (ipvs.Timeouts, error) {
 	c, err := k.h.GetConfig()
 	if err != nil {
-		return Timeouts{}, kerr("ipvs: get timeouts", err)
+		return ipvs.Timeouts{}, kerr("ipvs: get timeouts", err)
 	}
-	return Timeouts{TCP: c.TimeoutTCP, TCPFin: c.TimeoutTCPFin, UDP: c.TimeoutUDP}, nil
+	return ipvs.Timeouts{TCP: c.TimeoutTCP, TCPFin: c.TimeoutTCPFin, UDP: c.TimeoutUDP}, nil
 }
 
 func (k *kernelIPVS) Flush() error { return kerr("ipvs: flush", k.h.Flush()) }
@@ -292,7 +293,7 @@ type kernelIPSet struct {
 	// types caches each set's type: adding an entry needs it, and asking
 	// the kernel lists the whole set.
 	mu    sync.Mutex
-	types map[string]SetType
+	types map[string]ipvs.SetType
 	// sock carries the requests netlink's ipset API cannot express (a
 	// bitmap:port entry without a protocol attribute).
 	sock *nl.NetlinkSocket
@@ -300,7 +301,7 @@ type kernelIPSet struct {
 
 // NewIPSet returns the ipsets of the namespace in opts, managed through
 // netfilter netlink (no ipset binary needed).
-func NewIPSet(opts Options) (IPSet, error) {
+func NewIPSet(opts Options) (ipvs.IPSet, error) {
 	h, err := openHandle(opts)
 	if err != nil {
 		return nil, err
@@ -327,7 +328,7 @@ func NewIPSet(opts Options) (IPSet, error) {
 		h.Close()
 		return nil, kerr("ipset: set socket timeout", err)
 	}
-	return &kernelIPSet{h: h, sock: sock, types: make(map[string]SetType)}, nil
+	return &kernelIPSet{h: h, sock: sock, types: make(map[string]ipvs.SetType)}, nil
 }
 
 // portEntry adds or deletes a bitmap:port entry. netlink's IPSetEntry always
@@ -360,9 +361,9 @@ func familyNum(f v1.IPFamily) uint8 {
 	return unix.AF_INET
 }
 
-func (k *kernelIPSet) CreateSet(set Set) error {
+func (k *kernelIPSet) CreateSet(set ipvs.Set) error {
 	o := netlink.IpsetCreateOptions{Family: familyNum(set.Family)}
-	if set.Type == BitmapPort {
+	if set.Type == ipvs.BitmapPort {
 		o.PortFrom, o.PortTo = set.PortFrom, set.PortTo
 		if o.PortFrom == 0 && o.PortTo == 0 {
 			o.PortTo = 65535
@@ -375,7 +376,7 @@ func (k *kernelIPSet) CreateSet(set Set) error {
 		k.mu.Unlock()
 	}
 	if errors.Is(err, errIPSetExist) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST_SETNAME2)) {
-		return &kernelError{op: "ipset: create " + set.Name, kind: ErrExists, err: err}
+		return &kernelError{op: "ipset: create " + set.Name, kind: ipvs.ErrExists, err: err}
 	}
 	return kerr("ipset: create "+set.Name, err)
 }
@@ -391,18 +392,18 @@ func (k *kernelIPSet) FlushSet(name string) error {
 	return kerr("ipset: flush "+name, k.h.IpsetFlush(name))
 }
 
-func (k *kernelIPSet) ListSets() ([]Set, error) {
+func (k *kernelIPSet) ListSets() ([]ipvs.Set, error) {
 	rs, err := k.h.IpsetListAll()
 	if err != nil {
 		return nil, kerr("ipset: list", err)
 	}
-	out := make([]Set, 0, len(rs))
+	out := make([]ipvs.Set, 0, len(rs))
 	k.mu.Lock()
 	present := make(map[string]bool, len(rs))
 	for _, r := range rs {
 		present[r.SetName] = true
 		if r.TypeName != "" { // the dump may leave it out: keep what we know
-			k.types[r.SetName] = SetType(r.TypeName)
+			k.types[r.SetName] = ipvs.SetType(r.TypeName)
 		}
 	}
 	for name := range k.types {
@@ -412,7 +413,7 @@ func (k *kernelIPSet) ListSets() ([]Set, error) {
 	}
 	k.mu.Unlock()
 	for _, r := range rs {
-		s := Set{Name: r.SetName, Type: SetType(r.TypeName), Family: v1.IPv4Protocol, PortFrom: r.PortFrom, PortTo: r.PortTo}
+		s := ipvs.Set{Name: r.SetName, Type: ipvs.SetType(r.TypeName), Family: v1.IPv4Protocol, PortFrom: r.PortFrom, PortTo: r.PortTo}
 		if r.Family == unix.AF_INET6 {
 			s.Family = v1.IPv6Protocol
 		}
@@ -421,67 +422,67 @@ func (k *kernelIPSet) ListSets() ([]Set, error) {
 	return out, nil
 }
 
-func toNetlinkEntry(t SetType, e Entry) *netlink.IPSetEntry {
+func toNetlinkEntry(t ipvs.SetType, e ipvs.Entry) *netlink.IPSetEntry {
 	ne := &netlink.IPSetEntry{}
 	port := e.Port
 	proto := uint8(protoNum(e.Protocol))
 	switch t {
-	case HashIP:
+	case ipvs.HashIP:
 		ne.IP = e.IP.AsSlice()
-	case HashIPPort, HashIPPortIP, HashIPPortNet:
+	case ipvs.HashIPPort, ipvs.HashIPPortIP, ipvs.HashIPPortNet:
 		ne.IP = e.IP.AsSlice()
 		ne.Port, ne.Protocol = &port, &proto
-		if t == HashIPPortIP {
+		if t == ipvs.HashIPPortIP {
 			ne.IP2 = e.IP2.AsSlice()
 		}
-		if t == HashIPPortNet {
+		if t == ipvs.HashIPPortNet {
 			ne.IP2 = e.Net.Masked().Addr().AsSlice()
 			ne.CIDR2 = uint8(e.Net.Bits())
 		}
-	case HashNet:
+	case ipvs.HashNet:
 		ne.IP = e.Net.Masked().Addr().AsSlice()
 		ne.CIDR = uint8(e.Net.Bits())
-	case BitmapPort:
+	case ipvs.BitmapPort:
 		// not sent through netlink's IPSetEntry (see portEntry)
 		ne.Port = &port
 	}
 	return ne
 }
 
-func fromNetlinkEntry(t SetType, ne netlink.IPSetEntry) Entry {
-	var e Entry
+func fromNetlinkEntry(t ipvs.SetType, ne netlink.IPSetEntry) ipvs.Entry {
+	var e ipvs.Entry
 	if ne.Port != nil {
 		e.Port = *ne.Port
 	}
-	if ne.Protocol != nil && t != BitmapPort {
+	if ne.Protocol != nil && t != ipvs.BitmapPort {
 		e.Protocol = protoName(uint16(*ne.Protocol))
 	}
 	switch t {
-	case HashNet:
+	case ipvs.HashNet:
 		e.Net = netip.PrefixFrom(addrOf(ne.IP), int(ne.CIDR))
-	case HashIPPortNet:
+	case ipvs.HashIPPortNet:
 		e.IP = addrOf(ne.IP)
 		e.Net = netip.PrefixFrom(addrOf(ne.IP2), int(ne.CIDR2))
-	case HashIPPortIP:
+	case ipvs.HashIPPortIP:
 		e.IP = addrOf(ne.IP)
 		e.IP2 = addrOf(ne.IP2)
-	case BitmapPort:
+	case ipvs.BitmapPort:
 	default:
 		e.IP = addrOf(ne.IP)
 	}
 	return e
 }
 
-func (k *kernelIPSet) setType(name string) (SetType, *netlink.IPSetResult, error) {
+func (k *kernelIPSet) setType(name string) (ipvs.SetType, *netlink.IPSetResult, error) {
 	r, err := k.h.IpsetList(name)
 	if err != nil {
 		return "", nil, kerr("ipset: list "+name, err)
 	}
-	return SetType(r.TypeName), r, nil
+	return ipvs.SetType(r.TypeName), r, nil
 }
 
 // cachedType returns the type of set, asking the kernel only once.
-func (k *kernelIPSet) cachedType(set string) (SetType, error) {
+func (k *kernelIPSet) cachedType(set string) (ipvs.SetType, error) {
 	k.mu.Lock()
 	t, ok := k.types[set]
 	k.mu.Unlock()
@@ -498,18 +499,18 @@ func (k *kernelIPSet) cachedType(set string) (SetType, error) {
 	return t, nil
 }
 
-func (k *kernelIPSet) AddEntry(set string, e Entry) error {
+func (k *kernelIPSet) AddEntry(set string, e ipvs.Entry) error {
 	t, err := k.cachedType(set)
 	if err != nil {
 		return err
 	}
-	if t == BitmapPort {
+	if t == ipvs.BitmapPort {
 		err = k.portEntry(nl.IPSET_CMD_ADD, set, e.Port)
 	} else {
 		err = k.h.IpsetAdd(set, toNetlinkEntry(t, e))
 	}
 	if errors.Is(err, errIPSetExist) {
-		return &kernelError{op: "ipset: add " + e.Render(t) + " to " + set, kind: ErrExists, err: err}
+		return &kernelError{op: "ipset: add " + e.Render(t) + " to " + set, kind: ipvs.ErrExists, err: err}
 	}
 	if err != nil {
 		return kerr("ipset: add "+e.Render(t)+" to "+set, err)
@@ -517,18 +518,18 @@ func (k *kernelIPSet) AddEntry(set string, e Entry) error {
 	return nil
 }
 
-func (k *kernelIPSet) DelEntry(set string, e Entry) error {
+func (k *kernelIPSet) DelEntry(set string, e ipvs.Entry) error {
 	t, err := k.cachedType(set)
 	if err != nil {
 		return err
 	}
-	if t == BitmapPort {
+	if t == ipvs.BitmapPort {
 		err = k.portEntry(nl.IPSET_CMD_DEL, set, e.Port)
 	} else {
 		err = k.h.IpsetDel(set, toNetlinkEntry(t, e))
 	}
 	if errors.Is(err, errIPSetExist) { // on delete: the element is not in the set
-		return &kernelError{op: "ipset: del " + e.Render(t) + " from " + set, kind: ErrNotFound, err: err}
+		return &kernelError{op: "ipset: del " + e.Render(t) + " from " + set, kind: ipvs.ErrNotFound, err: err}
 	}
 	if err != nil {
 		return kerr("ipset: del "+e.Render(t)+" from "+set, err)
@@ -536,12 +537,12 @@ func (k *kernelIPSet) DelEntry(set string, e Entry) error {
 	return nil
 }
 
-func (k *kernelIPSet) ListEntries(set string) ([]Entry, error) {
+func (k *kernelIPSet) ListEntries(set string) ([]ipvs.Entry, error) {
 	t, r, err := k.setType(set)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, len(r.Entries))
+	out := make([]ipvs.Entry, 0, len(r.Entries))
 	for _, ne := range r.Entries {
 		out = append(out, fromNetlinkEntry(t, ne))
 	}
@@ -555,7 +556,7 @@ type kernelNetlink struct {
 }
 
 // NewNetlink returns the link and address operations of the namespace in opts.
-func NewNetlink(opts Options) (Netlink, error) {
+func NewNetlink(opts Options) (ipvs.Netlink, error) {
 	h, err := openHandle(opts)
 	if err != nil {
 		return nil, err
@@ -577,7 +578,7 @@ func (k *kernelNetlink) EnsureDummyDevice(name string) (bool, error) {
 func (k *kernelNetlink) DeleteDummyDevice(name string) error {
 	l, err := k.h.LinkByName(name)
 	if err != nil {
-		return &kernelError{op: "netlink: find link " + name, kind: ErrNotFound, err: err}
+		return &kernelError{op: "netlink: find link " + name, kind: ipvs.ErrNotFound, err: err}
 	}
 	if _, ok := l.(*netlink.Dummy); !ok {
 		return fmt.Errorf("netlink: link %s is a %s, not a dummy link; not deleting it", name, l.Type())
@@ -592,7 +593,7 @@ func hostNet(addr netip.Addr) *net.IPNet {
 func (k *kernelNetlink) link(dev string) (netlink.Link, error) {
 	l, err := k.h.LinkByName(dev)
 	if err != nil {
-		return nil, &kernelError{op: "netlink: find link " + dev, kind: ErrNotFound, err: err}
+		return nil, &kernelError{op: "netlink: find link " + dev, kind: ipvs.ErrNotFound, err: err}
 	}
 	return l, nil
 }
@@ -668,4 +669,4 @@ func (k *kernelNetlink) LocalAddresses(family v1.IPFamily, exceptDev string) ([]
 
 // NewSysctl returns the /proc/sys of the calling thread's namespaces.
 // Network sysctls are per namespace: call it from the namespace to change.
-func NewSysctl() Sysctl { return sysctl.New() }
+func NewSysctl() ipvs.Sysctl { return sysctl.New() }
