@@ -21,6 +21,7 @@ import (
 
 // countingRunner accepts everything and only counts what Restore is given.
 type countingRunner struct {
+	xtables.NoKernel
 	family        v1.IPFamily
 	bytes, lines  int
 	restores      int

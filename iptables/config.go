@@ -57,7 +57,12 @@ type Config struct {
 // Interfaces is what a Proxier drives.
 type Interfaces struct {
 	// IPTables is one IP family's iptables: xtables.New for the real one,
-	// iptablestest.NewFakes(family).Interfaces() in tests. Required.
+	// iptablestest.NewFakes(family).Interfaces() in tests. Required. What
+	// the engine does with it depends on its methods only (its
+	// Capabilities: backend, in-process writes, one listing of every
+	// table; its table stamps, generation and digests), so a wrapper that
+	// embeds it and overrides some calls (to log, count or time them)
+	// drives the same engine.
 	IPTables xtables.Runner
 	// Sysctl sets route_localnet when Config.LocalhostNodePorts applies;
 	// nil means NewSysctl() (the real /proc/sys). It is not used

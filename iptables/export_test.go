@@ -10,3 +10,7 @@ func Drifted(ctx context.Context, p *Proxier) (bool, error) { return p.drifted(c
 // SetChunkChains makes p's full syncs restore in chunks creating at most n
 // new nat chains each, whatever its backend (0: one restore).
 func SetChunkChains(p *Proxier, n int) { p.chunk = n }
+
+// ChunkChainsOf is the most new nat chains one restore of p's full syncs
+// creates (0: no limit), as NewProxier chose it from the Runner.
+func ChunkChainsOf(p *Proxier) int { return p.chunk }

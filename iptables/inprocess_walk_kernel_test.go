@@ -486,24 +486,6 @@ func (r *xtwalkRecorder) Restore(ctx context.Context, data []byte) error {
 	return r.Runner.Restore(ctx, data)
 }
 
-func (r *xtwalkRecorder) TableStamp(t xtables.Table) (uint64, bool, error) {
-	return r.Runner.(xtables.TableStamper).TableStamp(t)
-}
-
-func (r *xtwalkRecorder) Backend() string { return r.Runner.(xtables.Backender).Backend() }
-
-func (r *xtwalkRecorder) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error {
-	return r.Runner.(xtables.AllSaver).SaveAllInto(ctx, buf)
-}
-
-func (r *xtwalkRecorder) RestoresInProcess() bool {
-	return r.Runner.(xtables.InProcessRestorer).RestoresInProcess()
-}
-
-func (r *xtwalkRecorder) HandedToTool() (unsupported, refused uint64) {
-	return r.Runner.(xtables.InProcessRestorer).HandedToTool()
-}
-
 // xtwalkTables are the tables compared by blob hash.
 var xtwalkTables = [3]string{"nat", "filter", "mangle"}
 

@@ -46,7 +46,7 @@ type Proxier struct {
 	// just read (transient): the full payload is reduced to the chains
 	// whose content differs (chaindiff.go).
 	kernel map[xtables.Table]tableSums
-	// stamps are the xtables.TableStamper stamps of the tables as last
+	// stamps are the Runner.TableStamp stamps of the tables as last
 	// written or verified to hold the canary (none: check with a command).
 	stamps map[xtables.Table]uint64
 	// resync proves the tables unchanged since our last write, so a full
@@ -75,17 +75,15 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	p.r.env = newPlanEnv(&cfg)
 	noteLocalhostNodePorts(&cfg, p.r.env.localhostNodePorts, p.log)
 	p.r.mark = p.r.env.masqMark
-	if b, ok := ifs.IPTables.(xtables.Backender); ok {
-		switch b.Backend() {
-		case xtables.BackendNFT:
-			p.chunk = chunkChains
-			_, p.saveAll = ifs.IPTables.(xtables.AllSaver)
-		case xtables.BackendLegacy:
-			p.chunk = legacyChunkChains
-			if ip, ok := ifs.IPTables.(xtables.InProcessRestorer); ok && ip.RestoresInProcess() {
-				// Each chunk would read and replace the whole table.
-				p.chunk = 0
-			}
+	switch caps := ifs.IPTables.Capabilities(); caps.Backend {
+	case xtables.BackendNFT:
+		p.chunk = chunkChains
+		p.saveAll = caps.SaveAll
+	case xtables.BackendLegacy:
+		p.chunk = legacyChunkChains
+		if caps.InProcess {
+			// Each chunk would read and replace the whole table.
+			p.chunk = 0
 		}
 	}
 	p.Base, err = engine.New(cfg.Common, engine.Hooks{
@@ -225,25 +223,20 @@ func countEndpoints(m changetracker.EndpointsMap) int {
 // (nat first: it is the one flushed by hand most often) must still exist.
 // Deleting our chains or flushing a whole table (iptables -F; iptables -X,
 // firewalld reloads) deletes it. One ChainExists per table, stopping at
-// the first missing one, except for a table whose xtables.TableStamper
+// the first missing one, except for a table whose Runner.TableStamp
 // stamp is unchanged since it was last written or verified (the legacy
 // backend: there ChainExists loads the whole table, and the stamp costs
 // microseconds). BenchmarkKernelDriftCheck in BENCHMARKS.md has the
 // figures.
 func (p *Proxier) drifted(ctx context.Context) (bool, error) {
-	stamper, _ := p.ipt.(xtables.TableStamper)
 	for _, t := range driftTables {
-		var stamp uint64
-		stamped := false
-		if stamper != nil {
-			var err error
-			if stamp, stamped, err = stamper.TableStamp(t); err != nil {
-				p.log.V(2).Info("No table stamp; checking the canary", "table", t, "error", err.Error())
-				stamped = false
-			}
-			if old, ok := p.stamps[t]; stamped && ok && old == stamp {
-				continue // unchanged since it held the canary
-			}
+		stamp, stamped, err := p.ipt.TableStamp(t)
+		if err != nil {
+			p.log.V(2).Info("No table stamp; checking the canary", "table", t, "error", err.Error())
+			stamped = false
+		}
+		if old, ok := p.stamps[t]; stamped && ok && old == stamp {
+			continue // unchanged since it held the canary
 		}
 		ok, err := p.ipt.ChainExists(ctx, t, xtables.ChainKubeProxyCanary)
 		if err != nil {
@@ -281,16 +274,11 @@ func (p *Proxier) recordStamps(full bool, before map[xtables.Table]uint64) {
 	p.stamps = verified
 }
 
-// tableStamps returns the current stamp of each table that has one (nil
-// when the Runner is no xtables.TableStamper).
+// tableStamps returns the current stamp of each table that has one.
 func (p *Proxier) tableStamps() map[xtables.Table]uint64 {
-	stamper, ok := p.ipt.(xtables.TableStamper)
-	if !ok {
-		return nil
-	}
 	out := make(map[xtables.Table]uint64, len(driftTables))
 	for _, t := range driftTables {
-		if stamp, ok, err := stamper.TableStamp(t); err == nil && ok {
+		if stamp, ok, err := p.ipt.TableStamp(t); err == nil && ok {
 			out[t] = stamp
 		}
 	}
@@ -330,11 +318,11 @@ func (p *Proxier) ensureBase(ctx context.Context) (tableSums, error) {
 	listed := map[xtables.Table]*xtables.Listing{}
 	p.kernel = nil
 	// iptables-nft: one listing of every table costs what the nat one
-	// alone does (xtables.AllSaver).
+	// alone does (xtables.Capabilities.SaveAll).
 	var all []byte
 	if p.saveAll {
 		p.save.Reset()
-		if err := p.ipt.(xtables.AllSaver).SaveAllInto(ctx, &p.save); err != nil {
+		if err := p.ipt.SaveAllInto(ctx, &p.save); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}

@@ -3,9 +3,6 @@ package iptables
 import (
 	"bytes"
 	"context"
-	"errors"
-
-	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
@@ -53,48 +50,13 @@ import (
 // is still written out. A start, a failure, drift, cleanup, or any doubt
 // (no reader, a read error, an unexpected move) lists as before.
 
-// TableWatch tells without listing whether our tables changed (see above).
-// The real Runner's backend picks the kernel's; iptablestest.Fake models
-// both with Fake.SetTableWatch.
-type TableWatch interface {
-	// TableGeneration returns the nftables ruleset generation id; ok is
-	// false when the tables are not nftables ones (legacy).
+// tableWatch is the part of xtables.Runner that tells without listing
+// whether our tables changed (see above): the real Runner asks the kernel
+// for its backend's generation or table info; iptablestest.Fake models
+// both (Fake.SetTableWatch).
+type tableWatch interface {
 	TableGeneration() (gen uint32, ok bool, err error)
-	// TableDigest fingerprints table (its chains and rules, not counters;
-	// the kernel's legacy watch: its size and hook offsets) and counts its
-	// entries (per user chain its rules plus two, per built-in chain its
-	// rules plus one, plus one); ok is false when there is none.
-	TableDigest(table xtables.Table) (d TableDigest, ok bool, err error)
-}
-
-// TableDigest is a TableWatch fingerprint of one table: Hash changes when
-// the table does (the kernel's: when its size or hook offsets do), Entries
-// is its entry count.
-type TableDigest struct {
-	Hash    uint64
-	Entries uint32
-}
-
-// kernelWatch is the TableWatch of the real Runner.
-type kernelWatch struct {
-	nft  bool
-	ipv6 bool
-}
-
-func (w *kernelWatch) TableGeneration() (uint32, bool, error) {
-	if !w.nft {
-		return 0, false, nil
-	}
-	g, err := nfgen.Generation()
-	return g, err == nil, err
-}
-
-func (w *kernelWatch) TableDigest(table xtables.Table) (TableDigest, bool, error) {
-	if w.nft {
-		return TableDigest{}, false, nil
-	}
-	d, ok, err := nfgen.LegacyInfo(w.ipv6, string(table))
-	return TableDigest{Hash: d.Hash, Entries: d.Entries}, ok, err
+	TableDigest(table xtables.Table) (d xtables.TableDigest, ok bool, err error)
 }
 
 // legacyVerifyEvery: with a TableDigest proof (legacy), every this many
@@ -103,27 +65,23 @@ const legacyVerifyEvery = 4
 
 // resyncState is the proof, kept across syncs.
 type resyncState struct {
-	init  bool
-	watch TableWatch // nil: every full sync lists
+	// watch is the Runner the engine was built with (not a writeCounter
+	// wrapped around it for one restore).
+	watch tableWatch
 	// known: nat and filter chain digests as the kernel holds them (nil:
 	// unknown).
 	known map[xtables.Table]tableSums
 	// nft: custody of the generation; legacy: the digests of canaryTables.
 	custody nfgen.Custody
-	digests map[xtables.Table]TableDigest
+	digests map[xtables.Table]xtables.TableDigest
 	// skips counts the resyncs skipped since the last listing (legacy).
 	skips int
 }
 
-func (p *Proxier) resyncWatch() TableWatch {
+func (p *Proxier) resyncWatch() tableWatch {
 	rs := &p.resync
-	if !rs.init {
-		rs.init = true
-		if w, ok := p.ipt.(TableWatch); ok {
-			rs.watch = w
-		} else if b, ok := p.ipt.(xtables.Backender); ok {
-			rs.watch = &kernelWatch{nft: b.Backend() == xtables.BackendNFT, ipv6: p.cfg.IPFamily == v1.IPv6Protocol}
-		}
+	if rs.watch == nil {
+		rs.watch = p.ipt
 	}
 	return rs.watch
 }
@@ -150,16 +108,13 @@ func resyncReason(reason engine.Reason) bool {
 func (p *Proxier) ensureBaseOrSkip(ctx context.Context, req *engine.Request) (tableSums, error) {
 	w := p.resyncWatch()
 	rs := &p.resync
-	if w != nil && p.wrote && rs.known != nil && resyncReason(req.Reason) && p.unchanged(w) {
+	if p.wrote && rs.known != nil && resyncReason(req.Reason) && p.unchanged(w) {
 		p.log.V(2).Info("Full sync: the tables are as our last write left them; not listing them", "reason", req.Reason)
 		p.kernel = rs.known
 		rs.skips++
 		return rs.known[xtables.TableNAT], nil
 	}
 	rs.skips = 0
-	if w == nil {
-		return p.ensureBase(ctx)
-	}
 	// Bracket the listing and the commands ensureBase may run.
 	rs.lose()
 	gen0, genOK, err0 := w.TableGeneration()
@@ -226,7 +181,7 @@ func (p *Proxier) ensureBaseOrSkip(ctx context.Context, req *engine.Request) (ta
 }
 
 // unchanged reports whether the tables are as the proof says.
-func (p *Proxier) unchanged(w TableWatch) bool {
+func (p *Proxier) unchanged(w tableWatch) bool {
 	rs := &p.resync
 	if g, ok, err := w.TableGeneration(); err != nil {
 		return false
@@ -248,8 +203,8 @@ func (p *Proxier) unchanged(w TableWatch) bool {
 	return true
 }
 
-func (p *Proxier) readDigests(w TableWatch, tables []xtables.Table) (map[xtables.Table]TableDigest, bool) {
-	out := make(map[xtables.Table]TableDigest, len(tables))
+func (p *Proxier) readDigests(w tableWatch, tables []xtables.Table) (map[xtables.Table]xtables.TableDigest, bool) {
+	out := make(map[xtables.Table]xtables.TableDigest, len(tables))
 	for _, t := range tables {
 		d, ok, err := w.TableDigest(t)
 		if err != nil || !ok {
@@ -266,12 +221,12 @@ func (p *Proxier) readDigests(w TableWatch, tables []xtables.Table) (map[xtables
 func (p *Proxier) restoreTracked(ctx context.Context, payload []byte, full bool) error {
 	rs := &p.resync
 	w := p.resyncWatch()
-	if w == nil || rs.known == nil {
+	if rs.known == nil {
 		return p.restore(ctx, payload, full)
 	}
 	gen0, genOK, _ := w.TableGeneration()
 	written := []xtables.Table{xtables.TableNAT, xtables.TableFilter}
-	var d0 map[xtables.Table]TableDigest
+	var d0 map[xtables.Table]xtables.TableDigest
 	if !genOK {
 		var ok bool
 		if d0, ok = p.readDigests(w, written); !ok || d0[xtables.TableNAT] != rs.digests[xtables.TableNAT] || d0[xtables.TableFilter] != rs.digests[xtables.TableFilter] {
@@ -553,14 +508,4 @@ func (w *writeCounter) DeleteChain(ctx context.Context, table xtables.Table, cha
 func (w *writeCounter) DeleteRule(ctx context.Context, table xtables.Table, chain xtables.Chain, args ...string) error {
 	w.other = true
 	return w.Runner.DeleteRule(ctx, table, chain, args...)
-}
-
-// SaveAllInto forwards xtables.AllSaver (ensureBase asserts it when the
-// Runner has it).
-func (w *writeCounter) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error {
-	s, ok := w.Runner.(xtables.AllSaver)
-	if !ok {
-		return errors.ErrUnsupported
-	}
-	return s.SaveAllInto(ctx, buf)
 }

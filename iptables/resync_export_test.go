@@ -1,11 +1,5 @@
 package iptables
 
-// NewKernelTableWatchForTest returns the TableWatch a real Runner of that
-// backend gets.
-func NewKernelTableWatchForTest(nft, ipv6 bool) TableWatch {
-	return &kernelWatch{nft: nft, ipv6: ipv6}
-}
-
 // ForgetDispatchRulesForTest is a fault in the engine's record of what it
 // wrote: the nat KUBE-SERVICES rules of the named service's ports are
 // dropped from it, so the next partial sync of that service adds them

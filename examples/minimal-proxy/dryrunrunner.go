@@ -23,7 +23,10 @@ var errDryRun = errors.New("dry run: not changing the node")
 // dryRunRunner is the xtables.Runner of a dry run: it reports an empty
 // node and refuses every change, so a dry run can never touch the node
 // even if an engine tried to apply instead of plan.
-type dryRunRunner struct{ family v1.IPFamily }
+type dryRunRunner struct {
+	xtables.NoKernel // nothing is written, listed at once or watched
+	family           v1.IPFamily
+}
 
 var _ xtables.Runner = dryRunRunner{}
 

@@ -85,8 +85,9 @@
 // Stats counts restores, lines and bytes written (and keeps the last
 // restore input), for tests asserting how much an engine wrote.
 // FailOn (proxytest.Faults) and SetRestoreHook inject failures. The Fake
-// is an xtables.TableStamper, as the legacy runner is (every call that
-// may change a table changes every table's stamp).
+// stamps tables as the legacy runner does (TableStamp: every call that
+// may change a table changes every table's stamp); SetTableWatch models a
+// backend's table watch and SetCapabilities its Capabilities.
 //
 // # Tracer
 //

@@ -3,6 +3,7 @@ package iptablestest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -36,6 +37,7 @@ type Fake struct {
 	// that changed a table, one per restored table section with a line.
 	gen   uint32
 	watch string
+	caps  xtables.Capabilities
 
 	// Faults injects failures and counts calls, by method name
 	// ("Restore", "SaveInto", "EnsureRule", ...). A failed call changes
@@ -489,10 +491,51 @@ func (f *Fake) Restore(ctx context.Context, data []byte) error {
 	return err
 }
 
-var _ xtables.TableStamper = (*Fake)(nil)
+// Capabilities implements xtables.Runner: what SetCapabilities set, by
+// default the zero value, a Runner that writes no kernel (the engines
+// split no restore and list one table per iptables-save).
+func (f *Fake) Capabilities() xtables.Capabilities {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.caps
+}
 
-// TableStamp implements xtables.TableStamper as the legacy backend's
-// runner does, conservatively: the stamp of every table changes with each
+// SetCapabilities sets what Capabilities reports, to drive an engine as a
+// real Runner of that backend would be driven: with SaveAll, SaveAllInto
+// lists every table the Fake holds. It changes nothing else (the Fake's
+// restores are its own whatever InProcess says; SetTableWatch models the
+// backend's table watch).
+func (f *Fake) SetCapabilities(c xtables.Capabilities) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.caps = c
+}
+
+// SaveAllInto implements xtables.Runner (iptables-save of every table,
+// as Dump prints them); without Capabilities().SaveAll it fails with an
+// error matching errors.ErrUnsupported.
+func (f *Fake) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error {
+	if err := f.Hit("SaveAllInto"); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.caps.SaveAll {
+		return fmt.Errorf("iptablestest: SaveAllInto: %w", errors.ErrUnsupported)
+	}
+	for _, name := range tableOrder {
+		if t := f.tables[name]; t != nil {
+			t.dump(buf)
+		}
+	}
+	return nil
+}
+
+// TableStamp implements xtables.Runner as the legacy backend's runner
+// does, conservatively: the stamp of every table changes with each
 // call that may have changed any table.
 func (f *Fake) TableStamp(table xtables.Table) (uint64, bool, error) {
 	if err := checkTable(table); err != nil {

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"hash/fnv"
 
-	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
-var _ iptables.TableWatch = (*Fake)(nil)
-
-// SetTableWatch chooses what the Fake answers as an iptables.TableWatch,
+// SetTableWatch chooses what the Fake answers to TableGeneration and
+// TableDigest,
 // modelling a backend: xtables.BackendNFT, the nftables generation id
 // (one per command that changed a table, and one per restored table
 // section holding a line, as iptables-nft-restore commits); or
@@ -23,7 +21,7 @@ func (f *Fake) SetTableWatch(backend string) {
 	f.watch = backend
 }
 
-// TableGeneration implements iptables.TableWatch (see SetTableWatch).
+// TableGeneration implements xtables.Runner (see SetTableWatch).
 func (f *Fake) TableGeneration() (uint32, bool, error) {
 	if err := f.Hit("TableGeneration"); err != nil {
 		return 0, false, err
@@ -33,19 +31,19 @@ func (f *Fake) TableGeneration() (uint32, bool, error) {
 	return f.gen, f.watch == xtables.BackendNFT, nil
 }
 
-// TableDigest implements iptables.TableWatch (see SetTableWatch).
-func (f *Fake) TableDigest(table xtables.Table) (iptables.TableDigest, bool, error) {
+// TableDigest implements xtables.Runner (see SetTableWatch).
+func (f *Fake) TableDigest(table xtables.Table) (xtables.TableDigest, bool, error) {
 	if err := f.Hit("TableDigest"); err != nil {
-		return iptables.TableDigest{}, false, err
+		return xtables.TableDigest{}, false, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.watch != xtables.BackendLegacy {
-		return iptables.TableDigest{}, false, nil
+		return xtables.TableDigest{}, false, nil
 	}
 	t, err := f.table(table, false)
 	if err != nil {
-		return iptables.TableDigest{}, false, err
+		return xtables.TableDigest{}, false, err
 	}
 	var buf bytes.Buffer
 	t.dump(&buf)
@@ -58,5 +56,5 @@ func (f *Fake) TableDigest(table xtables.Table) (iptables.TableDigest, bool, err
 			entries--
 		}
 	}
-	return iptables.TableDigest{Hash: h.Sum64(), Entries: uint32(entries)}, true, nil
+	return xtables.TableDigest{Hash: h.Sum64(), Entries: uint32(entries)}, true, nil
 }

@@ -37,7 +37,10 @@
 //     on a kernel without a match or target revision it writes (New
 //     asks the kernel once). BenchmarkKernelColdStart (BENCHMARKS.md)
 //     measures what this saves on a legacy cold start.
-//   - With the legacy backend it is a TableStamper: a table's fingerprint
-//     from the kernel in microseconds, where any iptables command parses
-//     the whole table (drift checks use it).
+//   - Capabilities says which backend it drives and whether Restore
+//     writes in process; with the legacy backend TableStamp and
+//     TableDigest fingerprint a table from the kernel in microseconds,
+//     where any iptables command parses the whole table (drift checks and
+//     resyncs use them); with the nft backend TableGeneration reads the
+//     ruleset generation.
 package xtables

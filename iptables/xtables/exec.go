@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/internal/xtblob"
 )
 
@@ -169,9 +170,8 @@ func parseVersion(s string) (maj, min, patch int, ok bool) {
 	return maj, min, patch, true
 }
 
-var _ TableStamper = (*execRunner)(nil)
-
-// TableStamp implements TableStamper for the legacy backend.
+// TableStamp implements Runner: the kernel's table info with the legacy
+// backend.
 func (r *execRunner) TableStamp(table Table) (uint64, bool, error) {
 	if !r.legacy {
 		return 0, false, nil
@@ -179,14 +179,35 @@ func (r *execRunner) TableStamp(table Table) (uint64, bool, error) {
 	return legacyTableStamp(r.family, table)
 }
 
+// TableGeneration implements Runner: the nftables generation with the nft
+// backend.
+func (r *execRunner) TableGeneration() (uint32, bool, error) {
+	if r.legacy {
+		return 0, false, nil
+	}
+	g, err := nfgen.Generation()
+	return g, err == nil, err
+}
+
+// TableDigest implements Runner: the kernel's table info with the legacy
+// backend.
+func (r *execRunner) TableDigest(table Table) (TableDigest, bool, error) {
+	if !r.legacy {
+		return TableDigest{}, false, nil
+	}
+	d, ok, err := nfgen.LegacyInfo(r.family == v1.IPv6Protocol, string(table))
+	return TableDigest{Hash: d.Hash, Entries: d.Entries}, ok, err
+}
+
 func (r *execRunner) Family() v1.IPFamily { return r.family }
 
-// Backend is BackendLegacy or BackendNFT (xtables.Backender).
-func (r *execRunner) Backend() string {
+// Capabilities implements Runner.
+func (r *execRunner) Capabilities() Capabilities {
+	c := Capabilities{Backend: BackendNFT, SaveAll: true}
 	if r.legacy {
-		return BackendLegacy
+		c.Backend, c.InProcess = BackendLegacy, r.inProcess.Load()
 	}
-	return BackendNFT
+	return c
 }
 
 func (r *execRunner) HasRandomFully() bool { return r.randomFully }
@@ -350,7 +371,7 @@ func (r *execRunner) SaveInto(ctx context.Context, table Table, buf *bytes.Buffe
 	return nil
 }
 
-// SaveAllInto runs iptables-save for every table (xtables.AllSaver).
+// SaveAllInto implements Runner: one iptables-save of every table.
 func (r *execRunner) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error {
 	cmd := exec.CommandContext(ctx, r.save)
 	var stderr bytes.Buffer

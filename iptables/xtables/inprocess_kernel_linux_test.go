@@ -68,7 +68,7 @@ func needLegacy(t *testing.T) {
 func saveAll(t *testing.T, r xtables.Runner) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := r.(xtables.AllSaver).SaveAllInto(context.Background(), &buf); err != nil {
+	if err := r.SaveAllInto(context.Background(), &buf); err != nil {
 		t.Fatal(err)
 	}
 	var out []string

@@ -3,41 +3,47 @@ package xtables
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 )
 
-// TableStamper is implemented by Runners that can fingerprint a table
-// without listing it. The legacy backend's tables live in the kernel as
-// one blob per table, and any iptables command (iptables -L of one empty
-// chain included) copies and parses the whole blob (BenchmarkKernelDriftCheck
-// in BENCHMARKS.md). The kernel also reports each table's size and
-// entry count on their own, in microseconds; a change of either means the
-// table changed. Drift checks use it to skip the expensive check while a
-// table is unchanged since it was last verified.
-//
-// The real Runner implements it; it answers ok=false for the nft backend
-// (where checking a chain is cheap anyway), off Linux, and for a table
-// the kernel has not loaded.
-type TableStamper interface {
-	// TableStamp returns a value that changes whenever table's chains or
-	// rules change (not their counters), and ok=false when there is none.
-	TableStamp(table Table) (stamp uint64, ok bool, err error)
+// Capabilities is what an engine needs to know about a Runner beyond
+// its commands. Runner.Capabilities returns it; a wrapper that embeds the
+// Runner forwards it, and one that does not has to say what it is (the
+// method is required, so leaving it out does not compile). The zero value
+// is a Runner that writes no kernel: an engine then splits no restore,
+// lists one table per iptables-save and proves nothing from the kernel's
+// table info.
+type Capabilities struct {
+	// Backend is BackendNFT or BackendLegacy: whose tables the Runner
+	// writes; "" for a Runner that writes no kernel (a fake, a recorder).
+	// The iptables engine splits large full syncs into several restores
+	// by it (iptables-restore's cost grows faster than linearly with the
+	// chains one restore creates) and reads the kernel's generation (nft)
+	// or table info (legacy) by it.
+	Backend string
+	// InProcess: Restore writes legacy tables from the process
+	// (internal/xtblob) instead of exec'ing iptables-legacy-restore. Each
+	// call then reads and replaces whole tables, so an engine does not
+	// split a payload into several restores. See RunnerConfig.LegacyTool.
+	InProcess bool
+	// SaveAll: SaveAllInto lists every table in one iptables-save. With
+	// the nft backend each iptables-save fetches the rules of every table
+	// whichever it prints, so one listing of everything costs what the nat
+	// one alone does (BenchmarkKernelResync in BENCHMARKS.md). Without it
+	// SaveAllInto returns an error matching errors.ErrUnsupported.
+	SaveAll bool
 }
 
-// Backender is implemented by Runners that know which backend their tools
-// drive: BackendNFT or BackendLegacy. The real Runner implements it.
-type Backender interface {
-	Backend() string
-}
-
-// AllSaver is implemented by Runners that can list every table in one
-// iptables-save call. With the nft backend each iptables-save fetches the
-// rules of every table whichever it prints (BenchmarkKernelResync, in
-// BENCHMARKS.md), so one listing of everything costs what the nat one
-// alone does. The real
-// Runner implements it.
-type AllSaver interface {
-	// SaveAllInto appends the iptables-save output of every table to buf.
-	SaveAllInto(ctx context.Context, buf *bytes.Buffer) error
+// TableDigest fingerprints one table as the kernel holds it (its chains
+// and rules, not its counters): Hash changes when the table does, Entries
+// is its entry count (per user chain its rules plus two, per built-in
+// chain its rules plus one, plus one). The real Runner's legacy digest is
+// the kernel's table info (size, entry count and hook offsets, read in
+// microseconds), which misses a foreign change that keeps all three.
+type TableDigest struct {
+	Hash    uint64
+	Entries uint32
 }
 
 // Section returns the part of an iptables-save listing of several tables
@@ -55,12 +61,9 @@ func Section(listing []byte, table Table) []byte {
 	return rest
 }
 
-// InProcessRestorer is implemented by Runners that may apply a Restore
-// input from the process instead of exec'ing iptables-restore (the real
-// Runner on the legacy backend, see RunnerConfig.LegacyTool). Splitting a
-// large payload into several restores pays with the tool (each process
-// looks up fewer chain names) but not in process, where every restore
-// reads and replaces the whole table.
+// InProcessRestorer is the real Runner's report on its in-process writer
+// (see RunnerConfig.LegacyTool), for tests and diagnostics; engines read
+// Capabilities.InProcess instead.
 type InProcessRestorer interface {
 	RestoresInProcess() bool
 	// HandedToTool counts the Restore calls since New that the in-process
@@ -69,3 +72,27 @@ type InProcessRestorer interface {
 	// (the tool then had the last word).
 	HandedToTool() (unsupported, refused uint64)
 }
+
+// NoKernel gives a Runner that writes no kernel (a recorder, a dry run, a
+// benchmark's counter) the part of the Runner interface that describes
+// the kernel, answered as nothing: the zero Capabilities, no listing of
+// every table, and no stamp, generation or digest. Embed it to say so; a
+// wrapper around another Runner embeds that Runner instead.
+type NoKernel struct{}
+
+// Capabilities is the zero value: no backend.
+func (NoKernel) Capabilities() Capabilities { return Capabilities{} }
+
+// SaveAllInto returns an error matching errors.ErrUnsupported.
+func (NoKernel) SaveAllInto(context.Context, *bytes.Buffer) error {
+	return fmt.Errorf("xtables: SaveAllInto: %w", errors.ErrUnsupported)
+}
+
+// TableStamp answers ok=false.
+func (NoKernel) TableStamp(Table) (uint64, bool, error) { return 0, false, nil }
+
+// TableGeneration answers ok=false.
+func (NoKernel) TableGeneration() (uint32, bool, error) { return 0, false, nil }
+
+// TableDigest answers ok=false.
+func (NoKernel) TableDigest(Table) (TableDigest, bool, error) { return TableDigest{}, false, nil }

@@ -98,6 +98,33 @@ type Runner interface {
 	// --random-fully; New requires iptables 1.6.2, which has it. Kept so
 	// that existing Runner implementations still satisfy the interface.
 	HasRandomFully() bool
+
+	// Capabilities says what the Runner is beyond these commands (see
+	// Capabilities). A wrapper forwards it, as it forwards every method.
+	Capabilities() Capabilities
+	// SaveAllInto appends the iptables-save output of every table to buf,
+	// in one listing; without Capabilities().SaveAll it returns an error
+	// matching errors.ErrUnsupported.
+	SaveAllInto(ctx context.Context, buf *bytes.Buffer) error
+	// TableStamp returns a value that changes whenever table's chains or
+	// rules change (not their counters), without listing the table; ok is
+	// false when there is none. With the legacy backend any iptables
+	// command (iptables -L of one empty chain included) copies and parses
+	// the whole table (BenchmarkKernelDriftCheck in BENCHMARKS.md), while
+	// the kernel reports each table's size, entry count and hook offsets
+	// in microseconds; drift checks use the stamp to skip the command while
+	// a table is unchanged since it was last verified. The real Runner
+	// answers ok=false with the nft backend (where checking a chain is
+	// cheap), off Linux, and for a table the kernel has not loaded.
+	TableStamp(table Table) (stamp uint64, ok bool, err error)
+	// TableGeneration returns the nftables ruleset generation id, which
+	// every commit in the network namespace moves; ok is false when the
+	// Runner's tables are not nftables ones.
+	TableGeneration() (gen uint32, ok bool, err error)
+	// TableDigest fingerprints table without listing it (see TableDigest);
+	// ok is false when there is none (the nft backend: see
+	// TableGeneration).
+	TableDigest(table Table) (d TableDigest, ok bool, err error)
 }
 
 // SectionsWithCommands counts the table sections of an iptables-restore
