@@ -171,12 +171,14 @@ func parseVersion(s string) (maj, min, patch int, ok bool) {
 }
 
 // TableStamp implements Runner: the kernel's table info with the legacy
-// backend.
+// backend (its size, entry count and hook offsets, as TableDigest reads
+// them), folded into one value.
 func (r *execRunner) TableStamp(table Table) (uint64, bool, error) {
-	if !r.legacy {
-		return 0, false, nil
+	d, ok, err := r.TableDigest(table)
+	if err != nil || !ok {
+		return 0, false, err
 	}
-	return legacyTableStamp(r.family, table)
+	return (d.Hash ^ uint64(d.Entries)) * 1099511628211, true, nil
 }
 
 // TableGeneration implements Runner: the nftables generation with the nft
