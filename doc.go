@@ -15,9 +15,9 @@
 //	changetracker: ServicePortMap + EndpointsMap, what changed since the last sync
 //	    │  Sync(ctx)  (or Run(ctx): on change, rate-limited, and periodically)
 //	    ▼
-//	engine: plan (pure: desired dataplane) → diff (against what was applied) → apply
+//	engine (on proxy/engine's base): plan (pure: desired dataplane) → diff (against what was applied) → apply
 //	    ▼
-//	node: iptables-restore, IPVS over netlink, ipsets, proxy sockets
+//	node: iptables-restore, nftables, IPVS over netlink, ipsets, proxy sockets, HNS
 //
 // Every engine satisfies [github.com/svcproxy/svcproxy/proxy.Provider]:
 // handlers only record, Sync is synchronous (when it returns nil the node
@@ -29,11 +29,18 @@
 //   - proxy: the vocabulary (ServicePortName, ServicePort, Endpoint), the
 //     Provider contract, endpoint selection (traffic policies, topology,
 //     terminating fallback) and the dual-stack fan-out.
-//   - changetracker: the Service and EndpointSlice change trackers, for
-//     writing an engine of your own.
-//   - iptables: kube-proxy's iptables mode; iptables/iptablestest has a
-//     stateful fake iptables and a packet tracer for your tests.
-//   - ipvs: kube-proxy's IPVS mode; ipvs/ipvstest has fakes and a tracer.
+//   - proxy/engine: the base every engine is built on (the change tracker,
+//     the sync loop, full or partial syncs, the drift check, metrics), for
+//     writing an engine of your own; changetracker: the Service and
+//     EndpointSlice change trackers it holds.
+//   - iptables: kube-proxy's iptables mode over iptables/xtables (the
+//     iptables tools, or legacy tables written from the process);
+//     iptables/iptablestest has a stateful fake iptables and a packet
+//     tracer for your tests.
+//   - nftables: kube-proxy's nftables mode; nftables/nftablestest has a
+//     fake and a tracer.
+//   - ipvs: kube-proxy's IPVS mode, its kernel driver in ipvs/ipvskernel;
+//     ipvs/ipvstest has fakes and a tracer.
 //   - userspace: a real TCP/UDP proxy that can retry a failed backend.
 //   - winkernel: the Windows HNS mode (see its package documentation for status).
 //   - proxy/informers, proxy/filesource: feed a Provider from client-go

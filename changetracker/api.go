@@ -1,9 +1,8 @@
 package changetracker
 
-// API SKELETON written by the lead: the signatures below are the contract the
-// engines compile against. The core helper implements the bodies (and may
-// move code between files) but must not change these signatures without
-// telling the lead.
+// The types the engines compile against: the service and endpoint maps,
+// the engines' hooks that build their entries, the trackers' configs and
+// results, and Update, what Tracker.Update hands an engine's sync.
 
 import (
 	"net/netip"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -191,29 +189,3 @@ var (
 	_ proxy.EndpointSliceHandler = (*Tracker)(nil)
 	_ proxy.NodeHandler          = (*Tracker)(nil)
 )
-
-// Signatures (implemented in other files of this package):
-//
-//	func NewServiceChangeTracker(cfg ServiceTrackerConfig) *ServiceChangeTracker
-//	func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool
-//	func (m ServicePortMap) Update(t *ServiceChangeTracker) UpdateServiceMapResult
-//	func (m ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16
-//
-//	func NewEndpointsChangeTracker(cfg EndpointsTrackerConfig) *EndpointsChangeTracker
-//	func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSlice, removeSlice bool) bool
-//	func (m EndpointsMap) Update(t *EndpointsChangeTracker) UpdateEndpointsMapResult
-//	func (m EndpointsMap) LocalReadyEndpoints() map[types.NamespacedName]int
-//
-//	func EndpointsToSlices(ep *v1.Endpoints) []*discovery.EndpointSlice
-//
-//	func New(cfg Config) *Tracker
-//	(*Tracker) implements proxy.ServiceHandler, EndpointSliceHandler, NodeHandler
-//	func (t *Tracker) Synced() bool           // services and slices both synced
-//	func (t *Tracker) Update() Update         // apply pending changes; call from the sync goroutine only
-//
-// and in package proxy:
-//
-//	func CategorizeEndpoints(endpoints []Endpoint, svc ServicePort, nodeName string, nodeLabels map[string]string) (clusterEndpoints, localEndpoints, allReachableEndpoints []Endpoint, hasAnyEndpoints bool)
-//	func ShouldSkipService(svc *v1.Service, serviceProxyName string) bool
-//	func NewDualStack(ipv4, ipv6 Provider) (Provider, error)
-var _ = discovery.EndpointSlice{}

@@ -236,4 +236,3 @@ func isIPv6(svc proxy.ServicePort) bool {
 	return ip.IsValid() && ip.Is6() && !ip.Is4In6()
 }
 
-var _ = v1.ProtocolTCP

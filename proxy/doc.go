@@ -1,6 +1,8 @@
 // Package proxy is the vocabulary and the contracts shared by every svcproxy
-// engine (iptables, ipvs, userspace, winkernel), and the Kubernetes endpoint
-// selection rules they all apply.
+// engine (iptables, nftables, ipvs, userspace, winkernel), and the
+// Kubernetes endpoint selection rules they all apply. Every engine is built
+// on package proxy/engine's base, which owns the change tracker, the sync
+// loop and the drift check around the engine's own plan and apply.
 //
 // # Vocabulary
 //

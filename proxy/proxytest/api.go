@@ -1,8 +1,7 @@
 package proxytest
 
-// API SKELETON (lead): the shared packet/result vocabulary of every engine's
-// tracer and of the conformance table. The conformance helper owns this
-// package and may add to it, but keeps these names and meanings.
+// The packet and result vocabulary every engine's tracer and the
+// conformance table share: Origin, Packet, Verdict, Result and Tracer.
 
 import (
 	"net/netip"
