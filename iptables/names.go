@@ -5,8 +5,6 @@ import (
 	"encoding/base32"
 	"strings"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 )
@@ -75,7 +73,7 @@ type serviceChainNames struct {
 // makeServiceChainNames hashes servicePortName + lower-case protocol, as
 // kube-proxy does ("ns/name:port" + "tcp").
 func makeServiceChainNames(name proxy.ServicePortName) serviceChainNames {
-	base := chainHash(name.String() + lowerProtocol(name.Protocol))
+	base := chainHash(name.String() + proxy.LowerProtocol(name.Protocol))
 	return serviceChainNames{
 		cluster:  xtables.Chain(prefixServiceCluster + base),
 		local:    xtables.Chain(prefixServiceLocal + base),
@@ -89,23 +87,9 @@ func endpointChainName(name proxy.ServicePortName, endpoint string) xtables.Chai
 	var b [len(prefixEndpoint) + chainHashLen]byte
 	out := append(b[:0], prefixEndpoint...)
 	if name.Port == "" {
-		out = appendChainHash(out, name.Namespace, "/", name.Name, lowerProtocol(name.Protocol), endpoint)
+		out = appendChainHash(out, name.Namespace, "/", name.Name, proxy.LowerProtocol(name.Protocol), endpoint)
 	} else {
-		out = appendChainHash(out, name.Namespace, "/", name.Name, ":", name.Port, lowerProtocol(name.Protocol), endpoint)
+		out = appendChainHash(out, name.Namespace, "/", name.Name, ":", name.Port, proxy.LowerProtocol(name.Protocol), endpoint)
 	}
 	return xtables.Chain(out)
-}
-
-// lowerProtocol is strings.ToLower of the protocol, without allocating for
-// the three Kubernetes knows.
-func lowerProtocol(p v1.Protocol) string {
-	switch p {
-	case v1.ProtocolTCP:
-		return "tcp"
-	case v1.ProtocolUDP:
-		return "udp"
-	case v1.ProtocolSCTP:
-		return "sctp"
-	}
-	return strings.ToLower(string(p))
 }

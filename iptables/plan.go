@@ -235,4 +235,3 @@ func isIPv6(svc proxy.ServicePort) bool {
 	ip := svc.ClusterIP()
 	return ip.IsValid() && ip.Is6() && !ip.Is4In6()
 }
-

@@ -27,7 +27,7 @@ func newServicePortInfo(name proxy.ServicePortName, base *proxy.BaseServicePort)
 		BaseServicePort: base,
 		name:            name,
 		nameStr:         name.String(),
-		protocol:        lowerProtocol(name.Protocol),
+		protocol:        proxy.LowerProtocol(name.Protocol),
 		chains:          makeServiceChainNames(name),
 	}
 }
