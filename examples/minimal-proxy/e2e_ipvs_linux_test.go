@@ -42,6 +42,7 @@ var ipvsE2EMode = e2eMode{
 // guest whose kernel has it (hack/vmtest/run-e2e-ipvs.sh).
 func TestE2EKubeAPIServerIPVS(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
+	t.Parallel() // beside the other modes' e2e: the guest is mostly one busy core
 	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
 		runE2EIPVSInVM(t)
 		return

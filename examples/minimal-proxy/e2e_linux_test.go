@@ -368,9 +368,12 @@ var iptablesE2EMode = e2eMode{
 // One cluster per IP family (etcd, kube-apiserver and the topology's
 // namespaces) serves both modes in turn: the iptables run ends with
 // --cleanup, each scenario starts from nothing but the Node. The two
-// families run in parallel, in namespaces of their own.
+// families run in parallel, in namespaces of their own, and beside the
+// nftables and ipvs modes' e2e (as many at once as -test.parallel allows:
+// GOMAXPROCS by default).
 func TestE2EKubeAPIServer(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
+	t.Parallel() // beside the other modes' e2e, on control planes of their own
 	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {

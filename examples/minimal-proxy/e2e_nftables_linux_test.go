@@ -44,6 +44,7 @@ func TestE2EKubeAPIServerNFTables(t *testing.T) {
 	if err := probeNFTables(); err != nil {
 		t.Skipf("no usable nftables here: %v", err)
 	}
+	t.Parallel() // beside the other modes' e2e, on control planes of their own
 	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
