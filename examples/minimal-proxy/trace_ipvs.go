@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
@@ -42,16 +43,16 @@ type ipvsSources struct {
 // iptables rules (iptables-save), loads them into ipvstest's fakes and
 // traces p with ipvstest's tracer.
 func traceIPVS(ctx context.Context, backend string, p proxytest.Packet, node *nodeView, run toolRunner) (*traceReport, error) {
-	vs, err := ipvs.New(ipvs.Options{})
+	vs, err := ipvskernel.New(ipvskernel.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("cannot read IPVS over netlink (is ip_vs loaded?): %w", err)
 	}
 	defer vs.Close()
-	sets, err := ipvs.NewIPSet(ipvs.Options{})
+	sets, err := ipvskernel.NewIPSet(ipvskernel.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the ipsets over netlink: %w", err)
 	}
-	nl, err := ipvs.NewNetlink(ipvs.Options{})
+	nl, err := ipvskernel.NewNetlink(ipvskernel.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the addresses over netlink: %w", err)
 	}
