@@ -86,7 +86,7 @@ type planEnv struct {
 	terse bool
 	spec  specBuilder
 
-	// localhostNodePorts: node ports are served on 127.0.0.0/8 (plan_localnet.go).
+	// localhostNodePorts: node ports are served on 127.0.0.0/8 (localhost_nodeports.go).
 	localhostNodePorts bool
 	// probabilities caches the statistic match's values by endpoint count
 	// left (probability).

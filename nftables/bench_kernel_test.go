@@ -142,7 +142,7 @@ func kernelSyncBench(b *testing.B, n, eps int, full bool) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	// A restart: a new proxier over the correct table reads every chain
-	// (a RequestFullSync of p would skip the listing, genid.go).
+	// (a RequestFullSync of p would skip the listing, resync.go).
 	q := realProxier(b)
 	c.feed(q)
 	start, cpu0 = time.Now(), cpuTimeWithChildren()

@@ -84,7 +84,7 @@ type Interfaces struct {
 	Comments ChainCommentLister
 	// Generation, if set, reads the ruleset generation id, so a full
 	// resync of a table unchanged since our last transaction skips the
-	// listing (genid.go). NewInterfaces sets it; nil: every full sync
+	// listing (resync.go). NewInterfaces sets it; nil: every full sync
 	// lists.
 	Generation GenerationReader
 	// Netlink, if set, writes the transactions of partial syncs as

@@ -42,7 +42,7 @@ type proxier struct {
 	plans  map[types.NamespacedName]*servicePlan // what each service was last written as
 	static *staticPlan                           // the fixed part last written
 	// custody is the ruleset generation at which state was last known
-	// to match the kernel (genid.go).
+	// to match the kernel (resync.go).
 	custody nfgen.Custody
 	// custodyRead: custody goes back to a listing that read every
 	// chain's content hash (not one that trusted recorded ones).

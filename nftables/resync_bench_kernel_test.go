@@ -19,7 +19,7 @@ import (
 // proxier that wrote it, on real nft (BenchmarkKernelSync's workload).
 // An op is "steady": RequestFullSync, then Sync, which lists nothing
 // while the ruleset generation is the one our last transaction left
-// (genid.go). Reported once per run, after one cold start: cold-s (and
+// (resync.go). Reported once per run, after one cold start: cold-s (and
 // cold-cpu-s, nft included); x-cold, the op's wall time over it (and
 // x-cold-cpu, CPU over CPU); periodic-s, the FullSyncPeriod
 // resync (also skipped); listed-s, the periodic resync after a foreign
