@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/svcproxy/svcproxy/internal/tcprelay"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -37,7 +38,7 @@ type connTracker struct {
 	active map[*activeConn]struct{}
 	timers map[clock.Timer]struct{}
 
-	pipes pipePool // spliced TCP's pipes between bursts
+	pipes *tcprelay.PipePool // spliced TCP's pipes between bursts
 }
 
 func (c *connTracker) init(clk clock.WithTicker) {
@@ -46,7 +47,7 @@ func (c *connTracker) init(clk clock.WithTicker) {
 	c.closingCtx, c.cancelClosing = context.WithCancel(context.Background())
 	c.active = map[*activeConn]struct{}{}
 	c.timers = map[clock.Timer]struct{}{}
-	c.pipes.init()
+	c.pipes = newPipePool()
 }
 
 // shutdown stops new goroutines and connections; idempotent.
@@ -78,7 +79,7 @@ func (c *connTracker) closeAll() {
 		ac.close()
 	}
 	c.wg.Wait()
-	c.pipes.closeIdle()
+	c.pipes.CloseIdle()
 }
 
 // goTracked runs fn in a goroutine that Close waits for; false after Close.

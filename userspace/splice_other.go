@@ -2,16 +2,6 @@
 
 package userspace
 
-import (
-	"io"
-	"net"
-)
+import "github.com/svcproxy/svcproxy/internal/tcprelay"
 
-// pipePool is Linux's (splice); nothing to keep here.
-type pipePool struct{}
-
-func (*pipePool) init()      {}
-func (*pipePool) closeIdle() {}
-
-// copyStream copies src to dst until src's EOF (nil error) or an error.
-func copyStream(_ *pipePool, dst, src net.Conn) (int64, error) { return io.Copy(dst, src) }
+func newPipePool() *tcprelay.PipePool { return tcprelay.NewPipePool(nil) }

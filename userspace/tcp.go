@@ -5,10 +5,9 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"os"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/svcproxy/svcproxy/internal/tcprelay"
 )
 
 // tcpProxy accepts connections on one proxy socket and forwards each to an
@@ -98,15 +97,15 @@ func (t *tcpProxy) handle(client net.Conn) {
 		client.Close()
 		return
 	}
-	pair := &tcpPair{client: client, backend: conn, halfCloseTimeout: p.cfg.TCPHalfCloseTimeout, pipes: &p.conns.pipes}
-	ac := &activeConn{key: t.key, backend: backend, close: pair.closeBoth}
+	pair := &tcprelay.Pair{Client: client, Backend: conn, HalfCloseTimeout: p.cfg.TCPHalfCloseTimeout, Pipes: p.conns.pipes}
+	ac := &activeConn{key: t.key, backend: backend, close: pair.CloseBoth}
 	if !p.conns.register(ac) {
-		pair.closeBoth()
+		pair.CloseBoth()
 		return
 	}
 	defer p.conns.unregister(ac)
 	p.count(counterTCPProxied)
-	if pair.run() {
+	if pair.Run() {
 		p.count(counterHalfCloseReset)
 		p.log.V(2).Info("Reset a half-closed connection whose other side stayed silent", "service", t.key, "client", client.RemoteAddr(), "endpoint", backend, "timeout", p.cfg.TCPHalfCloseTimeout)
 	}
@@ -145,93 +144,4 @@ func (p *Proxier) dialBackend(key BalancerKey, client netip.Addr) (netip.AddrPor
 		lastErr = err
 	}
 	return netip.AddrPort{}, nil, lastErr
-}
-
-// tcpPair copies both directions of one proxied connection.
-type tcpPair struct {
-	client, backend net.Conn
-	pipes           *pipePool
-	once            sync.Once
-	// halfCloseTimeout (<0: none): after one direction ended cleanly, the
-	// other may be silent this long before both sides are reset.
-	halfCloseTimeout time.Duration
-	halfClosed       atomic.Bool // one direction ended cleanly
-	timedOut         atomic.Bool // the other then stayed silent
-}
-
-func (c *tcpPair) closeBoth() {
-	c.once.Do(func() {
-		c.client.Close()
-		c.backend.Close()
-	})
-}
-
-// run copies both ways until both directions ended. A clean EOF in one
-// direction is passed on as a half-close (CloseWrite) and the other
-// direction keeps flowing as long as it carries data at least every
-// halfCloseTimeout; an error in either direction, or that timeout, resets
-// both sides. It reports whether the timeout ended the connection.
-func (c *tcpPair) run() bool {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.copy(c.client, c.backend)
-	}()
-	// The client's request is likely waiting already: this goroutine
-	// forwards it at once, before the new one runs.
-	c.copy(c.backend, c.client)
-	wg.Wait()
-	c.closeBoth()
-	return c.timedOut.Load()
-}
-
-type closeWriter interface{ CloseWrite() error }
-
-type lingerer interface{ SetLinger(sec int) error }
-
-// abort closes both sides with a reset: a stream that broke must not look
-// like one that ended (a clean FIN could pass a truncated response off as
-// complete).
-func (c *tcpPair) abort() {
-	for _, conn := range []net.Conn{c.client, c.backend} {
-		if l, ok := conn.(lingerer); ok {
-			l.SetLinger(0)
-		}
-	}
-	c.closeBoth()
-}
-
-func (c *tcpPair) copy(dst, src net.Conn) {
-	for {
-		// Splices on Linux, holding a pipe only while data is in flight
-		// (see copyStream).
-		n, err := copyStream(c.pipes, dst, src)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && c.halfClosed.Load() {
-			if n > 0 {
-				// Data flowed in this window: give it another. (The
-				// first window may count bytes from before the other
-				// side finished: a silent peer gets at most two.)
-				src.SetReadDeadline(time.Now().Add(c.halfCloseTimeout))
-				continue
-			}
-			c.timedOut.Store(true)
-		}
-		c.abort()
-		return
-	}
-	if cw, ok := dst.(closeWriter); ok {
-		if cw.CloseWrite() == nil {
-			// dst is the other direction's source: from now on it must
-			// keep talking (see run).
-			if c.halfCloseTimeout > 0 && !c.halfClosed.Swap(true) {
-				dst.SetReadDeadline(time.Now().Add(c.halfCloseTimeout))
-			}
-			return
-		}
-	}
-	c.closeBoth()
 }

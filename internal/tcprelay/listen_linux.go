@@ -1,4 +1,4 @@
-package userspace
+package tcprelay
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// listenTCP listens with Go's default keepalive for accepted connections
+// ListenTCP listens with Go's default keepalive for accepted connections
 // (idle 15 s, interval 15 s, 9 probes) set once on the listening socket:
 // Linux copies it to every accepted socket, which saves four setsockopt
-// calls per accepted connection.
-func listenTCP(network string, addr *net.TCPAddr) (net.Listener, error) {
+// calls per accepted connection. network is "tcp4" or "tcp6".
+func ListenTCP(network string, addr *net.TCPAddr) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1, Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
