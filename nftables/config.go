@@ -67,6 +67,18 @@ type Config struct {
 	// written flows before the last lands (0: DefaultMaxTransactionOps;
 	// negative: one transaction).
 	MaxTransactionOps int
+	// LocalhostNodePorts is upstream's KubeProxyNFTablesLocalhostNodePorts
+	// feature gate (v1.37: alpha, off; v1.38: beta, on). false (the zero
+	// value, v1.37's default): node ports are not served on loopback
+	// addresses, and the table holds no localhost objects (any it holds,
+	// from an earlier run with the gate on, are removed). true: when
+	// NodePortAddresses names a loopback prefix of the family itself
+	// (127.0.0.0/8, ::1/128), a userspace proxy listening on 127.0.0.1
+	// (::1) serves each TCP node port that has endpoints, and UDP and
+	// SCTP node ports on loopback are rejected; otherwise all three are
+	// rejected. Rejections are counted in the named counters
+	// localhost-nodeport-rejected-<protocol> (see doc.go).
+	LocalhostNodePorts bool
 }
 
 // Interfaces is what a Proxier drives.

@@ -108,6 +108,35 @@
 //     found by listing one two-rule chain every DriftCheckInterval, and
 //     repaired by a full sync.
 //
+// # Localhost node ports
+//
+// Config.LocalhostNodePorts is upstream v1.37's
+// KubeProxyNFTablesLocalhostNodePorts gate (KEP-6032; alpha and off in
+// v1.37, beta and on in v1.38), off in the zero Config as in v1.37. The
+// table never DNATs traffic to a loopback address (the node-port dispatch
+// excludes 127.0.0.0/8 and ::1; nodeport-ips never holds them). Off, that
+// is all: a connection to 127.0.0.1:<node port> reaches whatever listens
+// there, usually nothing, and the table holds no localhost objects (a
+// full sync removes those an earlier run with the gate on left). On, with
+// upstream's names: the map localhost-nodeport-reject-ports (type
+// inet_proto . inet_service : verdict), one element per node port whose
+// protocol is rejected ("udp . 30053 : goto localhost-nodeport-reject-udp"),
+// looked up by a rule at the end of nodeport-endpoints-check ("ip daddr
+// 127.0.0.0/8" or "ip6 daddr ::1"); per rejected protocol the chain
+// localhost-nodeport-reject-<proto> holding 'counter name
+// "localhost-nodeport-rejected-<proto>" reject', and that named counter
+// (the packets rejected, which upstream exports as
+// kubeproxy_nftables_localhost_nodeport_rejected_packets_total). When
+// Config.NodePortAddresses names a loopback prefix of the family itself
+// (127.0.0.0/8, 127.0.0.1/32, ::1/128; 0.0.0.0/0 does not count) UDP and
+// SCTP are rejected; otherwise TCP too.
+//
+// One difference in how it is written: upstream adds and deletes the
+// reject map, chains and counters on every full sync when it does not
+// want them (the gate off included), and re-adds them when it does; this
+// engine diffs them like everything else, so a full sync writes them only
+// when they are missing and deletes them only when the listing shows them.
+//
 // Removed chains are flushed at once and deleted by a later sync (about a
 // second later: kernels before 6.2 notice late that a chain is no longer
 // referenced), as upstream does.

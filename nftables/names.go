@@ -92,6 +92,11 @@ func truncateComment(s string) string {
 	return s
 }
 
+// elemContainers are containers plus the optional ones whose elements the
+// engine also owns (the localhost node-port reject map exists only with
+// Config.LocalhostNodePorts; the table is declared without it).
+var elemContainers = append(append([]string(nil), containers...), mapLocalhostNodePortReject)
+
 // hashAndTruncate prefixes name with 8 characters of its own hash (so
 // truncated or near-identical names stay unique and distinguishable).
 func hashAndTruncate(name string) string {

@@ -77,7 +77,7 @@ func (cs *changeSet) encoded(family byte) ([]netlink.Message, error) {
 // netlink messages; errNotEncodable when some object has a form the
 // encoder does not know.
 func encodeChangeSet(family byte, cs *changeSet) ([]netlink.Message, error) {
-	if cs.declare != nil {
+	if cs.declare != nil || !cs.localhost.empty() {
 		return nil, errNotEncodable
 	}
 	e := newNLEncoder(family)

@@ -281,7 +281,7 @@ func (l *netlinkRuleLister) ListContainer(_ context.Context, name string) (map[s
 	switch name {
 	case setClusterIPs, setNodePortIPs:
 		fields = []string{"ip"}
-	case mapServiceNodePorts, mapNoEndpointNodePorts:
+	case mapServiceNodePorts, mapNoEndpointNodePorts, mapLocalhostNodePortReject:
 		fields = []string{"proto", "port"}
 	case setHairpin:
 		fields = []string{"ip", "ip", "proto", "port"}

@@ -94,6 +94,7 @@ type planner struct {
 	nodeIP     netip.Addr
 	nodeName   string
 	nodeLabels map[string]string
+	localhost  localhostMode // plan_localhost.go
 }
 
 func newPlanner(cfg *Config) *planner {
@@ -110,6 +111,7 @@ func newPlanner(cfg *Config) *planner {
 	if cfg.IPFamily == v1.IPv6Protocol {
 		p.ipX, p.addrType = "ip6", "ipv6_addr"
 	}
+	p.localhost = newLocalhostMode(cfg.LocalhostNodePorts, cfg.IPFamily, cfg.NodePortAddresses)
 	return p
 }
 
@@ -221,6 +223,7 @@ func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, sv
 	p.planExternalIPs(sp, pp)
 	p.planLoadBalancer(sp, pp)
 	p.planNodePort(sp, pp)
+	p.planLocalhostNodePort(sp, pp)
 	p.planExternalChain(sp, pp)
 	p.planAffinitySets(sp, pp)
 	p.planPolicyChains(sp, pp)

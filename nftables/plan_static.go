@@ -99,6 +99,7 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 		add(chainNodePortEndpointsCheck, p.ipX+" daddr @"+setNodePortIPs+" meta l4proto . th dport vmap @"+mapNoEndpointNodePorts, "")
 		add(chainServices, p.ipX+" daddr @"+setNodePortIPs+" meta l4proto . th dport vmap @"+mapServiceNodePorts, "")
 	}
+	localhostChains := p.planLocalhostStatic(add)
 	for _, bc := range baseChains {
 		c := bc
 		c.rules = rules[c.name]
@@ -114,6 +115,7 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 		c.hash = chainHash(nil, c.rules)
 		st.chains = append(st.chains, c)
 	}
+	st.chains = append(st.chains, localhostChains...)
 	st.maps = []containerSpec{
 		{name: setClusterIPs, typ: p.addrType, comment: "Active ClusterIPs", set: true},
 		{name: setNodePortIPs, typ: p.addrType, comment: "IPs that accept NodePort traffic", set: true},

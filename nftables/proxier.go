@@ -239,6 +239,12 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	}
 	first.diffChains(st, static.chains, nil)
 	first.diffElems(st, static.elems, nil)
+	// The localhost objects: the map and counters declared first (the
+	// rewritten nodeport-endpoints-check may look the map up); a reject
+	// chain that goes, with its counter, last, after removeUnwanted has
+	// deleted the map elements that jump to it.
+	var lastLocalhost *localhostObjects
+	first.localhost, lastLocalhost = diffLocalhost(st, pl.localhost, static.chains).split()
 	pending := first.staleDeletes(st, req.Now)
 
 	total := 0
@@ -286,6 +292,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		return engine.Result{}, err
 	}
 	last := cs.next()
+	last.localhost = lastLocalhost
 	p.removeUnwanted(last, p.state, want, static, req.Now)
 	if h, ok := p.state.chains[chainObsoleteMarkMasq]; ok {
 		if h == "" {
@@ -310,7 +317,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 // needsNFT: cs declares the table or writes a base chain, which the
 // netlink encoder leaves to nft.
 func needsNFT(cs *changeSet) bool {
-	if cs.declare != nil {
+	if cs.declare != nil || !cs.localhost.empty() {
 		return true
 	}
 	for _, w := range cs.writes {
@@ -384,7 +391,7 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 	}
 	sort.Strings(dels)
 	cs.setDels = append(cs.setDels, dels...)
-	for _, c := range containers {
+	for _, c := range elemContainers {
 		var keys []string
 		for k := range st.elems[c] {
 			if !elems[elemKey{c, k}] {
@@ -499,6 +506,7 @@ func (p *proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 	cs.declare = static
 	cs.diffChains(st, static.chains, nil)
 	cs.diffElems(st, static.elems, nil)
+	cs.localhost = diffLocalhost(st, pl.localhost, static.chains)
 	want := pl.planAll(u.ServicePorts, u.Services, u.Endpoints)
 	for _, n := range sortedNames(want) {
 		cs.diffService(st, n, nil, want[n])

@@ -27,6 +27,7 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 			}
 		}
 	}
+	renderLocalhostDeclare(tx, cs.localhost)
 	for _, e := range cs.elemDels {
 		tx.Delete(element(e, false))
 	}
@@ -80,6 +81,7 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 	for _, e := range cs.elemAdds {
 		tx.Add(element(e, true))
 	}
+	renderLocalhostRemovals(tx, cs.localhost)
 }
 
 // ruleComment is the comment of rule i of c: its own, and on the first

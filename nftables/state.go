@@ -17,8 +17,11 @@ import (
 // partial sync, what the last successful transactions committed. Partial
 // syncs diff against it and never list the kernel.
 type tableState struct {
-	declared bool              // table and containers exist
-	chains   map[string]string // chain → content hash ("" unknown or empty)
+	declared bool // table and containers exist
+	// localhostMap: the localhost node-port reject map exists
+	// (plan_localhost.go).
+	localhostMap bool
+	chains       map[string]string // chain → content hash ("" unknown or empty)
 	// counts are the rules a listing found in each chain, where it counted
 	// them: a chain whose first rule carries the right hash but whose rule
 	// count differs was edited by hand below its first rule. Writes of
@@ -42,7 +45,7 @@ func newTableState() *tableState {
 		stale:  map[string]time.Time{},
 		refs:   map[string]int{},
 	}
-	for _, c := range containers {
+	for _, c := range elemContainers {
 		st.elems[c] = map[string]string{}
 	}
 	return st
@@ -162,6 +165,7 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 	for _, c := range containers {
 		st.declared = st.declared && present[c]
 	}
+	st.localhostMap = present[mapLocalhostNodePortReject]
 	for _, n := range all["chain"] {
 		st.chains[n] = ""
 	}
@@ -172,7 +176,7 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 			st.chains[chain] = "?" // rules of unknown content
 		}
 	}
-	for _, c := range containers {
+	for _, c := range elemContainers {
 		if !present[c] {
 			continue
 		}
@@ -211,6 +215,7 @@ type chainWrite struct {
 // one transaction; commit applies it to the state once the kernel took it.
 type changeSet struct {
 	declare     *staticPlan // declare the table and containers
+	localhost   *localhostObjects
 	writes      []chainWrite
 	flushes     []string // chains going stale
 	deletes     []string // stale chains deleted now
@@ -254,7 +259,7 @@ func (cs *changeSet) next() *changeSet {
 }
 
 func (cs *changeSet) empty() bool {
-	return cs.declare == nil && len(cs.writes) == 0 && len(cs.flushes) == 0 && len(cs.deletes) == 0 &&
+	return cs.declare == nil && cs.localhost.empty() && len(cs.writes) == 0 && len(cs.flushes) == 0 && len(cs.deletes) == 0 &&
 		len(cs.setAdds) == 0 && len(cs.setDels) == 0 && len(cs.elemDels) == 0 && len(cs.elemAdds) == 0
 }
 
@@ -276,6 +281,7 @@ func (cs *changeSet) renderedOps() int {
 	if cs.declare != nil {
 		n += 1 + len(cs.declare.maps)
 	}
+	n += cs.localhost.ops()
 	for _, w := range cs.writes {
 		n += 1 + len(w.spec.rules)
 		if w.existed {
@@ -498,6 +504,7 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 	if cs.declare != nil {
 		st.declared = true
 	}
+	cs.localhost.commit(st)
 	for _, n := range cs.deletes {
 		delete(st.stale, n)
 		delete(st.chains, n)

@@ -97,8 +97,12 @@
 //
 // # Not done
 //
-// Feature gates are accepted as kube-proxy v1.34 accepts them but none
-// changes behaviour here; --vmodule, the info buffer sizes,
+// Feature gates are accepted as kube-proxy v1.34 accepts them, plus
+// v1.37's KubeProxyNFTablesLocalhostNodePorts (alpha, off; AllAlpha turns
+// it on), the only one that changes behaviour here: in the nftables mode
+// it is nftables.Config.LocalhostNodePorts (localhost node ports served by
+// a userspace TCP proxy when --nodeport-addresses names loopback, else
+// rejected and counted). --vmodule, the info buffer sizes,
 // --log-flush-frequency, --boot-id-file and --machine-id-file are accepted
 // without effect (logged once at start). --iptables-localhost-nodeports
 // (iptables.localhostNodePorts, default true) is the iptables engine's

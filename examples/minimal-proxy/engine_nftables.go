@@ -37,6 +37,8 @@ func buildNFTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		MasqueradeBit:     masqBit(cfg.NFTables.MasqueradeBit),
 		LocalDetector:     detector,
 		NodePortAddresses: npa,
+		// kube-proxy v1.37's KubeProxyNFTablesLocalhostNodePorts.
+		LocalhostNodePorts: featureEnabled(cfg.FeatureGates, gateLocalhostNodePorts),
 	}
 	var ifs nftables.Interfaces
 	var svcHealth *healthcheck.ServiceHealthServer

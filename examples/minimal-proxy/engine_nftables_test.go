@@ -77,3 +77,49 @@ func TestMasqueradeAllFlagNFTables(t *testing.T) {
 		t.Fatalf("--masquerade-all: no masquerade mark in the nftables plan:\n%.3000s", out)
 	}
 }
+
+// --feature-gates=KubeProxyNFTablesLocalhostNodePorts=true (kube-proxy
+// v1.37's alpha gate) turns on localhost node ports in the nftables plan:
+// without loopback in --nodeport-addresses every protocol's are rejected
+// and counted; with it, TCP is left to the userspace proxy. Off (the
+// default, as in v1.37), the plan has no localhost objects; AllAlpha
+// turns it on as kube-proxy's gates do.
+func TestLocalhostNodePortsGateNFTables(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		want, absent []string
+	}{
+		{name: "default", absent: []string{"localhost-nodeport"}},
+		{name: "gate off", args: []string{"--feature-gates=KubeProxyNFTablesLocalhostNodePorts=false,AllAlpha=true"}, absent: []string{"localhost-nodeport"}},
+		{name: "gate on", args: []string{"--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true"},
+			want: []string{"add counter ip kube-proxy localhost-nodeport-rejected-tcp", "tcp . 30080 : goto localhost-nodeport-reject-tcp",
+				"ip daddr 127.0.0.0/8 meta l4proto . th dport vmap @localhost-nodeport-reject-ports"}},
+		{name: "AllAlpha", args: []string{"--feature-gates=AllAlpha=true"},
+			want: []string{"tcp . 30080 : goto localhost-nodeport-reject-tcp"}},
+		{name: "gate on, loopback node-port addresses", args: []string{"--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true", "--nodeport-addresses=127.0.0.0/8,0.0.0.0/0"},
+			want:   []string{"add map ip kube-proxy localhost-nodeport-reject-ports", "add counter ip kube-proxy localhost-nodeport-rejected-udp"},
+			absent: []string{"localhost-nodeport-rejected-tcp", "goto localhost-nodeport-reject-tcp"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--objects-file", "demo.yaml", "--dry-run", "--proxy-mode", "nftables"}, tc.args...)
+			code, out, errOut := runInProcess(t, context.Background(), args...)
+			if code != exitOK {
+				t.Fatalf("exit %d:\n%s", code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("plan lacks %q", w)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(out, a) {
+					t.Errorf("plan has %q", a)
+				}
+			}
+			if strings.Contains(errOut, "without effect") && strings.Contains(errOut, "KubeProxyNFTablesLocalhostNodePorts") {
+				t.Errorf("the gate was logged as without effect:\n%s", errOut)
+			}
+		})
+	}
+}

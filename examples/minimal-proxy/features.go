@@ -73,17 +73,49 @@ func validateFeatureGates(gates map[string]bool) error {
 	return errors.Join(errs...)
 }
 
-// logFeatureGates says, once at start, that the gates given change nothing
-// here: svcproxy implements the behaviour kube-proxy v1.34 has with its
-// gates at their defaults, and has no switches behind gates.
+// gateLocalhostNodePorts is kube-proxy v1.37's gate for localhost node
+// ports in the nftables mode (nftables.Config.LocalhostNodePorts).
+const gateLocalhostNodePorts = "KubeProxyNFTablesLocalhostNodePorts"
+
+// gatedFeatures are the gates that change what svcproxy does; every other
+// gate is accepted without effect.
+var gatedFeatures = map[string]bool{gateLocalhostNodePorts: true}
+
+// featureEnabled reports whether gate is on: its own setting, else
+// AllAlpha's or AllBeta's for a gate of that stage (as
+// k8s.io/component-base's feature gates), else its default.
+func featureEnabled(gates map[string]bool, gate string) bool {
+	if v, ok := gates[gate]; ok {
+		return v
+	}
+	spec := kubeProxyFeatureGates[gate]
+	switch spec.stage {
+	case "ALPHA":
+		if v, ok := gates["AllAlpha"]; ok {
+			return v
+		}
+	case "BETA":
+		if v, ok := gates["AllBeta"]; ok {
+			return v
+		}
+	}
+	return spec.defaultValue
+}
+
+// logFeatureGates says, once at start, which gates given change nothing
+// here: apart from gatedFeatures, svcproxy implements the behaviour
+// kube-proxy v1.34 has with its gates at their defaults.
 func logFeatureGates(gates map[string]bool, log logr.Logger) {
 	var set []string
 	for _, name := range sortedKeys(gates) {
+		if gatedFeatures[name] {
+			continue
+		}
 		if gates[name] != kubeProxyFeatureGates[name].defaultValue {
 			set = append(set, fmt.Sprintf("%s=%t", name, gates[name]))
 		}
 	}
 	if len(set) > 0 {
-		log.Info("Feature gates accepted but without effect: svcproxy has no gated behaviour", "featureGates", strings.Join(set, ","))
+		log.Info("Feature gates accepted but without effect: svcproxy has no behaviour behind them", "featureGates", strings.Join(set, ","))
 	}
 }

@@ -249,7 +249,7 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	fs.BoolVar(&o.initOnly, "init-only", false, "If true, apply the node settings that need full root privileges (conntrack sysctls, OOM score, and in the iptables mode route_localnet for localhost node ports), then exit. After that the proxy needs only CAP_NET_ADMIN.")
 	fs.Var(&o.version, "version", "--version, --version=raw prints version information and quits; --version=false does nothing.")
 	fs.Lookup("version").NoOptDefVal = "true"
-	fs.Var(featureGatesFlag{&fv.FeatureGates}, "feature-gates", "A set of key=value pairs for kube-proxy v1.34's feature gates. Every gate kube-proxy knows is accepted (locked gates only at their locked value); none changes svcproxy's behaviour, and gates set away from their default are logged once.")
+	fs.Var(featureGatesFlag{&fv.FeatureGates}, "feature-gates", "A set of key=value pairs for kube-proxy v1.34's feature gates, plus v1.37's KubeProxyNFTablesLocalhostNodePorts. Every gate kube-proxy knows is accepted (locked gates only at their locked value); only KubeProxyNFTablesLocalhostNodePorts (nftables mode: localhost node ports, off by default) changes svcproxy's behaviour, and other gates set away from their default are logged once.")
 	fs.Float32Var(&fv.ClientConnection.QPS, "kube-api-qps", fv.ClientConnection.QPS, "QPS to use while talking with the Kubernetes API server.")
 	fs.Int32Var(&fv.ClientConnection.Burst, "kube-api-burst", fv.ClientConnection.Burst, "Burst to use while talking with the Kubernetes API server.")
 	fs.StringVar(&fv.ClientConnection.ContentType, "kube-api-content-type", fv.ClientConnection.ContentType, "Content type of requests sent to the API server.")

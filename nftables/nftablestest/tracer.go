@@ -114,6 +114,12 @@ func (t *Tracer) Trace(p proxytest.Packet) (proxytest.Result, error) {
 	var err error
 	if p.Origin == proxytest.FromNode {
 		outs, err = ev.hooks([]string{"output", "postrouting"}, []outcome{{p: start}})
+		if err == nil {
+			// A packet to a local address comes back in over loopback:
+			// the input hook sees it (where node ports on loopback are
+			// rejected).
+			outs, err = ev.localInput(outs)
+		}
 	} else {
 		outs, err = ev.hooks([]string{"prerouting"}, []outcome{{p: start}})
 		if err == nil {
@@ -140,6 +146,24 @@ func (t *Tracer) Trace(p proxytest.Packet) (proxytest.Result, error) {
 		return proxytest.Result{}, err
 	}
 	return combine(outs)
+}
+
+// localInput runs the input hook for the accepted outcomes of a node's
+// packet that stayed on the node (not DNATed elsewhere).
+func (ev *evaluator) localInput(outs []outcome) ([]outcome, error) {
+	var next []outcome
+	for _, o := range outs {
+		if o.v != vAccept || o.p.dnat || !ev.t.local(o.p.dst) {
+			next = append(next, o)
+			continue
+		}
+		r, err := ev.hooks([]string{"input"}, []outcome{{p: o.p}})
+		if err != nil {
+			return nil, err
+		}
+		next = append(next, r...)
+	}
+	return next, nil
 }
 
 func combine(outs []outcome) (proxytest.Result, error) {
@@ -356,6 +380,9 @@ func (ev *evaluator) ruleTokens(tk []string, p pkt) ([]branch, error) {
 		switch tk[0] {
 		case "counter":
 			tk = tk[1:]
+			if len(tk) >= 2 && tk[0] == "name" {
+				tk = tk[2:] // counter name "x": a named counter
+			}
 			continue
 		case "jump", "goto":
 			if len(tk) < 2 {

@@ -1,0 +1,133 @@
+//go:build linux
+
+package nftables_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/nftables"
+)
+
+// kernelLocalhostProxier is a Proxier over the real kernel of the calling
+// thread's network namespace.
+func kernelLocalhostProxier(t *testing.T, cfg nftables.Config) *nftables.Proxier {
+	t.Helper()
+	ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+	if err != nil {
+		t.Skipf("nftables unavailable: %v", err)
+	}
+	p, err := nftables.NewProxier(cfg, ifs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// loopbackUp brings lo up in the test's fresh namespace.
+func loopbackUp(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Skipf("ip link set lo up: %v %s", err, out)
+	}
+}
+
+// dialLoopback connects to 127.0.0.1:port once (bounded), and reads the
+// first line the server sends ("" when the connection failed).
+func dialLoopback(port string) (string, error) {
+	c, err := net.DialTimeout("tcp4", "127.0.0.1:"+port, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	return string(buf[:n]), err
+}
+
+// serveGreeting accepts on ln and writes greeting to every connection,
+// until ln is closed.
+func serveGreeting(ln net.Listener, greeting string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Write([]byte(greeting))
+		c.Close()
+	}
+}
+
+func rejectedPackets(t *testing.T, nft knftables.Interface, proto string) uint64 {
+	t.Helper()
+	counters, err := nft.ListCounters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range counters {
+		if c.Name == "localhost-nodeport-rejected-"+proto && c.Packets != nil {
+			return *c.Packets
+		}
+	}
+	t.Fatalf("no counter localhost-nodeport-rejected-%s", proto)
+	return 0
+}
+
+// TestKernelLocalhostNodePortsReject: on a real kernel, in a namespace of
+// its own, with the gate on and no loopback node-port address a TCP
+// connection to 127.0.0.1:<node port> is refused even though a socket
+// listens there, and counted in the named counter; with the gate off (as
+// v1.37.2 by default) the table does not touch it and the local socket
+// answers; turning the gate off removes the localhost objects.
+func TestKernelLocalhostNodePortsReject(t *testing.T) {
+	inFreshNetns(t, func() {
+		loopbackUp(t)
+		ln, err := net.Listen("tcp4", "127.0.0.1:30000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go serveGreeting(ln, "local socket")
+		c := localhostCluster() // svc-0 has node port 30000
+
+		on := kernelLocalhostProxier(t, localhostConfig(true))
+		c.feed(on)
+		mustSync(t, on)
+		table := nft(t, "list table ip kube-proxy")
+		for _, want := range []string{"counter localhost-nodeport-rejected-tcp", "tcp . 30000 : goto localhost-nodeport-reject-tcp"} {
+			if !strings.Contains(table, want) {
+				t.Errorf("table lacks %q:\n%s", want, table)
+			}
+		}
+		ifs, _ := nftables.NewInterfaces(v1.IPv4Protocol)
+		before := rejectedPackets(t, ifs.NFTables, "tcp")
+		if got, err := dialLoopback("30000"); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("gate on: 127.0.0.1:30000 answered %q (%v), want refused", got, err)
+		}
+		if after := rejectedPackets(t, ifs.NFTables, "tcp"); after <= before {
+			t.Errorf("gate on: rejected-tcp counter %d -> %d, want it counted", before, after)
+		}
+		on.Close()
+
+		off := kernelLocalhostProxier(t, localhostConfig(false))
+		c.feed(off)
+		mustSync(t, off)
+		if table := nft(t, "list table ip kube-proxy"); strings.Contains(table, "localhost-nodeport") {
+			t.Errorf("gate off left localhost objects:\n%s", table)
+		}
+		if got, err := dialLoopback("30000"); err != nil || got != "local socket" {
+			t.Errorf("gate off: 127.0.0.1:30000 answered %q (%v), want the local socket", got, err)
+		}
+		off.Close()
+	})
+}
