@@ -108,6 +108,12 @@ type Interfaces struct {
 	// through it even a small partial sync costs O(table). nil: nft
 	// only. NewInterfaces sets it.
 	Netlink NetlinkWriter
+	// LocalhostSockets, if set, opens the sockets of the localhost
+	// node-port proxy (Config.LocalhostNodePorts): listening ones on the
+	// sync goroutine, connections to endpoints on the proxy's own
+	// goroutines. nil: the calling thread's network namespace, as a
+	// proxy in the node's own namespace wants.
+	LocalhostSockets LocalhostSockets
 }
 
 // Family returns the knftables family of an IP family (ip or ip6).

@@ -131,6 +131,31 @@
 // (127.0.0.0/8, 127.0.0.1/32, ::1/128; 0.0.0.0/0 does not count) UDP and
 // SCTP are rejected; otherwise TCP too.
 //
+// In the first case a userspace proxy (upstream's localnodeportproxy)
+// listens on 127.0.0.1 (::1) at each TCP node port that has endpoints
+// (the ready endpoints for external traffic: the local ones under
+// externalTrafficPolicy Local; none, no listener, so the kernel refuses)
+// and forwards each connection to an endpoint picked at random, dialled
+// within 5 s (a failed dial closes the client's connection); ClientIP
+// affinity pins one endpoint per node port while it stays in the set and
+// was used within the timeout (every local client has the same address).
+// The bytes are copied by internal/tcprelay, the userspace engine's data
+// path (spliced, half-closes passed on). Listeners open on the sync
+// goroutine, in its network namespace, after the transaction succeeded;
+// a node port that loses its endpoints or its service loses its listener
+// and the connections through it, an endpoint change keeps established
+// connections; a listener that cannot be opened is logged, counted and
+// retried by the next sync. Close and Cleanup close every listener and
+// connection (the next sync after Cleanup opens them again).
+// Interfaces.LocalhostSockets opens the sockets (nil: the calling
+// thread's namespace). Metrics, with upstream's names:
+// kubeproxy_nftables_localhost_nodeport_listeners and
+// kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total
+// (through Config.Metrics), and
+// kubeproxy_nftables_localhost_nodeport_rejected_packets_total from the
+// named counters (LocalhostRejectedPackets with
+// metrics.NewLocalhostNodePortRejectedCollector).
+//
 // One difference in how it is written: upstream adds and deletes the
 // reject map, chains and counters on every full sync when it does not
 // want them (the gate off included), and re-adds them when it does; this

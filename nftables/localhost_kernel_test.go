@@ -5,13 +5,17 @@ package nftables_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/netip"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 
@@ -131,3 +135,126 @@ func TestKernelLocalhostNodePortsReject(t *testing.T) {
 		off.Close()
 	})
 }
+
+// nsSockets opens the localhost proxy's sockets inside one network
+// namespace: the proxy dials endpoints from goroutines of its own, which
+// run on threads of the test binary's namespace.
+type nsSockets struct{ ns netns.NsHandle }
+
+func (s nsSockets) in(f func()) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	if err := netns.Set(s.ns); err != nil {
+		return err
+	}
+	f()
+	if err := netns.Set(orig); err != nil {
+		panic(fmt.Sprintf("cannot return to the original netns: %v", err))
+	}
+	return nil
+}
+
+func (s nsSockets) ListenTCP(addr netip.AddrPort) (ln net.Listener, err error) {
+	if e := s.in(func() { ln, err = net.Listen("tcp4", addr.String()) }); e != nil {
+		return nil, e
+	}
+	return ln, err
+}
+
+func (s nsSockets) DialTCP(ctx context.Context, addr netip.AddrPort) (c net.Conn, err error) {
+	if e := s.in(func() {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp4", addr.String())
+	}); e != nil {
+		return nil, e
+	}
+	return c, err
+}
+
+// TestKernelLocalhostNodePortsProxy: on a real kernel, in a namespace of
+// its own, with the gate on and 127.0.0.0/8 among the node-port addresses
+// a TCP connection to 127.0.0.1:<node port> reaches the service's
+// endpoint (a server on an address of the namespace) through the
+// userspace proxy, while a UDP node port on loopback is rejected and
+// counted; with the gate off, as v1.37.2 by default, nothing listens on
+// the node port and the connection is refused.
+func TestKernelLocalhostNodePortsProxy(t *testing.T) {
+	inFreshNetns(t, func() {
+		loopbackUp(t)
+		// The endpoints' addresses live on the namespace's own lo.
+		for _, args := range [][]string{
+			{"addr", "add", "10.128.0.1/32", "dev", "lo"},
+			{"addr", "add", "10.128.0.2/32", "dev", "lo"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v %s", args, err, out)
+			}
+		}
+		for _, ep := range []string{"10.128.0.1:8080", "10.128.0.2:8080"} {
+			ln, err := net.Listen("tcp4", ep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go serveGreeting(ln, "endpoint "+ep)
+		}
+		ns, err := netns.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Close()
+		ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+		if err != nil {
+			t.Skipf("nftables unavailable: %v", err)
+		}
+		ifs.LocalhostSockets = nsSockets{ns: ns}
+		on, err := nftables.NewProxier(localhostConfig(true, "127.0.0.0/8", "10.128.0.0/16"), ifs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := localhostCluster() // svc-0: TCP node port 30000, endpoints 10.128.0.1-2:8080; svc-udp: 31053
+		c.feed(on)
+		mustSync(t, on)
+		for i := 0; i < 4; i++ {
+			if got, err := dialLoopback("30000"); err != nil || !strings.HasPrefix(got, "endpoint 10.128.0.") {
+				t.Fatalf("gate on: 127.0.0.1:30000 answered %q (%v), want an endpoint", got, err)
+			}
+		}
+		// UDP on loopback is rejected (ICMP port unreachable) and counted.
+		u, err := net.Dial("udp4", "127.0.0.1:31053")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Write([]byte("x"))
+		u.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := u.Read(make([]byte, 8)); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("gate on: UDP to 127.0.0.1:31053: %v, want refused", err)
+		}
+		u.Close()
+		if n := rejectedPackets(t, ifs.NFTables, "udp"); n == 0 {
+			t.Error("gate on: the UDP rejection was not counted")
+		}
+		if table := nft(t, "list table ip kube-proxy"); strings.Contains(table, "localhost-nodeport-reject-tcp") {
+			t.Errorf("TCP rejected although the proxy serves it:\n%s", table)
+		}
+		on.Close()
+
+		off := kernelLocalhostProxier(t, localhostConfig(false, "127.0.0.0/8", "10.128.0.0/16"))
+		c.feed(off)
+		mustSync(t, off)
+		if got, err := dialLoopback("30000"); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("gate off: 127.0.0.1:30000 answered %q (%v), want refused (nothing listens)", got, err)
+		}
+		if err := netnsCleanup(off); err != nil {
+			t.Error(err)
+		}
+		off.Close()
+	})
+}
+
+func netnsCleanup(p *nftables.Proxier) error { return p.Cleanup(context.Background()) }

@@ -61,6 +61,9 @@ type servicePlan struct {
 	chains []chainSpec
 	sets   []setSpec
 	elems  []elemSpec
+	// localhostPorts are the TCP node ports the localhost proxy serves
+	// (localhost_proxy.go); not written to the table.
+	localhostPorts []localhostPortSpec
 }
 
 func (sp *servicePlan) addChain(c chainSpec) {
@@ -224,6 +227,7 @@ func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, sv
 	p.planLoadBalancer(sp, pp)
 	p.planNodePort(sp, pp)
 	p.planLocalhostNodePort(sp, pp)
+	p.planLocalhostProxy(sp, pp)
 	p.planExternalChain(sp, pp)
 	p.planAffinitySets(sp, pp)
 	p.planPolicyChains(sp, pp)

@@ -47,6 +47,9 @@ type proxier struct {
 	// custodyRead: custody goes back to a listing that read every
 	// chain's content hash (not one that trusted recorded ones).
 	custodyRead bool
+	// localhost serves TCP node ports on loopback (nil unless
+	// Config.LocalhostNodePorts and a loopback node-port address).
+	localhost *localhostProxy
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
@@ -70,12 +73,16 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		state: newTableState(),
 		plans: map[types.NamespacedName]*servicePlan{},
 	}
+	if newLocalhostMode(cfg.LocalhostNodePorts, cfg.IPFamily, cfg.NodePortAddresses).proxy {
+		p.localhost = newLocalhostProxy(&cfg, ifs.LocalhostSockets, p.log)
+	}
 	base, err := engine.New(cfg.Common, engine.Hooks{
 		Name:            "nftables",
 		Apply:           p.apply,
 		DryRun:          p.dryRun,
 		Drifted:         p.drifted,
 		Cleanup:         p.cleanup,
+		Close:           p.close,
 		MakeServicePort: makeServicePort,
 		MakeEndpoint:    makeEndpoint,
 	})
@@ -112,6 +119,9 @@ func (p *proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	writes, err := p.runTracked(ctx, cs, req.Now)
 	if err != nil {
 		return engine.Result{}, err
+	}
+	if p.localhost != nil {
+		p.localhost.update(names, p.plans, false)
 	}
 	p.logConflicts(*cs.conflicts)
 	return engine.Result{Writes: writes, RequeueAfter: requeue(pending)}, nil
@@ -310,6 +320,9 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		return engine.Result{}, err
 	}
 	p.static = static
+	if p.localhost != nil {
+		p.localhost.update(nil, p.plans, true)
+	}
 	p.logConflicts(*cs.conflicts)
 	return engine.Result{Writes: total, RequeueAfter: requeue(pending || len(p.state.stale) > 0)}, nil
 }
@@ -557,7 +570,21 @@ func (p *proxier) cleanup(ctx context.Context) error {
 	}
 	p.state, p.plans, p.static = newTableState(), map[types.NamespacedName]*servicePlan{}, nil
 	p.custody.Lose()
+	if p.localhost != nil {
+		// The table is gone; so are the node ports it described (the next
+		// sync, full, opens them again).
+		p.localhost.close()
+	}
 	return errors.Join(errs...)
+}
+
+// close stops the localhost node-port proxy: its listeners and
+// connections (the table stays, as Close promises).
+func (p *proxier) close() error {
+	if p.localhost != nil {
+		p.localhost.close()
+	}
+	return nil
 }
 
 func deleteTable(ctx context.Context, nft knftables.Interface) error {

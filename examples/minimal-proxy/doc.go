@@ -102,7 +102,8 @@
 // it on), the only one that changes behaviour here: in the nftables mode
 // it is nftables.Config.LocalhostNodePorts (localhost node ports served by
 // a userspace TCP proxy when --nodeport-addresses names loopback, else
-// rejected and counted). --vmodule, the info buffer sizes,
+// rejected and counted; kubeproxy_nftables_localhost_nodeport_rejected_packets_total
+// is registered with it, as in kube-proxy). --vmodule, the info buffer sizes,
 // --log-flush-frequency, --boot-id-file and --machine-id-file are accepted
 // without effect (logged once at start). --iptables-localhost-nodeports
 // (iptables.localhostNodePorts, default true) is the iptables engine's

@@ -6,14 +6,18 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
 
 // buildNFTables builds the nftables engine: over the kube-proxy table
@@ -85,4 +89,38 @@ func cleanupNFTables(ctx context.Context, log logr.Logger) error {
 	}
 	log.Info("Removed nftables mode tables")
 	return nil
+}
+
+// registerNFTablesMetrics adds, in the nftables mode with the
+// KubeProxyNFTablesLocalhostNodePorts gate on, what kube-proxy v1.37 adds
+// then: kubeproxy_nftables_localhost_nodeport_rejected_packets_total, read
+// from the kube-proxy table's named counters of both families at each
+// scrape (the listener metrics are among metrics.New's).
+func registerNFTablesMetrics(reg prometheus.Registerer, mode string, gates map[string]bool) error {
+	if mode != modeNFTables || !featureEnabled(gates, gateLocalhostNodePorts) {
+		return nil
+	}
+	tables := map[v1.IPFamily]knftables.Interface{}
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		if ifs, err := nftables.NewInterfaces(family); err == nil {
+			tables[family] = ifs.NFTables
+		}
+	}
+	read := func() ([]metrics.LocalhostNodePortRejected, error) {
+		var out []metrics.LocalhostNodePortRejected
+		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+			nft, ok := tables[family]
+			if !ok {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r, err := nftables.LocalhostRejectedPackets(ctx, nft, family)
+			cancel()
+			if err == nil {
+				out = append(out, r...)
+			}
+		}
+		return out, nil
+	}
+	return reg.Register(metrics.NewLocalhostNodePortRejectedCollector(read))
 }

@@ -231,6 +231,9 @@ func serve(ctx context.Context, o *options, stdout io.Writer, log logr.Logger) e
 	if err := m.Register(reg); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	if err := registerNFTablesMetrics(reg, mode, cfg.FeatureGates); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 	if fs, ok := src.(*fileSource); ok {
 		if err := fs.registerMetrics(reg); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)

@@ -15,9 +15,16 @@
 // kube-proxy v1.37's Windows load-balancer failure counters
 // (kubeproxy_sync_proxy_rules_winkernel_lb_{create,update,delete}_failures_total,
 // labels ip_family, lb_type, error) are here too; only the winkernel engine
-// increments them (IncWinKernelLBFailure). The nftables localhost node-port
-// counters of v1.37 (behind its KubeProxyNFTablesLocalhostNodePorts gate)
-// are not.
+// increments them (IncWinKernelLBFailure).
+//
+// Three are kube-proxy v1.37's, of its nftables mode's localhost node
+// ports (the KubeProxyNFTablesLocalhostNodePorts gate):
+// kubeproxy_nftables_localhost_nodeport_listeners and
+// kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total
+// (registered with the rest; they show only once set), and
+// kubeproxy_nftables_localhost_nodeport_rejected_packets_total, read from
+// nftables counters at each scrape by NewLocalhostNodePortRejectedCollector,
+// which the embedder registers when it turns the feature on.
 //
 // One metric is ours, not kube-proxy's:
 // kubeproxy_service_healthcheck_listen_failures_total counts health-check

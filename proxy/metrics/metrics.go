@@ -82,6 +82,10 @@ type Metrics struct {
 	WinKernelLBCreateFailuresTotal *prometheus.CounterVec
 	WinKernelLBUpdateFailuresTotal *prometheus.CounterVec
 	WinKernelLBDeleteFailuresTotal *prometheus.CounterVec
+	// kube-proxy v1.37's localhost node-port proxy of the nftables mode
+	// (its KubeProxyNFTablesLocalhostNodePorts gate).
+	NFTablesLocalhostNodePortListeners                     *prometheus.GaugeVec
+	NFTablesLocalhostNodePortListenerCreationFailuresTotal *prometheus.CounterVec
 }
 
 // New returns a fresh set of collectors, not yet registered anywhere.
@@ -210,6 +214,16 @@ func New() *Metrics {
 			Name:      "sync_proxy_rules_winkernel_lb_delete_failures_total",
 			Help:      alpha("Cumulative proxy winkernel lb delete failures"),
 		}, winKernelLBLabels),
+		NFTablesLocalhostNodePortListeners: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: Subsystem,
+			Name:      "nftables_localhost_nodeport_listeners",
+			Help:      alpha("Number of active localhost NodePort userspace proxy listeners."),
+		}, family),
+		NFTablesLocalhostNodePortListenerCreationFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: Subsystem,
+			Name:      "nftables_localhost_nodeport_listener_creation_failures_total",
+			Help:      alpha("Number of localhost NodePort userspace proxy listener creation failures."),
+		}, family),
 	}
 }
 
@@ -241,6 +255,8 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.WinKernelLBCreateFailuresTotal,
 		m.WinKernelLBUpdateFailuresTotal,
 		m.WinKernelLBDeleteFailuresTotal,
+		m.NFTablesLocalhostNodePortListeners,
+		m.NFTablesLocalhostNodePortListenerCreationFailuresTotal,
 	}
 }
 
@@ -477,4 +493,63 @@ func (m *Metrics) IncWinKernelLBFailure(op string, f v1.IPFamily, lbType, errTyp
 		return
 	}
 	c.WithLabelValues(family(f), lbType, errType).Inc()
+}
+
+// SetNFTablesLocalhostNodePortListeners records the localhost node-port
+// proxy's listeners (kubeproxy_nftables_localhost_nodeport_listeners).
+func (m *Metrics) SetNFTablesLocalhostNodePortListeners(f v1.IPFamily, n int) {
+	if m == nil {
+		return
+	}
+	m.NFTablesLocalhostNodePortListeners.WithLabelValues(family(f)).Set(float64(n))
+}
+
+// IncNFTablesLocalhostNodePortListenerCreationFailures counts a localhost
+// node-port listener that could not be opened
+// (kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total).
+func (m *Metrics) IncNFTablesLocalhostNodePortListenerCreationFailures(f v1.IPFamily) {
+	if m == nil {
+		return
+	}
+	m.NFTablesLocalhostNodePortListenerCreationFailuresTotal.WithLabelValues(family(f)).Inc()
+}
+
+// LocalhostNodePortRejected is the packets the nftables table of one
+// family rejected on localhost node ports of one protocol (the named
+// counter localhost-nodeport-rejected-<protocol>).
+type LocalhostNodePortRejected struct {
+	Family   v1.IPFamily
+	Protocol v1.Protocol
+	Packets  uint64
+}
+
+// NewLocalhostNodePortRejectedCollector returns the collector of
+// kubeproxy_nftables_localhost_nodeport_rejected_packets_total (labels
+// ip_family, protocol), which kube-proxy v1.37 registers in the nftables
+// mode with the KubeProxyNFTablesLocalhostNodePorts gate on: each scrape
+// calls read (nftables.LocalhostRejectedPackets reads the counters); a
+// read that fails reports nothing. Register it alongside Register's
+// collectors when the gate is on.
+func NewLocalhostNodePortRejectedCollector(read func() ([]LocalhostNodePortRejected, error)) prometheus.Collector {
+	return &rejectedCollector{read: read, desc: prometheus.NewDesc(
+		Subsystem+"_nftables_localhost_nodeport_rejected_packets_total",
+		alpha("Number of packets rejected on localhost NodePorts. UDP and SCTP are always rejected; TCP is rejected when the localhost NodePort proxy is not running"),
+		[]string{"ip_family", "protocol"}, nil)}
+}
+
+type rejectedCollector struct {
+	read func() ([]LocalhostNodePortRejected, error)
+	desc *prometheus.Desc
+}
+
+func (c *rejectedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *rejectedCollector) Collect(ch chan<- prometheus.Metric) {
+	counts, err := c.read()
+	if err != nil {
+		return
+	}
+	for _, r := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(r.Packets), family(r.Family), string(r.Protocol))
+	}
 }

@@ -36,6 +36,8 @@ func touchAll(m *Metrics) {
 	m.IncWinKernelLBFailure(LBCreate, v1.IPv4Protocol, "clusterip", "port_already_exists")
 	m.IncWinKernelLBFailure(LBUpdate, v1.IPv6Protocol, "nodeport", "not_implemented")
 	m.IncWinKernelLBFailure(LBDelete, v1.IPv4Protocol, "healthcheck", "other")
+	m.SetNFTablesLocalhostNodePortListeners(v1.IPv4Protocol, 2)
+	m.IncNFTablesLocalhostNodePortListenerCreationFailures(v1.IPv6Protocol)
 }
 
 func TestNamesMatchKubeProxy(t *testing.T) {
@@ -75,9 +77,11 @@ func TestNamesMatchKubeProxy(t *testing.T) {
 		"kubeproxy_conntrack_reconciler_deleted_entries_total":               "[ALPHA] Cumulative conntrack flows deleted by conntrack reconciler",
 		"kubeproxy_service_healthcheck_listen_failures_total":                "Cumulative failures to open a service health-check node port",
 		// kube-proxy v1.37's winkernel load-balancer failures (#137767).
-		"kubeproxy_sync_proxy_rules_winkernel_lb_create_failures_total": "[ALPHA] Cumulative proxy winkernel lb create failures",
-		"kubeproxy_sync_proxy_rules_winkernel_lb_update_failures_total": "[ALPHA] Cumulative proxy winkernel lb update failures",
-		"kubeproxy_sync_proxy_rules_winkernel_lb_delete_failures_total": "[ALPHA] Cumulative proxy winkernel lb delete failures",
+		"kubeproxy_sync_proxy_rules_winkernel_lb_create_failures_total":          "[ALPHA] Cumulative proxy winkernel lb create failures",
+		"kubeproxy_sync_proxy_rules_winkernel_lb_update_failures_total":          "[ALPHA] Cumulative proxy winkernel lb update failures",
+		"kubeproxy_sync_proxy_rules_winkernel_lb_delete_failures_total":          "[ALPHA] Cumulative proxy winkernel lb delete failures",
+		"kubeproxy_nftables_localhost_nodeport_listeners":                        "[ALPHA] Number of active localhost NodePort userspace proxy listeners.",
+		"kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total": "[ALPHA] Number of localhost NodePort userspace proxy listener creation failures.",
 	}
 	for name, help := range want {
 		if g, ok := got[name]; !ok {
@@ -248,5 +252,25 @@ func TestCollectorsComplete(t *testing.T) {
 	sort.Strings(names)
 	if len(names) != len(m.collectors()) {
 		t.Errorf("gathered %d metrics, have %d collectors: %v", len(names), len(m.collectors()), names)
+	}
+}
+
+// The localhost node-port rejection collector reports what its reader
+// returns, with kube-proxy v1.37's name, help and labels.
+func TestLocalhostNodePortRejectedCollector(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c := NewLocalhostNodePortRejectedCollector(func() ([]LocalhostNodePortRejected, error) {
+		return []LocalhostNodePortRejected{{Family: v1.IPv4Protocol, Protocol: v1.ProtocolUDP, Packets: 3}}, nil
+	})
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	expected := `
+# HELP kubeproxy_nftables_localhost_nodeport_rejected_packets_total [ALPHA] Number of packets rejected on localhost NodePorts. UDP and SCTP are always rejected; TCP is rejected when the localhost NodePort proxy is not running
+# TYPE kubeproxy_nftables_localhost_nodeport_rejected_packets_total counter
+kubeproxy_nftables_localhost_nodeport_rejected_packets_total{ip_family="IPv4",protocol="UDP"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected)); err != nil {
+		t.Error(err)
 	}
 }
