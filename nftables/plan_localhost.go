@@ -75,7 +75,7 @@ func newLocalhostMode(enabled bool, family v1.IPFamily, npa []netip.Prefix) loca
 	}
 	v4 := family != v1.IPv6Protocol
 	for _, p := range npa {
-		if p.Addr().Is4() == v4 && p.Addr().IsLoopback() {
+		if a := p.Masked().Addr(); a.Is4() == v4 && a.IsLoopback() {
 			m.proxy = true
 		}
 	}
