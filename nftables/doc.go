@@ -52,10 +52,14 @@
 //     local address, where upstream deletes it.
 //   - The first rule of every chain carries a content hash in its comment
 //     (below).
-//   - The localhost node-port reject map and counters of upstream's
-//     KubeProxyNFTablesLocalhostNodePorts gate (off by default in v1.37,
-//     which then writes none of them) are not written.
-
+//   - The localhost node-port reject map, chains and counters of
+//     upstream's KubeProxyNFTablesLocalhostNodePorts gate
+//     (Config.LocalhostNodePorts) are diffed like the rest: upstream adds
+//     and deletes them on every full sync when it does not want them (the
+//     gate off included) and re-adds them when it does; this engine writes
+//     them only when missing and deletes them only when found (Localhost
+//     node ports, below).
+//
 // Beyond upstream, for large clusters:
 //   - a partial sync never lists the kernel: it diffs the changed services
 //     against what the last successful transactions committed (kept in
@@ -155,12 +159,6 @@
 // kubeproxy_nftables_localhost_nodeport_rejected_packets_total from the
 // named counters (LocalhostRejectedPackets with
 // metrics.NewLocalhostNodePortRejectedCollector).
-//
-// One difference in how it is written: upstream adds and deletes the
-// reject map, chains and counters on every full sync when it does not
-// want them (the gate off included), and re-adds them when it does; this
-// engine diffs them like everything else, so a full sync writes them only
-// when they are missing and deletes them only when the listing shows them.
 //
 // Removed chains are flushed at once and deleted by a later sync (about a
 // second later: kernels before 6.2 notice late that a chain is no longer
