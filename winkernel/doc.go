@@ -78,7 +78,10 @@
 //     Windows Server 2019/2022 bug): the local one is used, as upstream;
 //     but the stale remote endpoint is deleted only when it is ours and
 //     unused, where kube-proxy v1.37 deletes every such remote endpoint on
-//     each listing (kubernetes#135146, #138603, #139503). Not adopted yet.
+//     each listing (kubernetes#135146, #138603, #139503). We differ on
+//     purpose: a remote endpoint this engine did not create may be another
+//     agent's on a shared HNS (the ownership rule above), and kube-proxy
+//     can delete it only because it assumes it is the node's one proxy.
 //   - A missing network fails the sync (retried by Run) instead of blocking
 //     the constructor; nothing touches HNS before the first sync.
 //
