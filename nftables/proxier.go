@@ -524,6 +524,7 @@ func (p *proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 	for _, n := range sortedNames(want) {
 		cs.diffService(st, n, nil, want[n])
 	}
+	cs.sealHairpin(st) // the local endpoints' hairpin-connections elements
 	tx := p.nft.NewTransaction()
 	render(tx, cs)
 	return tx.String(), nil
