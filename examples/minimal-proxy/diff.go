@@ -30,8 +30,12 @@ an objects file (--objects-file), for this node (--hostname-override) and
 mode (--proxy-mode; the proxy's own flags and --config), against the
 dataplane the node holds, read read-only with the standard tools. Prints
 the commands a sync would run to get from one to the other, and nothing
-when they are equal. Only the iptables mode is compared so far; the
-built-in chains' jumps into kube-proxy's chains are not compared.
+when they are equal. The iptables mode prints iptables commands (the
+built-in chains' jumps into kube-proxy's chains are not compared); the
+nftables mode prints nft commands, comparing the kube-proxy tables as nft
+lists them (the plan is listed from a scratch network namespace; the
+elements of the dynamic affinity sets are not compared). The ipvs mode
+is not compared yet.
 Exit status 0 when equal, 3 when they differ, 1 when the node or the plan
 could not be read, 2 on bad flags.
 
@@ -52,8 +56,10 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "minimal-proxy: %v\n", err)
 		return exitUsage
 	}
-	if o.config.Mode != "" && o.config.Mode != modeIPTables {
-		fmt.Fprintf(stderr, "minimal-proxy diff: the %s mode is not compared yet (only iptables)\n", o.config.Mode)
+	switch o.config.Mode {
+	case "", modeIPTables, modeNFTables:
+	default:
+		fmt.Fprintf(stderr, "minimal-proxy diff: the %s mode is not compared yet (only iptables and nftables)\n", o.config.Mode)
 		return exitFailed
 	}
 	if os.Geteuid() != 0 {
@@ -67,7 +73,15 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "minimal-proxy diff: building the plan: %v\n", err)
 		return exitFailed
 	}
-	cmds, err := diffIPTablesPlan(ctx, plan.String(), "", execTool)
+	var cmds []string
+	switch mode := planMode(plan.String()); mode {
+	case modeNFTables:
+		cmds, err = diffNFTablesPlan(ctx, plan.String(), execTool, listPlanInScratchNetns)
+	case modeIPTables:
+		cmds, err = diffIPTablesPlan(ctx, plan.String(), "", execTool)
+	default:
+		err = fmt.Errorf("the plan is for the %q mode, which is not compared yet", mode)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "minimal-proxy diff: %v\n", err)
 		return exitFailed
@@ -79,6 +93,17 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitDiffers
 	}
 	return exitOK
+}
+
+// planMode is the mode a dry run planned for, from its header (after any
+// fallback, e.g. from nftables to iptables on an old kernel).
+func planMode(plan string) string {
+	_, rest, ok := strings.Cut(plan, "# minimal-proxy dry run: mode ")
+	if !ok {
+		return ""
+	}
+	mode, _, _ := strings.Cut(rest, ",")
+	return strings.TrimSpace(mode)
 }
 
 // splitPlanFamilies splits a dry run's output into each family's part:
