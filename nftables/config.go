@@ -19,12 +19,10 @@ const (
 	DefaultMasqueradeBit = 14
 	// DefaultMaxTransactionOps bounds one cold-start transaction (see
 	// Config.MaxTransactionOps). Over netlink a batch costs the kernel
-	// about 7 µs per message plus a check of the whole table's jump graph
+	// a little per message plus a check of the whole table's jump graph
 	// at commit, so fewer, larger batches are cheaper, and larger ones
-	// hold the kernel longer: a 10,000-service cold start took 5.1–5.5 /
-	// 4.2–4.4 / 4.0 s (6.8–7.2 / 5.7–6.0 / 5.6 CPU-s) in batches of
-	// 25,000 / 50,000 / 100,000 operations, each batch of 50,000 taking
-	// 0.25–0.4 s of the kernel (BENCHMARKS.md).
+	// hold the kernel longer. BenchmarkKernelColdStartChunks measures a
+	// cold start at each batch size (its figures: BENCHMARKS.md).
 	DefaultMaxTransactionOps = 50000
 )
 

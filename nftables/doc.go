@@ -39,15 +39,12 @@
 //     map is an anonymous set in the kernel, which names a new one by
 //     scanning every set of the table (nf_tables_set_alloc_name, a sscanf
 //     per set): a cold start is quadratic in the number of services.
-//     Loading N services of 10 endpoints with nft -f in a fresh namespace
-//     (kernel 6.18, nft 1.0.6; CPU user+system of the nft process, the
-//     system part being the kernel's): N = 1,000: inline maps 0.11 s,
-//     per-endpoint rules 0.18 s, a named map per service 0.05 s; N =
-//     10,000: 11.4 s (10.6 s kernel), 2.0 s (0.7 s), 0.5 s (0.1 s); N =
-//     40,000: 217 s (214 s kernel), 9.0 s (3.4 s), 2.4 s (0.5 s). Upstream's
-//     inline maps are the slowest at every size from 10,000 on; named maps
-//     per service would be cheaper still than these rules (not adopted
-//     yet: BENCHMARKS.md). One endpoint is a plain "dnat to", as upstream.
+//     Loading services of 10 endpoints in each shape with nft -f into a
+//     fresh namespace (BENCHMARKS.md, nftables, "Which rule picks the
+//     endpoint": the method and the figures), upstream's inline maps are
+//     the slowest at every size from 10,000 services on, most of it in the
+//     kernel; named maps per service would be cheaper still than these
+//     rules (not adopted yet). One endpoint is a plain "dnat to", as upstream.
 //   - The nodeport-ips set exists (empty) when node ports match every
 //     local address, where upstream deletes it.
 //   - The first rule of every chain carries a content hash in its comment

@@ -26,7 +26,7 @@ import (
 // ChainCommentLister reads, for full syncs, the comment of the first rule
 // of each chain (where the engine keeps the chain's content hash) faster
 // than knftables' ListRules, which parses nft's JSON listing of the whole
-// table (tens of seconds at 10,000 services).
+// table (a full sync's listing: BenchmarkKernelResync's listed-s).
 type ChainCommentLister interface {
 	// TableExists reports whether the kube-proxy table exists.
 	TableExists(ctx context.Context) (bool, error)
@@ -135,10 +135,10 @@ func (l *netlinkRuleLister) ChainHeads(ctx context.Context, chains []string) (ma
 
 // perChain dumps the rules of each chain in turn on fd and keeps the first
 // one's comment, counting the chain's rules. It talks to the socket directly, one request and its
-// reply in one buffer reused throughout: at 110,000 chains that took
-// 2.6 s where the same requests through mdlayher/netlink's Conn (which
-// allocates per message and reads the end of each dump separately) took
-// 20-23 s (BENCHMARKS.md).
+// reply in one buffer reused throughout, several times faster on a large
+// table than the same requests through mdlayher/netlink's Conn (which
+// allocates per message and reads the end of each dump separately): the
+// restart of BenchmarkKernelColdStartBench measures it (BENCHMARKS.md).
 func (l *netlinkRuleLister) perChain(ctx context.Context, fd int, chains []string) (map[string]ChainHead, error) {
 	out := make(map[string]ChainHead, len(chains))
 	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
@@ -383,8 +383,9 @@ func formatVerdict(v *expr.Verdict, raw []byte) string {
 // up to the reader's last buffer size (at most 32 KiB) and resumes every
 // batch by walking the family's chains from the start; google/nftables
 // (behind knftables' ListAll) reads with a page, so its dump has eight
-// times as many batches, and at 110,000 chains took 3-6 s against 0.4 s
-// (BENCHMARKS.md). A dump the kernel marks interrupted (the ruleset
+// times as many batches and takes several times as long on a large
+// table (the listed-s of BenchmarkKernelResync measures a listing
+// resync; BENCHMARKS.md). A dump the kernel marks interrupted (the ruleset
 // changed meanwhile) is read again, up to three times.
 func (l *netlinkRuleLister) ListChainNames(ctx context.Context) ([]string, error) {
 	var err error
