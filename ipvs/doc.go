@@ -99,6 +99,34 @@
 // engine.Result.RequeueAfter). UDP real servers are deleted at once and
 // their conntrack entries cleared.
 //
+// # Differences from kube-proxy v1.37
+//
+// TestStateMatchesUpstream compares, for every step of the conformance
+// table, the IPVS table, kube-ipvs0's addresses, the ipsets and the rules
+// with what kube-proxy v1.37.2's ipvs proxier leaves in its own fakes
+// (testdata/upstream-v1.37.2). The virtual and real servers, the bound
+// addresses and every set's members are the same; the rules are the same
+// packet for packet once comments and rules over empty sets are set aside
+// (this ruleset is fixed; kube-proxy writes most set rules only while the
+// set has members), except:
+//
+//   - A service with a Local traffic policy and endpoints, none of them on
+//     this node, has no real servers here, as in the iptables and nftables
+//     modes; kube-proxy's ipvs mode alone gives it every cluster endpoint
+//     (kubernetes#97081), whose replies to external clients are dropped.
+//   - kube-proxy returns from KUBE-SERVICES at once for loopback sources;
+//     this engine has no such rule, so a packet from a loopback address
+//     (a local process bound to 127.0.0.1 connecting to a node port on a
+//     node address) goes through KUBE-SERVICES like any other.
+//   - kube-proxy drops the node's own connections to a load-balancer IP
+//     whose source ranges leave the node out, in KUBE-IPVS-OUT-FILTER
+//     (kubernetes#119656); this engine does not filter them yet.
+//   - KUBE-FORWARD drops conntrack-INVALID packets, as the iptables
+//     engine's does; kube-proxy's ipvs mode does not.
+//   - Packets to external IPs are accepted by one rule, not kube-proxy's
+//     two (off-node sources; local destinations): external IPs are bound
+//     to kube-ipvs0, so both accept the same packets.
+//
 // # Kernel interfaces
 //
 // The Proxier drives small interfaces (Interfaces): Interface (IPVS over
