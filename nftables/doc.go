@@ -67,8 +67,12 @@
 //     (Interfaces.Netlink, set by NewInterfaces), not through nft: nft
 //     (1.0.6) reads every chain, set and map of the table back before any
 //     transaction that adds a rule, O(table) however small the change.
-//     The encoder writes the expressions nft generates for the planner's
-//     per-service rule forms, chains, affinity sets and elements (so
+//     The planner types the per-service rules once (rule.go: a numgen
+//     step, a match, a statement); their nft text (dry run, the nft path,
+//     the content hash) and their netlink expressions are both rendered
+//     from those fields, the text never parsed back. The encoder writes
+//     the expressions nft generates for those rules, chains, affinity sets
+//     and elements into one reused buffer (so
 //     "nft list table" shows the same table, comments and content hashes
 //     included), firewall rules with several source ranges as the
 //     anonymous interval sets nft makes of them; a change set holding

@@ -6,3 +6,58 @@ import "context"
 
 // nftablesDrifted runs the drift hook (tests only).
 func NftablesDriftedForTest(p *Proxier) (bool, error) { return p.p.drifted(context.Background()) }
+
+// KeepPlannedRules makes p keep the rules of the plans it records
+// (released on commit otherwise), for TypedEncodingMismatches.
+func KeepPlannedRules(p *Proxier) { p.p.keepRules = true }
+
+// TypedEncodingMismatches encodes every rule of the per-service chains p
+// last planned twice, typed (addRule) and as the encoder did before the
+// rules were typed (their nft text parsed back and marshalled by
+// google/nftables), and lists the rules whose messages differ, or which
+// only one of the two encodes. n counts the rules compared.
+func TypedEncodingMismatches(p *Proxier) (mismatches []string, n int) {
+	fam := p.p.family()
+	for _, sp := range p.p.plans {
+		for ci := range sp.chains {
+			c := &sp.chains[ci]
+			for i := range c.rules {
+				r := &c.rules[i]
+				comment := ruleComment(c, i)
+				typed, old := newNLEncoder(fam), newNLEncoder(fam)
+				errTyped := typed.addRule(c.name, r, comment)
+				exprs, errOld := old.textRule(r.String())
+				if errOld == nil {
+					old.textAddRule(c.name, exprs, comment)
+				}
+				n++
+				switch {
+				case (errTyped == nil) != (errOld == nil):
+					mismatches = append(mismatches, c.name+": "+r.String()+": typed "+errString(errTyped)+", text "+errString(errOld))
+				case errTyped == nil && !sameMessages(typed, old):
+					mismatches = append(mismatches, c.name+": "+r.String()+": messages differ")
+				}
+			}
+		}
+	}
+	return mismatches, n
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "encoded"
+	}
+	return err.Error()
+}
+
+func sameMessages(a, b *nlEncoder) bool {
+	if len(a.msgs) != len(b.msgs) {
+		return false
+	}
+	for i := range a.msgs {
+		if a.msgs[i].Header != b.msgs[i].Header || string(a.msgs[i].Data) != string(b.msgs[i].Data) {
+			return false
+		}
+	}
+	return true
+}

@@ -157,10 +157,12 @@ func chainHash(base *baseChain, rules []ruleSpec) string {
 		h = fnvString(h, base.priority)
 		h = fnvByte(h, 2)
 	}
-	for _, r := range rules {
-		h = fnvString(h, r.text)
+	var scratch [256]byte
+	for i := range rules {
+		// The rule's nft text, rendered into a buffer on the stack.
+		h = fnvBytes(h, rules[i].appendText(scratch[:0]))
 		h = fnvByte(h, 0)
-		h = fnvString(h, r.comment)
+		h = fnvString(h, rules[i].comment)
 		h = fnvByte(h, 1)
 	}
 	return strconv.FormatUint(h, 36)
@@ -172,6 +174,13 @@ const (
 )
 
 func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime64 }
+
+func fnvBytes(h uint64, s []byte) uint64 {
+	for _, c := range s {
+		h = (h ^ uint64(c)) * fnvPrime64
+	}
+	return h
+}
 
 func fnvString(h uint64, s string) uint64 {
 	for i := 0; i < len(s); i++ {

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -24,14 +23,16 @@ import (
 //
 // It knows exactly the objects services need: regular chains (add,
 // flush, delete), affinity sets, elements of the engine's sets and maps,
-// and the rule forms the planner emits for per-service chains, each
-// encoded into the expressions nft 1.0.6 generates for its text (the
-// implicit "meta l4proto" before a port match, byte-aligned prefixes
-// loaded short, others masked, a one-element set turned into a plain
-// match, a set of several prefixes into an anonymous interval set). Anything
-// else (a base chain, the table, prefixes nft would merge, a rule form it
-// does not parse) makes the whole change set go through nft as before:
-// errNotEncodable.
+// and the typed rules of per-service chains (rule.go), each written
+// straight from its fields into the expressions nft 1.0.6 generates for
+// its text (the implicit "meta l4proto" before a DNAT, byte-aligned
+// prefixes loaded short, others masked, a one-element set turned into a
+// plain match, a set of several prefixes into an anonymous interval set),
+// into one reused scratch buffer, finished messages kept in shared arenas:
+// no text is parsed back, no expression object is built. Anything else (a
+// base chain, the table, a fixed chain's rule, which is nft text,
+// prefixes nft would merge) makes the whole change set go through nft as
+// before: errNotEncodable.
 
 var errNotEncodable = errors.New("not encodable over netlink")
 
@@ -81,6 +82,9 @@ func encodeChangeSet(family byte, cs *changeSet) ([]netlink.Message, error) {
 		return nil, errNotEncodable
 	}
 	e := newNLEncoder(family)
+	// About one message per operation (elements of one container share
+	// one): sized once instead of grown by copies.
+	e.msgs = make([]netlink.Message, 0, cs.renderedOps())
 	for _, n := range cs.deletes {
 		e.chainMsg(unix.NFT_MSG_DELCHAIN, 0, n)
 	}
@@ -111,16 +115,14 @@ func encodeChangeSet(family byte, cs *changeSet) ([]netlink.Message, error) {
 		}
 	}
 	for _, w := range cs.writes {
-		for i, r := range w.spec.rules {
-			exprs, err := e.rule(r.text)
-			if err != nil {
-				return nil, err
-			}
+		for i := range w.spec.rules {
 			c := ruleComment(w.spec, i)
 			if len(c) > maxComment {
 				return nil, errNotEncodable
 			}
-			e.addRule(w.spec.name, exprs, c)
+			if err := e.addRule(w.spec.name, &w.spec.rules[i], c); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := e.elements(unix.NFT_MSG_NEWSETELEM, cs.elemAdds, true); err != nil {
@@ -274,31 +276,6 @@ func appendUserdataComment(b []byte, c string) []byte {
 	return append(b, 0)
 }
 
-func (e *nlEncoder) addRule(chain string, exprs []expr.Any, comment string) {
-	e.add(unix.NFT_MSG_NEWRULE, netlink.Create|netlink.Append, func(ae *attrWriter) {
-		ae.String(unix.NFTA_RULE_TABLE, e.table)
-		ae.String(unix.NFTA_RULE_CHAIN, chain)
-		ae.Nested(unix.NFTA_RULE_EXPRESSIONS, func(ae *attrWriter) error {
-			for _, x := range exprs {
-				b, err := expr.Marshal(e.family, x)
-				if err != nil {
-					panic(err) // the encoder builds only well-formed expressions
-				}
-				ae.Nested(unix.NFTA_LIST_ELEM, func(ae *attrWriter) error {
-					ae.b = append(ae.b, b...)
-					return nil
-				})
-			}
-			return nil
-		})
-		if comment != "" {
-			s := ae.begin(unix.NFTA_RULE_USERDATA)
-			ae.b = appendUserdataComment(ae.b, comment)
-			ae.end(s)
-		}
-	})
-}
-
 // nlattr encodes one netlink attribute (4-byte aligned).
 func nlattr(typ uint16, data []byte) []byte {
 	n := 4 + len(data)
@@ -353,7 +330,7 @@ func (e *nlEncoder) checkElement(el elemSpec, add bool) error {
 		return nil
 	}
 	if !containerIsSet(el.container) {
-		if _, ok := parseVerdict(strings.Fields(el.value)); !ok {
+		if _, _, ok := parseVerdict(el.value); !ok {
 			return errNotEncodable
 		}
 	}
@@ -425,34 +402,42 @@ func protoNumber(s string) (byte, bool) {
 // verdictData is NFTA_SET_ELEM_DATA's content for "goto C", "jump C",
 // "drop", "accept" or "return".
 func verdictData(text string) ([]byte, error) {
-	v, ok := parseVerdict(strings.Fields(text))
+	code, chain, ok := parseVerdict(text)
 	if !ok {
 		return nil, errNotEncodable
 	}
-	code := make([]byte, 4)
-	binary.BigEndian.PutUint32(code, uint32(int32(v.Kind)))
-	inner := nlattr(unix.NFTA_VERDICT_CODE, code)
-	if v.Chain != "" {
-		inner = append(inner, nlattr(unix.NFTA_VERDICT_CHAIN, append([]byte(v.Chain), 0))...)
+	inner := nlattr(unix.NFTA_VERDICT_CODE, binary.BigEndian.AppendUint32(nil, uint32(code)))
+	if chain != "" {
+		inner = append(inner, nlattr(unix.NFTA_VERDICT_CHAIN, append([]byte(chain), 0))...)
 	}
 	return nlattr(unix.NLA_F_NESTED|unix.NFTA_DATA_VERDICT, inner), nil
 }
 
-func parseVerdict(f []string) (*expr.Verdict, bool) {
-	switch {
-	case len(f) == 2 && f[0] == "goto":
-		return &expr.Verdict{Kind: expr.VerdictGoto, Chain: f[1]}, true
-	case len(f) == 2 && f[0] == "jump":
-		return &expr.Verdict{Kind: expr.VerdictJump, Chain: f[1]}, true
-	case len(f) == 1 && f[0] == "drop":
-		return &expr.Verdict{Kind: expr.VerdictDrop}, true
-	case len(f) == 1 && f[0] == "accept":
-		return &expr.Verdict{Kind: expr.VerdictAccept}, true
-	case len(f) == 1 && f[0] == "return":
-		return &expr.Verdict{Kind: expr.VerdictReturn}, true
+// parseVerdict reads an element's verdict: its code and, for goto and
+// jump, its chain.
+func parseVerdict(text string) (code int32, chain string, ok bool) {
+	switch verb, arg, two := strings.Cut(text, " "); {
+	case two && verb == "goto" && arg != "" && !strings.Contains(arg, " "):
+		return unix.NFT_GOTO, arg, true
+	case two && verb == "jump" && arg != "" && !strings.Contains(arg, " "):
+		return unix.NFT_JUMP, arg, true
+	case two:
+		return 0, "", false
+	case verb == "drop":
+		return verdictDrop, "", true
+	case verb == "accept":
+		return verdictAccept, "", true
+	case verb == "return":
+		return unix.NFT_RETURN, "", true
 	}
-	return nil, false
+	return 0, "", false
 }
+
+// Netfilter's verdicts NF_DROP and NF_ACCEPT.
+const (
+	verdictDrop   = 0
+	verdictAccept = 1
+)
 
 // Registers as nft allocates them: the verdict register and the first
 // 16-byte data registers.
@@ -462,184 +447,11 @@ const (
 	reg2       = 2
 )
 
-// rule parses one rule of the planner's forms (matches, then one final
-// statement) into the expressions nft generates for it.
-func (e *nlEncoder) rule(text string) ([]expr.Any, error) {
-	f := strings.Fields(text)
-	var out []expr.Any
-	for len(f) > 0 {
-		// Final statements.
-		if v, ok := parseVerdict(f); ok {
-			return append(out, v), nil
-		}
-		switch {
-		case f[0] == "dnat" && len(f) == 3 && f[1] == "to":
-			x, err := e.dnat(f[2])
-			if err != nil {
-				return nil, err
-			}
-			return append(out, x...), nil
-		case f[0] == "mark" && len(f) == 5 && f[1] == "set" && f[2] == "mark" && f[3] == "or":
-			// "mark set mark or M": load, (mark & ^M) ^ M, store; the
-			// mark is a host-order 32-bit value.
-			m, err := strconv.ParseUint(f[4], 0, 32)
-			if err != nil {
-				return nil, errNotEncodable
-			}
-			mask := binary.NativeEndian.AppendUint32(nil, ^uint32(m))
-			xor := binary.NativeEndian.AppendUint32(nil, uint32(m))
-			return append(out,
-				&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
-				&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: mask, Xor: xor},
-				&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1}), nil
-		case f[0] == "update" && len(f) == 6 && strings.HasPrefix(f[1], "@") && f[2] == "{" && f[5] == "}":
-			load, ok := e.addrLoad(f[3], f[4])
-			if !ok {
-				return nil, errNotEncodable
-			}
-			return append(out, load, &expr.Dynset{SrcRegKey: reg1, SetName: f[1][1:], Operation: uint32(unix.NFT_DYNSET_OP_UPDATE)}), nil
-		}
-		// Matches.
-		var m []expr.Any
-		var n int
-		var err error
-		switch f[0] {
-		case "ip", "ip6":
-			m, n, err = e.addrMatch(f)
-		case "tcp", "udp", "sctp":
-			m, n, err = portMatch(f)
-		case "meta":
-			m, n, err = l4protoMatch(f)
-		case "fib":
-			m, n, err = fibLocalMatch(f)
-		case "numgen":
-			m, n, err = numgenMatch(f)
-		case "iifname":
-			m, n, err = ifnameMatch(f)
-		default:
-			err = errNotEncodable
-		}
-		if err != nil {
-			return nil, err
-		}
-		out, f = append(out, m...), f[n:]
-	}
-	return nil, errNotEncodable // no final statement
-}
-
-// addrLoad loads "ip saddr" (or daddr, or ip6's) into reg1.
-func (e *nlEncoder) addrLoad(fam, field string) (*expr.Payload, bool) {
-	off, ok := e.addrOffset(fam, field)
-	if !ok {
-		return nil, false
-	}
-	return &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(e.ipLen())}, true
-}
-
-func (e *nlEncoder) addrOffset(fam, field string) (uint32, bool) {
-	switch {
-	case fam == "ip" && e.family == unix.NFPROTO_IPV4 && field == "saddr":
-		return 12, true
-	case fam == "ip" && e.family == unix.NFPROTO_IPV4 && field == "daddr":
-		return 16, true
-	case fam == "ip6" && e.family == unix.NFPROTO_IPV6 && field == "saddr":
-		return 8, true
-	case fam == "ip6" && e.family == unix.NFPROTO_IPV6 && field == "daddr":
-		return 24, true
-	}
-	return 0, false
-}
-
-// addrMatch: "ip saddr [!=] ADDR|CIDR", "ip saddr @set", "ip saddr != { X }"
-// (one element: nft makes it a plain match).
-func (e *nlEncoder) addrMatch(f []string) ([]expr.Any, int, error) {
-	if len(f) < 3 {
-		return nil, 0, errNotEncodable
-	}
-	off, ok := e.addrOffset(f[0], f[1])
-	if !ok {
-		return nil, 0, errNotEncodable
-	}
-	n := 2
-	op := expr.CmpOpEq
-	if f[n] == "!=" {
-		op, n = expr.CmpOpNeq, n+1
-	}
-	if n >= len(f) {
-		return nil, 0, errNotEncodable
-	}
-	if op == expr.CmpOpEq && strings.HasPrefix(f[n], "@") {
-		return []expr.Any{
-			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(e.ipLen())},
-			&expr.Lookup{SourceRegister: reg1, SetName: f[n][1:]},
-		}, n + 1, nil
-	}
-	val := f[n]
-	if val == "{" {
-		var elems []string
-		end := -1
-		for i := n + 1; i < len(f); i++ {
-			if f[i] == "}" {
-				end = i
-				break
-			}
-			elems = append(elems, strings.TrimSuffix(f[i], ","))
-		}
-		if end < 0 || len(elems) == 0 {
-			return nil, 0, errNotEncodable
-		}
-		if len(elems) > 1 {
-			// An anonymous interval set, looked up.
-			id, err := e.anonymousPrefixSet(elems)
-			if err != nil {
-				return nil, 0, err
-			}
-			return []expr.Any{
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(e.ipLen())},
-				&expr.Lookup{SourceRegister: reg1, SetName: anonymousSetName, SetID: id, Invert: op == expr.CmpOpNeq},
-			}, end + 1, nil
-		}
-		// One element: nft makes it a plain match.
-		val, n = elems[0], end
-	}
-	pfx, err := e.parsePrefix(val)
-	if err != nil {
-		return nil, 0, err
-	}
-	bits, full := pfx.Bits(), e.ipLen()
-	addr := pfx.Addr().AsSlice()
-	// nft loads a byte-aligned prefix short and compares it; any other
-	// prefix it loads whole and masks.
-	var out []expr.Any
-	if bits%8 == 0 {
-		addr = addr[:bits/8]
-		out = append(out, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(len(addr))})
-	} else {
-		mask := make([]byte, full)
-		for i := 0; i < bits/8; i++ {
-			mask[i] = 0xff
-		}
-		mask[bits/8] = byte(0xff << (8 - bits%8))
-		out = append(out,
-			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(full)},
-			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: uint32(full), Mask: mask, Xor: make([]byte, full)})
-	}
-	out = append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr})
-	return out, n + 1, nil
-}
-
-// parsePrefix reads an address or a prefix of the encoder's family,
-// masked; a zero-length prefix is not encodable (nft drops the match).
-func (e *nlEncoder) parsePrefix(val string) (netip.Prefix, error) {
-	pfx, err := netip.ParsePrefix(val)
-	if err != nil {
-		a, aerr := netip.ParseAddr(val)
-		if aerr != nil {
-			return netip.Prefix{}, errNotEncodable
-		}
-		pfx = netip.PrefixFrom(a, a.BitLen())
-	}
-	if pfx.Addr().BitLen() != e.ipLen()*8 || pfx.Addr().Zone() != "" || pfx.Bits() == 0 {
+// checkPrefix returns pfx masked when the encoder can match it: of the
+// encoder's family, without a zone, not of length zero (nft drops that
+// match).
+func (e *nlEncoder) checkPrefix(pfx netip.Prefix) (netip.Prefix, error) {
+	if !pfx.IsValid() || pfx.Addr().BitLen() != e.ipLen()*8 || pfx.Addr().Zone() != "" || pfx.Bits() == 0 {
 		return netip.Prefix{}, errNotEncodable
 	}
 	return pfx.Masked(), nil
@@ -656,14 +468,10 @@ const anonymousSetName = "__set%d"
 // address unless a prefix starts there. Prefixes that overlap or touch
 // (nft merges them) or reach the last address (an open interval) are
 // left to nft.
-func (e *nlEncoder) anonymousPrefixSet(elems []string) (uint32, error) {
+func (e *nlEncoder) anonymousPrefixSet(pfxs []netip.Prefix) (uint32, error) {
 	type span struct{ start, next netip.Addr }
 	var spans []span
-	for _, v := range elems {
-		pfx, err := e.parsePrefix(v)
-		if err != nil {
-			return 0, err
-		}
+	for _, pfx := range pfxs {
 		last := lastAddr(pfx)
 		next := last.Next()
 		if !next.IsValid() {
@@ -741,131 +549,358 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return a
 }
 
-// l4proto is "meta l4proto P" (also nft's implicit dependency of a port
-// match).
-func l4proto(p byte) []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{p}},
+// addRule adds r to chain: its expressions, written straight into the
+// message as nft 1.0.6 generates them for r's text (the implicit "meta
+// l4proto" before a DNAT, byte-aligned prefixes loaded short, others
+// masked, a one-element set turned into a plain match, a set of several
+// prefixes into an anonymous interval set, added first). A fixed chain's
+// rule (nft text) and forms nft would write otherwise are
+// errNotEncodable.
+func (e *nlEncoder) addRule(chain string, r *ruleSpec, comment string) error {
+	if err := e.checkRule(r); err != nil {
+		return err
 	}
-}
-
-func l4protoMatch(f []string) ([]expr.Any, int, error) {
-	if len(f) < 3 || f[1] != "l4proto" {
-		return nil, 0, errNotEncodable
-	}
-	p, ok := protoNumber(f[2])
-	if !ok {
-		return nil, 0, errNotEncodable
-	}
-	return l4proto(p), 3, nil
-}
-
-// portMatch: "tcp dport N".
-func portMatch(f []string) ([]expr.Any, int, error) {
-	if len(f) < 3 || f[1] != "dport" {
-		return nil, 0, errNotEncodable
-	}
-	p, _ := protoNumber(f[0])
-	port, err := strconv.ParseUint(f[2], 10, 16)
-	if err != nil {
-		return nil, 0, errNotEncodable
-	}
-	out := l4proto(p)
-	out = append(out,
-		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{byte(port >> 8), byte(port)}})
-	return out, 3, nil
-}
-
-// fibLocalMatch: "fib saddr type local".
-func fibLocalMatch(f []string) ([]expr.Any, int, error) {
-	if len(f) < 4 || f[1] != "saddr" || f[2] != "type" || f[3] != "local" {
-		return nil, 0, errNotEncodable
-	}
-	local := make([]byte, 4)
-	binary.NativeEndian.PutUint32(local, unix.RTN_LOCAL)
-	return []expr.Any{
-		&expr.Fib{Register: reg1, FlagSADDR: true, ResultADDRTYPE: true},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: local},
-	}, 4, nil
-}
-
-// numgenMatch: "numgen random mod N V".
-func numgenMatch(f []string) ([]expr.Any, int, error) {
-	if len(f) < 5 || f[1] != "random" || f[2] != "mod" {
-		return nil, 0, errNotEncodable
-	}
-	mod, err := strconv.ParseUint(f[3], 10, 32)
-	if err != nil || mod == 0 {
-		return nil, 0, errNotEncodable
-	}
-	v, err := strconv.ParseUint(f[4], 10, 32)
-	if err != nil {
-		return nil, 0, errNotEncodable
-	}
-	val := make([]byte, 4)
-	binary.NativeEndian.PutUint32(val, uint32(v))
-	return []expr.Any{
-		&expr.Numgen{Register: reg1, Modulus: uint32(mod), Type: unix.NFT_NG_RANDOM},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: val},
-	}, 5, nil
-}
-
-// ifnameMatch: `iifname [!=] "name"` (the whole 16-byte name) or
-// `"prefix*"` (the prefix only).
-func ifnameMatch(f []string) ([]expr.Any, int, error) {
-	n := 1
-	op := expr.CmpOpEq
-	if len(f) > n && f[n] == "!=" {
-		op, n = expr.CmpOpNeq, n+1
-	}
-	if len(f) <= n {
-		return nil, 0, errNotEncodable
-	}
-	q := f[n]
-	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
-		return nil, 0, errNotEncodable
-	}
-	name := q[1 : len(q)-1]
-	if name == "" || strings.ContainsAny(name, "\"\\ ") || len(name) >= unix.IFNAMSIZ {
-		return nil, 0, errNotEncodable
-	}
-	var data []byte
-	if p, ok := strings.CutSuffix(name, "*"); ok {
-		if p == "" || strings.Contains(p, "*") {
-			return nil, 0, errNotEncodable
+	var setID uint32
+	if r.match == matchSaddrNotIn && len(r.notIn.prefixes)+len(r.notIn.addrs) > 1 {
+		id, err := e.anonymousPrefixSet(e.notInPrefixes(r.notIn))
+		if err != nil {
+			return err
 		}
-		data = []byte(p)
+		setID = id
+	}
+	e.add(unix.NFT_MSG_NEWRULE, netlink.Create|netlink.Append, func(w *attrWriter) {
+		w.String(unix.NFTA_RULE_TABLE, e.table)
+		w.String(unix.NFTA_RULE_CHAIN, chain)
+		s := w.begin(unix.NFTA_RULE_EXPRESSIONS | unix.NLA_F_NESTED)
+		e.ruleExprs(w, r, setID)
+		w.end(s)
+		if comment != "" {
+			s := w.begin(unix.NFTA_RULE_USERDATA)
+			w.b = appendUserdataComment(w.b, comment)
+			w.end(s)
+		}
+	})
+	return nil
+}
+
+// notInPrefixes are the prefixes of a matchSaddrNotIn (checked by
+// checkRule), its addresses as full-length prefixes.
+func (e *nlEncoder) notInPrefixes(l *addrList) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(l.prefixes)+len(l.addrs))
+	for _, p := range l.prefixes {
+		p, _ = e.checkPrefix(p)
+		out = append(out, p)
+	}
+	for _, a := range l.addrs {
+		p, _ := e.checkPrefix(netip.PrefixFrom(a, a.BitLen()))
+		out = append(out, p)
+	}
+	return out
+}
+
+// checkRule reports a rule addRule cannot encode, before anything of it
+// is written.
+func (e *nlEncoder) checkRule(r *ruleSpec) error {
+	if r.stmt == 0 {
+		return errNotEncodable // a fixed chain's rule, nft text
+	}
+	famOK := r.v6 == (e.ipLen() == 16)
+	switch r.match {
+	case matchNone, matchFibLocal:
+	case matchSaddrSet:
+		if !famOK {
+			return errNotEncodable
+		}
+	case matchSaddr:
+		if _, err := e.checkPrefix(netip.PrefixFrom(r.addr, int(r.bits))); err != nil || !famOK {
+			return errNotEncodable
+		}
+	case matchIifname:
+		name, _ := strings.CutSuffix(r.set, "*")
+		if name == "" || strings.ContainsAny(name, "\"\\ *") || len(r.set) >= unix.IFNAMSIZ {
+			return errNotEncodable
+		}
+	case matchSaddrNotIn:
+		if !famOK || r.notIn == nil || len(r.notIn.prefixes)+len(r.notIn.addrs) == 0 {
+			return errNotEncodable
+		}
+		for _, p := range r.notIn.prefixes {
+			if _, err := e.checkPrefix(p); err != nil {
+				return err
+			}
+		}
+		for _, a := range r.notIn.addrs {
+			if _, err := e.checkPrefix(netip.PrefixFrom(a, a.BitLen())); err != nil {
+				return err
+			}
+		}
+	default:
+		return errNotEncodable
+	}
+	switch r.stmt {
+	case stmtGoto:
+		if r.chain == "" {
+			return errNotEncodable
+		}
+	case stmtDrop, stmtMarkOr:
+	case stmtUpdate:
+		if !famOK || r.set == "" {
+			return errNotEncodable
+		}
+	case stmtDNAT:
+		switch r.proto {
+		case unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_SCTP:
+		default:
+			return errNotEncodable
+		}
+		if !r.addr.IsValid() ||
+			r.addr.BitLen() != e.ipLen()*8 || r.addr.Zone() != "" || r.port == 0 {
+			return errNotEncodable
+		}
+	default:
+		return errNotEncodable
+	}
+	return nil
+}
+
+// saddrOffset is where the source address sits in the network header.
+func (e *nlEncoder) saddrOffset() uint32 {
+	if e.ipLen() == 16 {
+		return 8
+	}
+	return 12
+}
+
+// ruleExprs writes the expressions of a rule checkRule accepted.
+func (e *nlEncoder) ruleExprs(w *attrWriter, r *ruleSpec, setID uint32) {
+	var scratch [16]byte
+	if r.numgen > 0 {
+		exprNumgen(w, reg1, r.numgen)
+		exprCmp(w, unix.NFT_CMP_EQ, binary.NativeEndian.AppendUint32(scratch[:0], 0))
+	}
+	ipLen := uint32(e.ipLen())
+	switch r.match {
+	case matchSaddrSet:
+		exprPayload(w, unix.NFT_PAYLOAD_NETWORK_HEADER, e.saddrOffset(), ipLen)
+		exprLookup(w, r.set, 0, false)
+	case matchSaddr:
+		e.prefixMatch(w, unix.NFT_CMP_EQ, netip.PrefixFrom(r.addr, int(r.bits)))
+	case matchIifname:
+		exprMeta(w, unix.NFT_META_IIFNAME, false)
+		if name, ok := strings.CutSuffix(r.set, "*"); ok {
+			exprCmp(w, unix.NFT_CMP_EQ, append(scratch[:0], name...))
+		} else {
+			var b [unix.IFNAMSIZ]byte
+			copy(b[:], name)
+			exprCmp(w, unix.NFT_CMP_EQ, b[:])
+		}
+	case matchFibLocal:
+		exprFibSaddrType(w)
+		exprCmp(w, unix.NFT_CMP_EQ, binary.NativeEndian.AppendUint32(scratch[:0], unix.RTN_LOCAL))
+	case matchSaddrNotIn:
+		if setID != 0 {
+			exprPayload(w, unix.NFT_PAYLOAD_NETWORK_HEADER, e.saddrOffset(), ipLen)
+			exprLookup(w, anonymousSetName, setID, true)
+			break
+		}
+		// One element: nft makes it a plain match.
+		e.prefixMatch(w, unix.NFT_CMP_NEQ, e.notInPrefixes(r.notIn)[0])
+	}
+	switch r.stmt {
+	case stmtGoto:
+		exprVerdict(w, unix.NFT_GOTO, r.chain)
+	case stmtDrop:
+		exprVerdict(w, verdictDrop, "")
+	case stmtDNAT:
+		// "meta l4proto P" (nft's dependency of the port), then the
+		// address and port in registers 1 and 2.
+		exprMeta(w, unix.NFT_META_L4PROTO, false)
+		exprCmp(w, unix.NFT_CMP_EQ, []byte{r.proto})
+		a := r.addr.As16()
+		if r.addr.Is4() {
+			exprImmediate(w, reg1, a[12:])
+		} else {
+			exprImmediate(w, reg1, a[:])
+		}
+		exprImmediate(w, reg2, []byte{byte(r.port >> 8), byte(r.port)})
+		exprDNAT(w, e.family)
+	case stmtMarkOr:
+		// load, (mark & ^M) ^ M, store; the mark is a host-order 32-bit
+		// value.
+		exprMeta(w, unix.NFT_META_MARK, false)
+		s := exprBegin(w, "bitwise")
+		w.Uint32(unix.NFTA_BITWISE_SREG, reg1)
+		w.Uint32(unix.NFTA_BITWISE_DREG, reg1)
+		w.Uint32(unix.NFTA_BITWISE_LEN, 4)
+		dataValue(w, unix.NLA_F_NESTED|unix.NFTA_BITWISE_MASK, binary.NativeEndian.AppendUint32(scratch[:0], ^r.mark))
+		dataValue(w, unix.NLA_F_NESTED|unix.NFTA_BITWISE_XOR, binary.NativeEndian.AppendUint32(scratch[:0], r.mark))
+		exprEnd(w, s)
+		exprMeta(w, unix.NFT_META_MARK, true)
+	case stmtUpdate:
+		exprPayload(w, unix.NFT_PAYLOAD_NETWORK_HEADER, e.saddrOffset(), ipLen)
+		s := exprBegin(w, "dynset")
+		w.Uint32(unix.NFTA_DYNSET_SREG_KEY, reg1)
+		w.Uint32(unix.NFTA_DYNSET_OP, unix.NFT_DYNSET_OP_UPDATE)
+		w.String(unix.NFTA_DYNSET_SET_NAME, r.set)
+		w.Uint32(unix.NFTA_DYNSET_SET_ID, 0)
+		w.Uint32(unix.NFTA_DYNSET_FLAGS, 0)
+		exprEnd(w, s)
+	}
+}
+
+// prefixMatch compares the source address with pfx (checked): nft loads
+// a byte-aligned prefix short and compares it; any other prefix it loads
+// whole and masks.
+func (e *nlEncoder) prefixMatch(w *attrWriter, op uint32, pfx netip.Prefix) {
+	pfx = pfx.Masked()
+	full := e.ipLen()
+	a16 := pfx.Addr().As16()
+	addr := a16[16-full:]
+	bits := pfx.Bits()
+	if bits%8 == 0 {
+		exprPayload(w, unix.NFT_PAYLOAD_NETWORK_HEADER, e.saddrOffset(), uint32(bits/8))
+		exprCmp(w, op, addr[:bits/8])
+		return
+	}
+	exprPayload(w, unix.NFT_PAYLOAD_NETWORK_HEADER, e.saddrOffset(), uint32(full))
+	var mask, xor [16]byte
+	for i := 0; i < bits/8; i++ {
+		mask[i] = 0xff
+	}
+	mask[bits/8] = byte(0xff << (8 - bits%8))
+	s := exprBegin(w, "bitwise")
+	w.Uint32(unix.NFTA_BITWISE_SREG, reg1)
+	w.Uint32(unix.NFTA_BITWISE_DREG, reg1)
+	w.Uint32(unix.NFTA_BITWISE_LEN, uint32(full))
+	dataValue(w, unix.NLA_F_NESTED|unix.NFTA_BITWISE_MASK, mask[:full])
+	dataValue(w, unix.NLA_F_NESTED|unix.NFTA_BITWISE_XOR, xor[:full])
+	exprEnd(w, s)
+	exprCmp(w, op, addr)
+}
+
+// The expressions, laid out as google/nftables' expr package marshals
+// them (the layout nft's own messages have): each a list element holding
+// its name and its nested attributes, integers big endian.
+
+func exprBegin(w *attrWriter, name string) (start int) {
+	start = w.begin(unix.NFTA_LIST_ELEM | unix.NLA_F_NESTED)
+	w.String(unix.NFTA_EXPR_NAME, name)
+	w.begin(unix.NFTA_EXPR_DATA | unix.NLA_F_NESTED)
+	return start
+}
+
+// exprEnd closes the expression's data (which begins 4 bytes after the
+// name attribute) and the list element.
+func exprEnd(w *attrWriter, start int) {
+	nameLen := int(binary.NativeEndian.Uint16(w.b[start+4:]))
+	w.end(start + 4 + (nameLen+3)&^3)
+	w.end(start)
+}
+
+// dataValue writes attribute typ holding NFTA_DATA_VALUE v.
+func dataValue(w *attrWriter, typ uint16, v []byte) {
+	s := w.begin(typ)
+	w.Bytes(unix.NFTA_DATA_VALUE, v)
+	w.end(s)
+}
+
+// exprMeta loads meta key into register 1 (store: sets it from
+// register 1).
+func exprMeta(w *attrWriter, key uint32, store bool) {
+	s := exprBegin(w, "meta")
+	w.Uint32(unix.NFTA_META_KEY, key)
+	if store {
+		w.Uint32(unix.NFTA_META_SREG, reg1)
 	} else {
-		if strings.Contains(name, "*") {
-			return nil, 0, errNotEncodable
-		}
-		data = make([]byte, unix.IFNAMSIZ)
-		copy(data, name)
+		w.Uint32(unix.NFTA_META_DREG, reg1)
 	}
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1},
-		&expr.Cmp{Op: op, Register: reg1, Data: data},
-	}, n + 1, nil
+	exprEnd(w, s)
 }
 
-// dnat: "dnat to IP:port" or "dnat to [IP6]:port", after its "meta
-// l4proto" match.
-func (e *nlEncoder) dnat(to string) ([]expr.Any, error) {
-	ap, err := netip.ParseAddrPort(to)
-	if err != nil || ap.Addr().BitLen() != e.ipLen()*8 || ap.Addr().Zone() != "" || ap.Port() == 0 {
-		return nil, errNotEncodable
+// exprCmp compares register 1 with data.
+func exprCmp(w *attrWriter, op uint32, data []byte) {
+	s := exprBegin(w, "cmp")
+	w.Uint32(unix.NFTA_CMP_SREG, reg1)
+	w.Uint32(unix.NFTA_CMP_OP, op)
+	dataValue(w, unix.NLA_F_NESTED|unix.NFTA_CMP_DATA, data)
+	exprEnd(w, s)
+}
+
+// exprPayload loads len bytes at offset of base into register 1.
+func exprPayload(w *attrWriter, base, offset, length uint32) {
+	s := exprBegin(w, "payload")
+	w.Uint32(unix.NFTA_PAYLOAD_DREG, reg1)
+	w.Uint32(unix.NFTA_PAYLOAD_BASE, base)
+	w.Uint32(unix.NFTA_PAYLOAD_OFFSET, offset)
+	w.Uint32(unix.NFTA_PAYLOAD_LEN, length)
+	exprEnd(w, s)
+}
+
+// exprLookup looks register 1 up in set (by id when the set is one of
+// the batch's anonymous sets).
+func exprLookup(w *attrWriter, set string, id uint32, invert bool) {
+	s := exprBegin(w, "lookup")
+	w.Uint32(unix.NFTA_LOOKUP_SREG, reg1)
+	if invert {
+		w.Uint32(unix.NFTA_LOOKUP_FLAGS, unix.NFT_LOOKUP_F_INV)
 	}
-	fam := uint32(unix.NFPROTO_IPV4)
-	if e.family == unix.NFPROTO_IPV6 {
-		fam = unix.NFPROTO_IPV6
+	w.String(unix.NFTA_LOOKUP_SET, set)
+	w.Uint32(unix.NFTA_LOOKUP_SET_ID, id)
+	exprEnd(w, s)
+}
+
+// exprNumgen: a random number below mod in register reg.
+func exprNumgen(w *attrWriter, reg, mod uint32) {
+	s := exprBegin(w, "numgen")
+	w.Uint32(unix.NFTA_NG_DREG, reg)
+	w.Uint32(unix.NFTA_NG_MODULUS, mod)
+	w.Uint32(unix.NFTA_NG_TYPE, unix.NFT_NG_RANDOM)
+	w.Uint32(unix.NFTA_NG_OFFSET, 0)
+	exprEnd(w, s)
+}
+
+// exprFibSaddrType: the address type of the source address in register 1.
+func exprFibSaddrType(w *attrWriter) {
+	s := exprBegin(w, "fib")
+	w.Uint32(unix.NFTA_FIB_DREG, reg1)
+	w.Uint32(unix.NFTA_FIB_FLAGS, unix.NFTA_FIB_F_SADDR)
+	w.Uint32(unix.NFTA_FIB_RESULT, unix.NFT_FIB_RESULT_ADDRTYPE)
+	exprEnd(w, s)
+}
+
+func exprImmediate(w *attrWriter, reg uint32, data []byte) {
+	s := exprBegin(w, "immediate")
+	w.Uint32(unix.NFTA_IMMEDIATE_DREG, reg)
+	dataValue(w, unix.NLA_F_NESTED|unix.NFTA_IMMEDIATE_DATA, data)
+	exprEnd(w, s)
+}
+
+// exprDNAT: destination NAT to the address in register 1 and the port
+// in register 2.
+func exprDNAT(w *attrWriter, family byte) {
+	s := exprBegin(w, "nat")
+	w.Uint32(unix.NFTA_NAT_TYPE, unix.NFT_NAT_DNAT)
+	w.Uint32(unix.NFTA_NAT_FAMILY, uint32(family))
+	w.Uint32(unix.NFTA_NAT_REG_ADDR_MIN, reg1)
+	w.Uint32(unix.NFTA_NAT_REG_ADDR_MAX, reg1)
+	w.Uint32(unix.NFTA_NAT_REG_PROTO_MIN, reg2)
+	w.Uint32(unix.NFTA_NAT_REG_PROTO_MAX, reg2)
+	w.Uint32(unix.NFTA_NAT_FLAGS, unix.NF_NAT_RANGE_PROTO_SPECIFIED)
+	exprEnd(w, s)
+}
+
+// exprVerdict: the verdict (and its chain) as an immediate to the
+// verdict register.
+func exprVerdict(w *attrWriter, code int32, chain string) {
+	s := exprBegin(w, "immediate")
+	w.Uint32(unix.NFTA_IMMEDIATE_DREG, regVerdict)
+	d := w.begin(unix.NLA_F_NESTED | unix.NFTA_IMMEDIATE_DATA)
+	v := w.begin(unix.NLA_F_NESTED | unix.NFTA_DATA_VERDICT)
+	w.Uint32(unix.NFTA_VERDICT_CODE, uint32(code))
+	if chain != "" {
+		w.String(unix.NFTA_VERDICT_CHAIN, chain)
 	}
-	port := ap.Port()
-	return []expr.Any{
-		&expr.Immediate{Register: reg1, Data: ap.Addr().AsSlice()},
-		&expr.Immediate{Register: reg2, Data: []byte{byte(port >> 8), byte(port)}},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: fam, RegAddrMin: reg1, RegAddrMax: reg1,
-			RegProtoMin: reg2, RegProtoMax: reg2, Specified: true},
-	}, nil
+	w.end(v)
+	w.end(d)
+	exprEnd(w, s)
 }

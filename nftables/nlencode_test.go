@@ -5,6 +5,7 @@ package nftables
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -19,6 +20,9 @@ import (
 // the golden table has a netlink encoding (a form the encoder does not
 // know would silently send partial syncs back through nft, and their cost
 // back to O(table)); the kernel tests prove the encodings equal nft's.
+// The rules are the golden table's text parsed by the reference parser
+// (nlencode_text_test.go) the typed encoding is compared with
+// (TestTypedEncoding).
 func TestEncoderKnowsEveryServiceRule(t *testing.T) {
 	b, err := os.ReadFile("testdata/golden.nft")
 	if err != nil {
@@ -33,7 +37,7 @@ func TestEncoderKnowsEveryServiceRule(t *testing.T) {
 			continue
 		}
 		n++
-		if _, err := e.rule(m[2]); err != nil {
+		if _, err := e.textRule(m[2]); err != nil {
 			t.Errorf("chain %s: %q: %v", m[1], m[2], err)
 		}
 	}
@@ -57,8 +61,22 @@ func TestEncoderFallsBack(t *testing.T) {
 		"ip saddr 10.0.0.1", // no verdict
 		"masquerade fully-random",
 	} {
-		if _, err := e.rule(r); err == nil {
+		if _, err := e.textRule(r); err == nil {
 			t.Errorf("%q encoded; want a fallback to nft", r)
+		}
+	}
+	for _, r := range []ruleSpec{
+		{text: "ct state new jump cluster-ips-check"}, // a fixed chain's rule
+		{match: matchSaddrNotIn, notIn: &addrList{prefixes: []netip.Prefix{
+			netip.MustParsePrefix("203.0.113.0/25"), netip.MustParsePrefix("203.0.113.128/25")}}, stmt: stmtDrop}, // touching
+		{match: matchSaddrNotIn, notIn: &addrList{prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+			addrs: []netip.Addr{netip.MustParseAddr("255.255.255.255")}}, stmt: stmtDrop}, // open interval
+		{match: matchSaddr, addr: netip.MustParseAddr("fd00::1"), bits: 128, stmt: stmtDrop, v6: true}, // other family
+		dnatRule(0, 0, netip.MustParseAddrPort("10.0.0.1:80")),                                         // unknown protocol
+		{match: matchIifname, set: "a*b", stmt: stmtDrop},
+	} {
+		if err := newNLEncoder(unix.NFPROTO_IPV4).addRule("c", &r, ""); err == nil {
+			t.Errorf("%q encoded; want a fallback to nft", r.String())
 		}
 	}
 	cs := newChangeSet()

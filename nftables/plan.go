@@ -18,12 +18,6 @@ import (
 // node and the config) to the nftables objects they need, as plain values.
 // No I/O; the diff (state.go) and the rendering (render.go) come after.
 
-// ruleSpec is one rule of a chain.
-type ruleSpec struct {
-	text    string
-	comment string
-}
-
 // chainSpec is one chain and its whole content.
 type chainSpec struct {
 	name    string
@@ -88,16 +82,18 @@ func (sp *servicePlan) hasElem(container, key string) bool {
 
 // planner holds what the plan needs besides the service itself.
 type planner struct {
-	family     v1.IPFamily
-	ipX        string // "ip" or "ip6"
-	addrType   string // "ipv4_addr" or "ipv6_addr"
-	masqAll    bool
-	masqMark   string // "0x00004000", as upstream writes it
-	local      proxy.LocalDetector
-	nodeIP     netip.Addr
-	nodeName   string
-	nodeLabels map[string]string
-	localhost  localhostMode // plan_localhost.go
+	family   v1.IPFamily
+	ipX      string // "ip" or "ip6"
+	addrType string // "ipv4_addr" or "ipv6_addr"
+	masqAll  bool
+	masqMark string // "0x00004000", as upstream writes it
+	// masqMarkBits is masqMark's value.
+	masqMarkBits uint32
+	local        proxy.LocalDetector
+	nodeIP       netip.Addr
+	nodeName     string
+	nodeLabels   map[string]string
+	localhost    localhostMode // plan_localhost.go
 }
 
 func newPlanner(cfg *Config) *planner {
@@ -111,12 +107,15 @@ func newPlanner(cfg *Config) *planner {
 		nodeIP:   cfg.NodeIP(),
 		nodeName: cfg.NodeName,
 	}
+	p.masqMarkBits = uint32(1) << uint(cfg.MasqueradeBit)
 	if cfg.IPFamily == v1.IPv6Protocol {
 		p.ipX, p.addrType = "ip6", "ipv6_addr"
 	}
 	p.localhost = newLocalhostMode(cfg.LocalhostNodePorts, cfg.IPFamily, cfg.NodePortAddresses)
 	return p
 }
+
+func (p *planner) v6() bool { return p.ipX == "ip6" }
 
 // masqueradeMark renders 1<<bit as upstream does ("%#08x").
 func masqueradeMark(bit int) string {

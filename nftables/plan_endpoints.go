@@ -3,6 +3,7 @@
 package nftables
 
 import (
+	"net/netip"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,19 +11,12 @@ import (
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
-// endpoint wraps the tracker's endpoint with its chain and affinity-set
-// names (computed once, through the tracker's MakeEndpoint hook).
-type endpoint struct {
-	proxy.Endpoint
-	names epNames
-}
-
+// epNames are the names of an endpoint's chain and affinity set, which
+// only services with ClientIP affinity write: computed when planned, not
+// hashed and kept for every endpoint of every service.
 type epNames struct{ chain, affinity string }
 
 func endpointNames(spn proxy.ServicePortName, ep proxy.Endpoint) epNames {
-	if w, ok := ep.(*endpoint); ok {
-		return w.names
-	}
 	base := endpointNameBase(spn, ep.String())
 	return epNames{chain: prefixEndpointChain + base, affinity: prefixAffinitySet + base}
 }
@@ -47,25 +41,26 @@ func (p *planner) planPolicyChains(sp *servicePlan, pp *portPlan) {
 			rules = make([]ruleSpec, 0, 2*len(c.eps))
 			for _, ep := range c.eps {
 				n := endpointNames(pp.spn, ep)
-				rules = append(rules, ruleSpec{text: p.ipX + " saddr @" + n.affinity + " goto " + n.chain})
+				rules = append(rules, ruleSpec{match: matchSaddrSet, set: n.affinity, stmt: stmtGoto, chain: n.chain, v6: p.v6()})
 			}
 			rules = append(rules, dispatchRules(pp.spn, c.eps)...)
 		} else {
-			rules = dnatRules(pp.proto, c.eps)
+			rules = dnatRules(protoNum(pp.proto), c.eps)
 		}
 		sp.addChain(chainSpec{name: c.name, rules: rules})
 	}
 }
 
-// numgenStep is the match of rule i of n picking one of n choices at
-// random: rule i matches with probability 1/(n-i) (the last always), so
-// each choice is taken with probability 1/n, as kube-proxy's iptables mode
-// does with statistic matches. "" for the last.
-func numgenStep(i, n int) string {
+// numgenStep is the modulus of the numgen match of rule i of n picking one
+// of n choices at random ("numgen random mod N-i 0"): rule i matches with
+// probability 1/(n-i) (the last always), so each choice is taken with
+// probability 1/n, as kube-proxy's iptables mode does with statistic
+// matches. 0 (no match) for the last.
+func numgenStep(i, n int) int {
 	if left := n - i; left > 1 {
-		return "numgen random mod " + strconv.Itoa(left) + " 0 "
+		return left
 	}
-	return ""
+	return 0
 }
 
 // dnatRules DNAT to one of eps at random, one rule per endpoint
@@ -77,10 +72,10 @@ func numgenStep(i, n int) string {
 // sscanf per set): with one per service a cold start is quadratic in the
 // number of services (measured in doc.go and BENCHMARKS.md). One endpoint
 // is a plain "dnat to", as upstream writes it.
-func dnatRules(proto string, eps []proxy.Endpoint) []ruleSpec {
+func dnatRules(proto uint8, eps []proxy.Endpoint) []ruleSpec {
 	rules := make([]ruleSpec, 0, len(eps))
 	for i, ep := range eps {
-		rules = append(rules, ruleSpec{text: numgenStep(i, len(eps)) + "meta l4proto " + proto + " dnat to " + ep.String()})
+		rules = append(rules, dnatRule(numgenStep(i, len(eps)), proto, epAddrPort(ep)))
 	}
 	return rules
 }
@@ -93,9 +88,14 @@ func dnatRules(proto string, eps []proxy.Endpoint) []ruleSpec {
 func dispatchRules(spn proxy.ServicePortName, eps []proxy.Endpoint) []ruleSpec {
 	rules := make([]ruleSpec, 0, len(eps))
 	for i, ep := range eps {
-		rules = append(rules, ruleSpec{text: numgenStep(i, len(eps)) + "goto " + endpointNames(spn, ep).chain})
+		rules = append(rules, gotoRule(numgenStep(i, len(eps)), endpointNames(spn, ep).chain))
 	}
 	return rules
+}
+
+// epAddrPort is ep's address and port.
+func epAddrPort(ep proxy.Endpoint) netip.AddrPort {
+	return netip.AddrPortFrom(ep.IP(), uint16(ep.Port()))
 }
 
 // planEndpointChains writes, for a service with ClientIP affinity, one
@@ -118,8 +118,8 @@ func (p *planner) planEndpointChains(sp *servicePlan, pp *portPlan) {
 		}
 		n := endpointNames(pp.spn, ep)
 		sp.addChain(chainSpec{name: n.chain, rules: []ruleSpec{
-			{text: "update @" + n.affinity + " { " + p.ipX + " saddr }"},
-			{text: "meta l4proto " + pp.proto + " dnat to " + ep.String()},
+			{stmt: stmtUpdate, set: n.affinity, v6: p.v6()},
+			dnatRule(0, protoNum(pp.proto), epAddrPort(ep)),
 		}})
 	}
 }

@@ -2,8 +2,6 @@
 
 package nftables
 
-import "strings"
-
 // planLoadBalancer: load-balancer ingress IPs dispatch like external IPs;
 // with loadBalancerSourceRanges, new connections to them first pass the
 // firewall chain (through firewall-ips), which drops sources outside the
@@ -29,24 +27,18 @@ func (p *planner) planLoadBalancer(sp *servicePlan, pp *portPlan) {
 	if len(ranges) == 0 {
 		return
 	}
-	var b strings.Builder
+	fw := &addrList{}
 	allowNode := false
-	for i, r := range ranges {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(r.String())
+	for _, r := range ranges {
+		fw.prefixes = append(fw.prefixes, r)
 		allowNode = allowNode || (p.nodeIP.IsValid() && r.Contains(p.nodeIP))
 	}
 	if allowNode {
 		// A node-local VIP answered by the node itself arrives with the
 		// VIP as its source: let it through when the node is allowed.
-		for _, ip := range vips {
-			b.WriteString(", ")
-			b.WriteString(ip.String())
-		}
+		fw.addrs = vips
 	}
 	sp.addChain(chainSpec{name: pp.names.firewall, rules: []ruleSpec{
-		{text: p.ipX + " saddr != { " + b.String() + " } drop"},
+		{match: matchSaddrNotIn, notIn: fw, stmt: stmtDrop, v6: p.v6()},
 	}})
 }

@@ -22,8 +22,32 @@ func (p *planner) localMatch(negate bool) string {
 	return ""
 }
 
+// localMatchRule is localMatch(false) as a typed rule's match (ok false
+// when detection is off).
+func (p *planner) localMatchRule() (ruleSpec, bool) {
+	r := ruleSpec{v6: p.v6()}
+	switch p.local.Mode {
+	case proxy.LocalModeClusterCIDR, proxy.LocalModeNodeCIDR:
+		c := p.local.CIDR.Masked()
+		r.match, r.addr, r.bits = matchSaddr, c.Addr(), uint8(c.Bits())
+	case proxy.LocalModeBridgeInterface:
+		r.match, r.set = matchIifname, p.local.Interface
+	case proxy.LocalModeInterfaceNamePrefix:
+		r.match, r.set = matchIifname, p.local.Interface+"*"
+	default:
+		return r, false
+	}
+	return r, true
+}
+
 func quote(s string) string { return "\"" + s + "\"" }
 
 // markMasq marks a packet for masquerading (the masquerading chain
 // masquerades marked packets), written inline as upstream v1.37 does.
 func (p *planner) markMasq() string { return "mark set mark or " + p.masqMark }
+
+// markMasqRule is markMasq as a typed rule, after match m (matchNone or
+// matchFibLocal).
+func (p *planner) markMasqRule(m matchKind, comment string) ruleSpec {
+	return ruleSpec{match: m, stmt: stmtMarkOr, mark: p.masqMarkBits, comment: comment}
+}

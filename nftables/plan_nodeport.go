@@ -32,14 +32,15 @@ func (p *planner) planExternalChain(sp *servicePlan, pp *portPlan) {
 	}
 	var rules []ruleSpec
 	if !pp.svc.ExternalPolicyLocal() {
-		rules = append(rules, ruleSpec{text: p.markMasq(), comment: "masquerade"})
+		rules = append(rules, p.markMasqRule(matchNone, "masquerade"))
 	} else {
-		if m := p.localMatch(false); m != "" && pp.clusterChain != "" {
-			rules = append(rules, ruleSpec{text: m + " goto " + pp.clusterChain, comment: "short-circuit pod traffic"})
+		if r, ok := p.localMatchRule(); ok && pp.clusterChain != "" {
+			r.stmt, r.chain, r.comment = stmtGoto, pp.clusterChain, "short-circuit pod traffic"
+			rules = append(rules, r)
 		}
-		rules = append(rules, ruleSpec{text: "fib saddr type local " + p.markMasq(), comment: "masquerade local traffic"})
+		rules = append(rules, p.markMasqRule(matchFibLocal, "masquerade local traffic"))
 		if pp.clusterChain != "" {
-			rules = append(rules, ruleSpec{text: "fib saddr type local goto " + pp.clusterChain, comment: "short-circuit local traffic"})
+			rules = append(rules, ruleSpec{match: matchFibLocal, stmt: stmtGoto, chain: pp.clusterChain, comment: "short-circuit local traffic"})
 		}
 	}
 	if pp.hasExternal {
@@ -48,7 +49,7 @@ func (p *planner) planExternalChain(sp *servicePlan, pp *portPlan) {
 			policy = pp.localChain
 		}
 		if policy != "" {
-			rules = append(rules, ruleSpec{text: "goto " + policy})
+			rules = append(rules, gotoRule(0, policy))
 		}
 	}
 	sp.addChain(chainSpec{name: pp.names.external, rules: rules})

@@ -44,6 +44,8 @@ type proxier struct {
 	// custody is the ruleset generation at which state was last known
 	// to match the kernel (resync.go).
 	custody nfgen.Custody
+	// keepRules keeps the rules of recorded plans (tests compare them).
+	keepRules bool
 	// custodyRead: custody goes back to a listing that read every
 	// chain's content hash (not one that trusted recorded ones).
 	custodyRead bool
@@ -84,7 +86,6 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		Cleanup:         p.cleanup,
 		Close:           p.close,
 		MakeServicePort: makeServicePort,
-		MakeEndpoint:    makeEndpoint,
 	})
 	if err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func requeue(pending bool) time.Duration {
 // chains, the fixed chains' rules).
 func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, error) {
 	if cs.empty() {
-		cs.commit(p.state, p.plans, now)
+		p.commit(cs, now)
 		return 0, nil
 	}
 	if p.ifs.Netlink != nil {
@@ -159,8 +160,9 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 			if err := p.ifs.Netlink.WriteBatch(ctx, msgs); err != nil {
 				return 0, fmt.Errorf("netlink transaction of %d messages: %w", len(msgs), err)
 			}
-			cs.commit(p.state, p.plans, now)
-			return cs.renderedOps(), nil
+			n := cs.renderedOps()
+			p.commit(cs, now)
+			return n, nil
 		}
 		// A form the encoder does not know: nft writes it.
 		p.log.V(4).Info("Transaction through nft: the change set holds a form the netlink encoder does not know", "partial", cs.partial)
@@ -171,8 +173,27 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 	if err := p.nft.Run(ctx, tx); err != nil {
 		return 0, fmt.Errorf("nft transaction of %d operations: %w", n, err)
 	}
-	cs.commit(p.state, p.plans, now)
+	p.commit(cs, now)
 	return n, nil
+}
+
+// commit records cs once the kernel took it, and releases the rules of
+// the plans it records: a recorded plan is diffed by its chains' names
+// and content hashes, its sets and its elements, never by its rules, so
+// the typed rules of the whole table are not kept between syncs.
+func (p *proxier) commit(cs *changeSet, now time.Time) {
+	cs.commit(p.state, p.plans, now)
+	if p.keepRules {
+		return
+	}
+	for _, sp := range cs.plans {
+		if sp == nil {
+			continue
+		}
+		for i := range sp.chains {
+			sp.chains[i].rules = nil
+		}
+	}
 }
 
 // startEncode encodes cs for netlink on a goroutine of its own (the
@@ -231,7 +252,15 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	pl := p.planner(u)
 	nodePortIPs, matchAll := p.nodePortAddresses()
 	static := pl.planStatic(nodePortIPs, matchAll, p.cfg.ServiceCIDRs)
-	want := pl.planAll(u.ServicePorts, u.Services, u.Endpoints)
+	// Services are planned one at a time as the chunks are filled (not
+	// all of them first): a service's typed rules live from its planning
+	// to its chunk's commit (releaseRules), so the whole table's rules are
+	// never held at once.
+	names := make([]types.NamespacedName, 0, len(u.ServicePorts))
+	for n := range u.ServicePorts {
+		names = append(names, n)
+	}
+	sortNames(names)
 
 	// The first transaction: the fixed part. Whatever the table holds
 	// that no service wants any more goes in the last one, once every
@@ -280,7 +309,11 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		prev = nil
 		return err
 	}
-	for _, n := range sortedNames(want) {
+	for _, n := range names {
+		sp := pl.planService(u.ServicePorts[n], u.Services, u.Endpoints)
+		if sp == nil {
+			continue
+		}
 		if (limit > 0 && cs.ops() >= limit) || (cutFirst && cs == first) {
 			cs.sealHairpin(st)
 			p.startEncode(cs)
@@ -289,7 +322,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 			}
 			prev, cs = cs, cs.next()
 		}
-		cs.diffService(p.state, n, nil, want[n])
+		cs.diffService(p.state, n, nil, sp)
 	}
 	cs.sealHairpin(st)
 	p.startEncode(cs)
@@ -303,7 +336,8 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	}
 	last := cs.next()
 	last.localhost = lastLocalhost
-	p.removeUnwanted(last, p.state, want, static, req.Now)
+	// Every wanted service is recorded in p.plans by now.
+	p.removeUnwanted(last, p.state, p.plans, static, req.Now)
 	if h, ok := p.state.chains[chainObsoleteMarkMasq]; ok {
 		if h == "" {
 			// Already empty: deleted a moment later, as removeUnwanted

@@ -70,8 +70,9 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 		})
 	}
 	for _, w := range cs.writes {
-		for i, r := range w.spec.rules {
-			rule := &knftables.Rule{Chain: w.spec.name, Rule: r.text}
+		for i := range w.spec.rules {
+			r := &w.spec.rules[i]
+			rule := &knftables.Rule{Chain: w.spec.name, Rule: r.String()}
 			if comment := ruleComment(w.spec, i); comment != "" {
 				rule.Comment = ptr.To(comment)
 			}

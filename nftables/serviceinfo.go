@@ -24,7 +24,3 @@ func makeServicePort(port *v1.ServicePort, service *v1.Service, base *proxy.Base
 	}
 	return &servicePort{BaseServicePort: base, names: namesFor(spn, base)}
 }
-
-func makeEndpoint(base *proxy.BaseEndpoint, spn *proxy.ServicePortName) proxy.Endpoint {
-	return &endpoint{Endpoint: base, names: endpointNames(*spn, base)}
-}

@@ -229,11 +229,11 @@ type changeSet struct {
 	// chunks of one full sync): a second service asking for the same key
 	// (two services with one node port, say) is skipped and counted in
 	// conflicts, never added twice (nft would fail the transaction).
-	claimed   map[string]string // key → value
+	claimed   map[containerKey]string // key → value
 	conflicts *int
 	// deleted are the container keys this change set deletes (at most
 	// once each).
-	deleted map[string]bool
+	deleted map[containerKey]bool
 	// hairpin: per hairpin-connections key, how many services of this
 	// change set take it (+) or drop it (-); sealHairpin turns it into
 	// element additions and deletions.
@@ -246,9 +246,13 @@ type changeSet struct {
 	opsWrites, opsCounted int
 }
 
+// containerKey is an element's key in one container (a struct, not the
+// two joined: no string built per element diffed).
+type containerKey struct{ container, key string }
+
 func newChangeSet() *changeSet {
 	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{},
-		claimed: map[string]string{}, conflicts: new(int), deleted: map[string]bool{}, hairpin: map[string]int{}}
+		claimed: map[containerKey]string{}, conflicts: new(int), deleted: map[containerKey]bool{}, hairpin: map[string]int{}}
 }
 
 // next returns an empty change set for the next chunk of the same sync.
@@ -363,7 +367,7 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 			}
 			continue
 		}
-		ck := e.container + "\x00" + e.key
+		ck := containerKey{e.container, e.key}
 		if v, ok := cs.claimed[ck]; ok {
 			if v != e.value {
 				*cs.conflicts++
@@ -394,7 +398,7 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 		// change set took over (a node port moving between services), is
 		// not deleted again (nft fails a transaction that deletes an
 		// element twice).
-		ck := e.container + "\x00" + e.key
+		ck := containerKey{e.container, e.key}
 		if _, claimed := cs.claimed[ck]; claimed || cs.deleted[ck] {
 			continue
 		}
@@ -430,7 +434,7 @@ func (cs *changeSet) sealHairpin(st *tableState) {
 	for _, k := range keys {
 		after := st.refs[k] + cs.hairpin[k]
 		_, inKernel := st.elems[setHairpin][k]
-		ck := setHairpin + "\x00" + k
+		ck := containerKey{setHairpin, k}
 		e := elemSpec{container: setHairpin, key: k}
 		switch {
 		case after > 0 && !inKernel:

@@ -1,0 +1,164 @@
+//go:build linux
+
+package nftables
+
+import (
+	"net/netip"
+	"strconv"
+)
+
+// ruleSpec is one rule of a chain. The per-service chains' rules are
+// typed (an optional numgen step, one match, one statement), planned once
+// and rendered from these fields both as nft text (appendText: dry run,
+// the nft path, the content hash) and as netlink expressions
+// (nlencode.go), never parsed back. The fixed chains' rules, written
+// through nft only, are nft text (text).
+type ruleSpec struct {
+	text    string // a fixed chain's rule as nft text; "" for a typed rule
+	comment string
+
+	numgen uint32 // "numgen random mod numgen 0" first; 0: none
+	match  matchKind
+	stmt   stmtKind
+	v6     bool  // the address family of saddr matches and dnat ("ip6")
+	proto  uint8 // dnat's "meta l4proto" (unix.IPPROTO_*)
+	bits   uint8 // matchSaddr: the prefix length
+	port   uint16
+	mark   uint32 // stmtMarkOr
+	// chain is goto's target; set is the set of matchSaddrSet and
+	// stmtUpdate, or matchIifname's interface name (a trailing "*"
+	// matches a prefix).
+	chain, set string
+	addr       netip.Addr // dnat's address, matchSaddr's prefix address
+	// ranges are matchSaddrNotIn's prefixes, then addrs its addresses
+	// (written without a length).
+	notIn *addrList
+}
+
+type addrList struct {
+	prefixes []netip.Prefix
+	addrs    []netip.Addr
+}
+
+type matchKind uint8
+
+const (
+	matchNone       matchKind = iota
+	matchSaddrSet             // ip saddr @set
+	matchSaddr                // ip saddr addr/bits
+	matchIifname              // iifname "set"
+	matchFibLocal             // fib saddr type local
+	matchSaddrNotIn           // ip saddr != { prefixes, addrs }
+)
+
+type stmtKind uint8
+
+const (
+	stmtGoto   stmtKind = iota + 1 // goto chain
+	stmtDrop                       // drop
+	stmtDNAT                       // meta l4proto proto dnat to addr:port
+	stmtMarkOr                     // mark set mark or mark
+	stmtUpdate                     // update @set { ip saddr }
+)
+
+func protoNum(proto string) uint8 {
+	p, _ := protoNumber(proto)
+	return p
+}
+
+// dnatRule: "[numgen random mod numgen 0 ]meta l4proto P dnat to EP".
+func dnatRule(numgen int, proto uint8, ep netip.AddrPort) ruleSpec {
+	return ruleSpec{numgen: uint32(numgen), stmt: stmtDNAT, proto: proto, v6: ep.Addr().Is6(), addr: ep.Addr(), port: ep.Port()}
+}
+
+// gotoRule: "[numgen random mod numgen 0 ]goto chain".
+func gotoRule(numgen int, chain string) ruleSpec {
+	return ruleSpec{numgen: uint32(numgen), stmt: stmtGoto, chain: chain}
+}
+
+func (r *ruleSpec) ipX() string {
+	if r.v6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// appendText appends r as nft writes it.
+func (r *ruleSpec) appendText(b []byte) []byte {
+	if r.stmt == 0 {
+		return append(b, r.text...)
+	}
+	if r.numgen > 0 {
+		b = append(b, "numgen random mod "...)
+		b = strconv.AppendUint(b, uint64(r.numgen), 10)
+		b = append(b, " 0 "...)
+	}
+	switch r.match {
+	case matchSaddrSet:
+		b = append(append(append(b, r.ipX()...), " saddr @"...), r.set...)
+		b = append(b, ' ')
+	case matchSaddr:
+		b = append(append(b, r.ipX()...), " saddr "...)
+		b = netip.PrefixFrom(r.addr, int(r.bits)).AppendTo(b)
+		b = append(b, ' ')
+	case matchIifname:
+		b = append(append(append(b, `iifname "`...), r.set...), `" `...)
+	case matchFibLocal:
+		b = append(b, "fib saddr type local "...)
+	case matchSaddrNotIn:
+		b = append(append(b, r.ipX()...), " saddr != { "...)
+		n := 0
+		for _, p := range r.notIn.prefixes {
+			if n++; n > 1 {
+				b = append(b, ", "...)
+			}
+			b = p.AppendTo(b)
+		}
+		for _, a := range r.notIn.addrs {
+			if n++; n > 1 {
+				b = append(b, ", "...)
+			}
+			b = a.AppendTo(b)
+		}
+		b = append(b, " } "...)
+	}
+	switch r.stmt {
+	case stmtGoto:
+		b = append(append(b, "goto "...), r.chain...)
+	case stmtDrop:
+		b = append(b, "drop"...)
+	case stmtDNAT:
+		b = append(append(append(b, "meta l4proto "...), protoName(r.proto)...), " dnat to "...)
+		if !r.addr.IsValid() {
+			b = strconv.AppendUint(append(b, ':'), uint64(r.port), 10)
+		} else {
+			b = netip.AddrPortFrom(r.addr, r.port).AppendTo(b)
+		}
+	case stmtMarkOr:
+		b = append(b, "mark set mark or "...)
+		b = appendMark(b, r.mark)
+	case stmtUpdate:
+		b = append(append(append(b, "update @"...), r.set...), " { "...)
+		b = append(append(b, r.ipX()...), " saddr }"...)
+	}
+	return b
+}
+
+// String is the rule's nft text.
+func (r *ruleSpec) String() string {
+	if r.stmt == 0 {
+		return r.text
+	}
+	return string(r.appendText(nil))
+}
+
+// appendMark writes a mark as upstream does ("%#08x": 0x and at least
+// eight hex digits).
+func appendMark(b []byte, m uint32) []byte {
+	b = append(b, "0x"...)
+	s := strconv.FormatUint(uint64(m), 16)
+	for i := len(s); i < 8; i++ {
+		b = append(b, '0')
+	}
+	return append(b, s...)
+}
