@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -44,7 +45,19 @@ type nlEncoder struct {
 	setID  uint32
 	w      attrWriter // scratch: the message being built
 	arena  []byte     // where finished messages are kept
+	// pooled: arenas come from arenaPool, listed in arenas, and go back
+	// once the batch is written (encodedBatch.release).
+	pooled bool
+	arenas []*[]byte
 }
+
+// arenaPool holds the arenas of written batches: the chunks of a cold
+// start and every partial sync encode into the arenas of the batches
+// written before them instead of new ones.
+var arenaPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, arenaSize)
+	return &b
+}}
 
 func newNLEncoder(family byte) *nlEncoder {
 	return &nlEncoder{family: family, table: TableName}
@@ -59,29 +72,55 @@ func (e *nlEncoder) ipLen() int {
 
 // encodedBatch is a change set's netlink encoding (or why it has none).
 type encodedBatch struct {
-	msgs []netlink.Message
-	err  error
+	msgs   []netlink.Message
+	arenas []*[]byte // where msgs' data lives, from arenaPool
+	err    error
 }
 
-// encoded returns cs's netlink messages: the encoding startEncode began,
-// else one made now.
-func (cs *changeSet) encoded(family byte) ([]netlink.Message, error) {
+// release gives b's arenas back to the pool: only once nothing refers to
+// its messages any more (the writer returned).
+func (b *encodedBatch) release() {
+	for _, a := range b.arenas {
+		*a = (*a)[:0]
+		arenaPool.Put(a)
+	}
+	b.arenas, b.msgs = nil, nil
+}
+
+// encoded returns cs's netlink encoding: the one startEncode began, else
+// one made now.
+func (cs *changeSet) encoded(family byte) encodedBatch {
 	if cs.encoding != nil {
 		b := <-cs.encoding
 		cs.encoding = nil
-		return b.msgs, b.err
+		return b
 	}
-	return encodeChangeSet(family, cs)
+	return encodePooled(family, cs)
+}
+
+// encodePooled is encodeChangeSet into arenas of arenaPool.
+func encodePooled(family byte, cs *changeSet) encodedBatch {
+	e := newNLEncoder(family)
+	e.pooled = true
+	msgs, err := e.changeSet(cs)
+	b := encodedBatch{msgs: msgs, arenas: e.arenas, err: err}
+	if err != nil {
+		b.release()
+	}
+	return b
 }
 
 // encodeChangeSet renders cs as render does, in the same order, into
 // netlink messages; errNotEncodable when some object has a form the
 // encoder does not know.
 func encodeChangeSet(family byte, cs *changeSet) ([]netlink.Message, error) {
+	return newNLEncoder(family).changeSet(cs)
+}
+
+func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 	if cs.declare != nil || !cs.localhost.empty() {
 		return nil, errNotEncodable
 	}
-	e := newNLEncoder(family)
 	// About one message per operation (elements of one container share
 	// one): sized once instead of grown by copies.
 	e.msgs = make([]netlink.Message, 0, cs.renderedOps())
@@ -150,7 +189,13 @@ func (e *nlEncoder) add(msgType uint16, flags netlink.HeaderFlags, attrs func(*a
 // built in is reused from message to message.
 func (e *nlEncoder) keep(b []byte) []byte {
 	if cap(e.arena)-len(e.arena) < len(b) {
-		e.arena = make([]byte, 0, max(len(b), arenaSize))
+		if e.pooled && len(b) <= arenaSize {
+			a := arenaPool.Get().(*[]byte)
+			e.arenas = append(e.arenas, a)
+			e.arena = (*a)[:0]
+		} else {
+			e.arena = make([]byte, 0, max(len(b), arenaSize))
+		}
 	}
 	off := len(e.arena)
 	e.arena = append(e.arena, b...)

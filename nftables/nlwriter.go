@@ -21,7 +21,8 @@ type NetlinkWriter interface {
 	// WriteBatch sends msgs (nftables messages, without sequence numbers)
 	// between a batch begin and end and returns the kernel's verdict: nil
 	// once the batch is committed, else an error (a *BatchError when the
-	// kernel refused it).
+	// kernel refused it). Once it returned nil, the engine reuses the
+	// memory of msgs' Data: a writer keeps nothing of them.
 	WriteBatch(ctx context.Context, msgs []netlink.Message) error
 }
 

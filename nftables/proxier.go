@@ -156,10 +156,11 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 		return 0, nil
 	}
 	if p.ifs.Netlink != nil {
-		if msgs, err := cs.encoded(p.family()); err == nil {
-			if err := p.ifs.Netlink.WriteBatch(ctx, msgs); err != nil {
-				return 0, fmt.Errorf("netlink transaction of %d messages: %w", len(msgs), err)
+		if b := cs.encoded(p.family()); b.err == nil {
+			if err := p.ifs.Netlink.WriteBatch(ctx, b.msgs); err != nil {
+				return 0, fmt.Errorf("netlink transaction of %d messages: %w", len(b.msgs), err)
 			}
+			b.release() // the writer keeps nothing of a written batch
 			n := cs.renderedOps()
 			p.commit(cs, now)
 			return n, nil
@@ -206,10 +207,7 @@ func (p *proxier) startEncode(cs *changeSet) {
 	}
 	ch := make(chan encodedBatch, 1)
 	fam := p.family()
-	go func() {
-		msgs, err := encodeChangeSet(fam, cs)
-		ch <- encodedBatch{msgs, err}
-	}()
+	go func() { ch <- encodePooled(fam, cs) }()
 	cs.encoding = ch
 }
 
