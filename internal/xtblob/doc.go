@@ -44,7 +44,24 @@
 // encodes and applies the whole input before it writes any table: an
 // error for a line (*RestoreError, naming the line and table) means
 // nothing was written. Only the kernel refusing a table (a loop of jumps,
-// a missing extension) can fail after earlier tables were written.
+// a missing extension) can fail after earlier tables were written; that
+// error is a *PartialError naming the tables written (errors.Is
+// ErrPartial), and the input must not be replayed (its first tables
+// would be applied twice): the caller compares the tables with what it
+// wants instead.
+//
+// # Reading back
+//
+// Verify checks, after a write, that the kernel holds what an input
+// wrote: every user chain the input declares is read from the kernel and
+// compared entry by entry (counters aside) with the input's rules for it
+// and with iptables-legacy-save's listing of it, both encoded as Restore
+// encodes. The first finds a table changed behind the writer; the second
+// a rule the tool reads otherwise than the process meant it. What
+// iptables itself does not round-trip (recent's IPv4 mask, listed as
+// "--mask 255.255.255.255") is left out of the second. Chains changed
+// line by line (-I, -D in a chain the input does not declare) and
+// built-in chains are not checked.
 //
 // The lines Restore takes are those of the engines' inputs: "*table",
 // "COMMIT", comments, ":CHAIN POLICY [p:b]" (the counters are ignored, as
@@ -59,10 +76,22 @@
 // $XTABLES_LOCKFILE or /run/xtables.lock as iptables 1.8.9 takes it, from
 // its first read to its last write, polling for it at most
 // RestoreOptions.LockWait; past that it fails with ErrLockHeld and has
-// written nothing. If a writer that ignores the lock changes a table
-// between Restore's read and its replace, the kernel refuses the replace
-// (EAGAIN) and Restore reads that table and applies its input again, up
-// to three times.
+// written nothing.
+//
+// A writer that ignores the lock is caught only partly. The kernel
+// refuses a replace (EAGAIN) only when the table's entry count is not the
+// one the writer read (IPT_SO_SET_REPLACE compares num_counters with the
+// table's number of entries); then Restore reads that table and applies
+// its input again, up to three times. A change between Restore's read and
+// its replace that keeps the entry count (a rule replaced by another, a
+// chain deleted and as many entries added elsewhere) is not detected:
+// Restore's replace overwrites it. Likewise the other writer's own stale
+// replace after Restore's succeeds whenever Restore left the entry count
+// as that writer read it, and puts back what Restore changed (a chain it
+// deleted, say). The engines' full resyncs list the tables and remove
+// the chains of theirs that nothing wants (iptables' and nftables' doc),
+// so what such a writer put back lasts until the next full resync at
+// most.
 //
 // # Cost
 //

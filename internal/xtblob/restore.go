@@ -64,6 +64,41 @@ func (e *RestoreError) Error() string {
 
 func (e *RestoreError) Unwrap() error { return e.Err }
 
+// ErrPartial is matched (errors.Is) by Restore's error when the kernel
+// refused a table after Restore had already replaced an earlier table of
+// the same input (or replaced the table and then refused its counters):
+// the input is applied in part. Replaying the input (through the tool or
+// here) would apply its first tables twice (-I lines duplicated, -D lines
+// failing); the caller must rather compare the tables with what it wants
+// (an engine's full sync).
+var ErrPartial = errors.New("xtblob: input applied in part")
+
+// PartialError is a Restore that failed after writing some tables
+// (errors.Is ErrPartial).
+type PartialError struct {
+	// Written are the tables replaced, in the order written.
+	Written []string
+	// Err is the failure that followed.
+	Err error
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("xtblob: tables %s already written: %v", strings.Join(e.Written, ", "), e.Err)
+}
+
+func (e *PartialError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrPartial) true.
+func (e *PartialError) Is(target error) bool { return target == ErrPartial }
+
+// partial wraps err in a *PartialError when tables were written.
+func partial(written []string, err error) error {
+	if len(written) == 0 || err == nil {
+		return err
+	}
+	return &PartialError{Written: append([]string(nil), written...), Err: err}
+}
+
 // The lines of an iptables-restore input.
 const (
 	opTable       = iota // *table

@@ -163,7 +163,7 @@ func TestKernelRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer freeBig(tb.mem)
-			if err := k.commit(tb); err != nil {
+			if _, err := k.commit(tb); err != nil {
 				t.Fatal(err)
 			}
 			after := raw(t, fam, "filter")
@@ -573,6 +573,41 @@ func TestKernelMatchSet(t *testing.T) {
 					t.Errorf("Restore naming a missing set = %v, want ErrUnsupported", err)
 				}
 			})
+		}
+	})
+}
+
+// partialInput writes a chain to filter, then a loop of jumps to nat,
+// which the kernel refuses (ELOOP) after filter was replaced.
+const partialInput = "*filter\n:KUBE-PARTIAL-A - [0:0]\n-A KUBE-PARTIAL-A -j ACCEPT\nCOMMIT\n" +
+	"*nat\n:KUBE-PARTIAL-L1 - [0:0]\n:KUBE-PARTIAL-L2 - [0:0]\n-A OUTPUT -j KUBE-PARTIAL-L1\n" +
+	"-A KUBE-PARTIAL-L1 -j KUBE-PARTIAL-L2\n-A KUBE-PARTIAL-L2 -j KUBE-PARTIAL-L1\nCOMMIT\n"
+
+// TestKernelPartialCommit: a table the kernel refuses after an earlier
+// table of the same input was replaced is a *PartialError naming the
+// tables written (errors.Is ErrPartial), and the kernel holds the first
+// table's part and none of the second's.
+func TestKernelPartialCommit(t *testing.T) {
+	netnstest.InFreshNetns(t, func() {
+		err := Restore(IPv4, []byte(partialInput), testOpts)
+		var pe *PartialError
+		if !errors.As(err, &pe) || !errors.Is(err, ErrPartial) {
+			t.Fatalf("Restore of a refused second table = %v, want a *PartialError", err)
+		}
+		if len(pe.Written) != 1 || pe.Written[0] != "filter" {
+			t.Errorf("Written = %q, want [filter]", pe.Written)
+		}
+		got := snapshot(t, IPv4, "filter", "nat")
+		if !strings.Contains(got["filter save"], "-A KUBE-PARTIAL-A -j ACCEPT") {
+			t.Errorf("filter lacks the part written:\n%s", got["filter save"])
+		}
+		if strings.Contains(got["nat save"], "KUBE-PARTIAL-L1") {
+			t.Errorf("nat holds the refused part:\n%s", got["nat save"])
+		}
+		// Refused as a whole first table: nothing written, no PartialError.
+		err = Restore(IPv4, []byte(partialInput[strings.Index(partialInput, "*nat"):]), testOpts)
+		if err == nil || errors.Is(err, ErrPartial) {
+			t.Errorf("Restore of the refused table alone = %v, want a plain error", err)
 		}
 	})
 }

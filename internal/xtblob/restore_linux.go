@@ -66,22 +66,7 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 		return fmt.Errorf("xtblob: unknown family %d", fam)
 	}
 	p := parseInput(fam, data)
-	newEnc := opts.newEncoder
-	if newEnc == nil {
-		// -m set stores the set's kernel index, which only this thread
-		// (in the caller's network namespace) can ask for: the encoding
-		// goroutines are anywhere.
-		index := p.setIndexes(fam)
-		newEnc = func(f Family) ruleEncoder {
-			e := NewEncoder(f)
-			e.SetIndex = func(name []byte) (uint16, bool) {
-				i, ok := index[string(name)]
-				return i, ok
-			}
-			return e
-		}
-	}
-	p.encode(opts.Workers, newEnc)
+	p.encode(opts.Workers, p.encoders(fam, &opts))
 	defer p.free()
 	if err := p.firstUnsupported(); err != nil {
 		return err
@@ -107,6 +92,7 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 	if err := p.apply(tables, k.readTable, ""); err != nil {
 		return err
 	}
+	var written []string
 	for _, name := range p.tables {
 		for attempt := 0; ; attempt++ {
 			t := tables[name]
@@ -116,21 +102,43 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 			if opts.beforeCommit != nil {
 				opts.beforeCommit(name)
 			}
-			err := k.commit(t)
+			replaced, err := k.commit(t)
+			if replaced {
+				written = append(written, name)
+			}
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, unix.EAGAIN) || attempt == replaceRetries {
-				return err
+			if replaced || !errors.Is(err, unix.EAGAIN) || attempt == replaceRetries {
+				return partial(written, err)
 			}
 			freeBig(t.mem)
 			delete(tables, name)
 			if err := p.apply(tables, k.readTable, name); err != nil {
-				return err
+				return partial(written, err)
 			}
 		}
 	}
 	return nil
+}
+
+// encoders returns what makes the encoder of each encoding goroutine.
+func (p *plan) encoders(fam Family, opts *RestoreOptions) func(Family) ruleEncoder {
+	if opts.newEncoder != nil {
+		return opts.newEncoder
+	}
+	// -m set stores the set's kernel index, which only this thread (in
+	// the caller's network namespace) can ask for: the encoding
+	// goroutines are anywhere.
+	index := p.setIndexes(fam)
+	return func(f Family) ruleEncoder {
+		e := NewEncoder(f)
+		e.SetIndex = func(name []byte) (uint16, bool) {
+			i, ok := index[string(name)]
+			return i, ok
+		}
+		return e
+	}
 }
 
 // firstUnsupported is the first line (in input order) that is
@@ -241,12 +249,13 @@ func (k *kernel) readTable(name string) (*table, error) {
 
 // commit writes t in one replace, then gives its entries their counters
 // (IPT_SO_SET_ADD_COUNTERS), as libiptc's TC_COMMIT. An error wrapping
-// EAGAIN means the table changed since it was read.
-func (k *kernel) commit(t *table) error {
+// EAGAIN means the table changed since it was read. replaced reports
+// whether the table was written (then only its counters failed).
+func (k *kernel) commit(t *table) (replaced bool, err error) {
 	order := t.chainOrder()
 	size, n := t.layoutChains(order)
 	if size > 1<<31 {
-		return fmt.Errorf("table %s: %d bytes of entries", t.name, size)
+		return false, fmt.Errorf("table %s: %d bytes of entries", t.name, size)
 	}
 	repl := allocFilled(replaceHeader + int(size))
 	defer freeBig(repl)
@@ -268,7 +277,7 @@ func (k *kernel) commit(t *table) error {
 	blob := repl[replaceHeader:]
 	t.marshal(order, blob)
 	if err := k.setsockopt(soSetReplace, repl); err != nil {
-		return fmt.Errorf("table %s: replace: %w", t.name, err)
+		return false, fmt.Errorf("table %s: replace: %w", t.name, err)
 	}
 	ctrBuf := allocBig(countersHeader + 16*int(n))
 	defer freeBig(ctrBuf)
@@ -278,9 +287,9 @@ func (k *kernel) commit(t *table) error {
 	old := unsafe.Slice((*uint64)(unsafe.Pointer(&oldBuf[0])), 2*nOld)
 	t.fillCounters(order, ctrs, old)
 	if err := k.setsockopt(soSetAddCounters, ctrBuf); err != nil {
-		return fmt.Errorf("table %s: counters: %w", t.name, err)
+		return true, fmt.Errorf("table %s: counters: %w", t.name, err)
 	}
-	return nil
+	return true, nil
 }
 
 // marshal writes the whole blob, splitting the chains among goroutines

@@ -1,0 +1,117 @@
+package xtblob
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// Verify checks, after input was applied (by Restore or by the tool),
+// that the kernel holds what it wrote: every user chain the input
+// declares (and does not delete), whose whole content the input gives,
+// is read back from the kernel and compared entry by entry (counters
+// aside) with
+//   - the input's rules for it, encoded as Restore encodes them: the
+//     kernel state was not changed behind the writer, nor written
+//     otherwise than meant;
+//   - the rules the standard tool lists for it (listings: each table's
+//     iptables-legacy-save -t output, taken after the write), encoded the
+//     same way: the tool reads the process's bytes as the rules that make
+//     them, so iptables-legacy-save, -C and -D see what the input said.
+//
+// Chains the input changes only line by line (-I, -D in a chain it does
+// not declare) and the built-in chains are not checked. It holds the
+// xtables lock while it reads (RestoreOptions.LockFile, LockWait). A
+// difference is a *MismatchError (errors.Is ErrMismatch); a line of a
+// listing the encoder does not know is one too (the tool lists a rule the
+// engines do not write). Other errors (the lock, reading a table) say
+// nothing about the tables.
+func Verify(fam Family, input []byte, listings map[string][]byte, opts RestoreOptions) error {
+	if fam != IPv4 && fam != IPv6 {
+		return fmt.Errorf("xtblob: unknown family %d", fam)
+	}
+	chains := parseInput(fam, input).checkedChains()
+	if len(chains) == 0 {
+		return nil
+	}
+	unlock, err := lockXtables(&opts)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	k, err := openKernel(fam)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	kernelTables := map[string]*table{}
+	defer freeTables(kernelTables)
+	for name := range chains {
+		t, err := k.readTable(name)
+		if err != nil {
+			return fmt.Errorf("xtblob: reading table %s: %w", name, err)
+		}
+		kernelTables[name] = t
+	}
+	var diffs []string
+
+	meant, free, err := k.applied(fam, chainInput(input, chains), &opts)
+	defer free()
+	if err != nil {
+		return fmt.Errorf("xtblob: applying the input to the tables read back: %w", err)
+	}
+	compareTables(&diffs, "as the input wrote it", kernelTables, meant, chains, false)
+
+	var listed bytes.Buffer
+	for name := range chains {
+		l := listings[name]
+		if l == nil {
+			return fmt.Errorf("xtblob: no listing of table %s", name)
+		}
+		listed.Write(l)
+		if len(l) > 0 && l[len(l)-1] != '\n' {
+			listed.WriteByte('\n')
+		}
+	}
+	tool, freeTool, err := k.applied(fam, chainInput(listed.Bytes(), chains), &opts)
+	defer freeTool()
+	var re *RestoreError
+	switch {
+	case errors.As(err, &re) && errors.Is(err, ErrUnsupported):
+		diffs = append(diffs, fmt.Sprintf("%s: the tool lists a rule the process does not write: %v", re.Table, re.Err))
+	case err != nil:
+		return fmt.Errorf("xtblob: applying the tool's listing to the tables read back: %w", err)
+	default:
+		compareTables(&diffs, "as the tool lists it", kernelTables, tool, chains, true)
+	}
+	if len(diffs) > 0 {
+		return &MismatchError{Chains: diffs}
+	}
+	return nil
+}
+
+// applied reads the tables data names from the kernel and applies data to
+// them in memory (nothing is written). free releases the tables and the
+// encoded rules they point into.
+func (k *kernel) applied(fam Family, data []byte, opts *RestoreOptions) (map[string]*table, func(), error) {
+	tables := map[string]*table{}
+	p := parseInput(fam, data)
+	p.encode(opts.Workers, p.encoders(fam, opts))
+	free := func() {
+		freeTables(tables)
+		p.free()
+	}
+	if err := p.firstUnsupported(); err != nil {
+		return nil, free, err
+	}
+	if err := p.apply(tables, k.readTable, ""); err != nil {
+		return nil, free, err
+	}
+	return tables, free, nil
+}
+
+func freeTables(tables map[string]*table) {
+	for _, t := range tables {
+		freeBig(t.mem)
+	}
+}
