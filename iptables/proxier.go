@@ -133,6 +133,8 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	}
 	var payload []byte
 	if full {
+		// The in-process writer reads back what this sync writes.
+		p.ipt.CheckNextRestore()
 		if p.r.env.localhostNodePorts {
 			if err := ensureRouteLocalnet(p.sysctl); err != nil {
 				return engine.Result{}, err

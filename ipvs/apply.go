@@ -149,6 +149,8 @@ func (p *Proxier) syncIPTables(ctx context.Context) error {
 	ipt := p.ifs.IPTables
 	p.rulesBuf.Reset()
 	writeRules(&p.rulesBuf, &p.cfg, true) // --random-fully always, as kube-proxy v1.37
+	// A full sync: the in-process writer reads back what it writes.
+	ipt.CheckNextRestore()
 	if err := ipt.Restore(ctx, p.rulesBuf.Bytes()); err != nil {
 		p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
 		return fmt.Errorf("ipvs: iptables-restore: %w", err)

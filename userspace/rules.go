@@ -67,6 +67,10 @@ func (p *Proxier) syncRules(ctx context.Context, full bool) (int, error) {
 		renderChanges(&rs.buf, del, add)
 		lines = len(del) + len(add)
 	}
+	if full {
+		// The in-process writer reads back what a full sync writes.
+		ipt.CheckNextRestore()
+	}
 	if err := ipt.Restore(ctx, rs.buf.Bytes()); err != nil {
 		p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
 		rs.valid = false

@@ -30,22 +30,29 @@ import (
 // because another's has not run yet. When a round fails, a second round
 // runs after every mode has flushed its chains, and only its failures
 // count.
-func cleanupAll(ctx context.Context, log logr.Logger) error {
-	err := cleanupRound(ctx, log)
+//
+// The writers' switches hold here too: --iptables-legacy-restore-tool
+// (and SVCPROXY_IPTABLES_LEGACY_IN_PROCESS, which xtables.New reads)
+// make every restore of the legacy cleanup iptables-legacy-restore's;
+// the nftables cleanup deletes the tables through nft whatever
+// --nftables-netlink says.
+func cleanupAll(ctx context.Context, o *options, log logr.Logger) error {
+	legacyTool := o != nil && o.legacyRestoreTool
+	err := cleanupRound(ctx, legacyTool, log)
 	if err == nil {
 		return nil
 	}
 	log.V(1).Info("Cleanup round left something behind; trying once more now that every mode has run", "error", err.Error())
-	return cleanupRound(ctx, log)
+	return cleanupRound(ctx, legacyTool, log)
 }
 
 // cleanupRound runs every mode's cleanup once.
-func cleanupRound(ctx context.Context, log logr.Logger) error {
+func cleanupRound(ctx context.Context, legacyTool bool, log logr.Logger) error {
 	var errs []error
 	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
 		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 			l := log.WithValues("backend", backend, "family", family)
-			ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Backend: backend, Logger: l})
+			ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Backend: backend, Logger: l, LegacyTool: legacyTool})
 			if errors.Is(err, xtables.ErrNoBinary) {
 				l.V(1).Info("No iptables binaries for this backend and family; nothing to clean")
 				continue
@@ -80,7 +87,7 @@ func cleanupRound(ctx context.Context, log logr.Logger) error {
 		return errors.Join(errs...)
 	}
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		if err := cleanupIPVS(ctx, family, log.WithValues("family", family)); err != nil {
+		if err := cleanupIPVS(ctx, family, legacyTool, log.WithValues("family", family)); err != nil {
 			errs = append(errs, fmt.Errorf("ipvs mode (%s): %w", family, err))
 		}
 	}
@@ -114,7 +121,7 @@ func cleanupUserspace(ctx context.Context, family v1.IPFamily, ipt xtables.Runne
 }
 
 // cleanupIPVS builds an IPVS proxier over the kernel only to call its Cleanup.
-func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error {
+func cleanupIPVS(ctx context.Context, family v1.IPFamily, legacyTool bool, log logr.Logger) error {
 	opts := ipvskernel.Options{}
 	kernel, err := ipvskernel.New(opts)
 	if err != nil {
@@ -128,7 +135,7 @@ func cleanupIPVS(ctx context.Context, family v1.IPFamily, log logr.Logger) error
 	if err != nil {
 		return err
 	}
-	ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: log})
+	ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: log, LegacyTool: legacyTool})
 	if err != nil {
 		return err
 	}

@@ -199,7 +199,7 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 			icfg.ServiceHealthServer = svcHealth
 		}
 		icfg.Conntrack = conntrack.New()
-		runner, err = xtables.New(p.runnerConfig(family))
+		runner, err = p.newRunner(family)
 		if err != nil {
 			return nil, err
 		}
@@ -218,9 +218,32 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 // KubeProxyConfiguration.
 // runnerConfig configures the iptables Runner of a mode that writes
 // iptables rules.
+// The in-process writer's hand-offs and switch-off are counted in the
+// fast-writer metrics (newRunner sets whether it is active).
 func (p engineParams) runnerConfig(family v1.IPFamily) xtables.RunnerConfig {
+	m := p.metrics
 	return xtables.RunnerConfig{Family: family, Logger: p.log.WithName("iptables-runner"),
-		LegacyTool: p.opts != nil && p.opts.legacyRestoreTool}
+		LegacyTool: p.opts != nil && p.opts.legacyRestoreTool,
+		OnHandedToTool: func(reason string) {
+			m.IncFastWriterHandedToTool(family, metrics.WriterLegacyInProcess, reason)
+		},
+		OnInProcessOff: func(reason string) {
+			m.IncFastWriterSwitchedOff(family, metrics.WriterLegacyInProcess, reason)
+		},
+	}
+}
+
+// newRunner is xtables.New(p.runnerConfig(family)), recording in the
+// metrics whether the legacy Runner writes in process.
+func (p engineParams) newRunner(family v1.IPFamily) (xtables.Runner, error) {
+	r, err := xtables.New(p.runnerConfig(family))
+	if err != nil {
+		return nil, err
+	}
+	if c := r.Capabilities(); c.Backend == xtables.BackendLegacy {
+		p.metrics.SetFastWriterActive(family, metrics.WriterLegacyInProcess, c.InProcess)
+	}
+	return r, nil
 }
 
 func commonConfig(p engineParams, family v1.IPFamily, name string, syncPeriod, minSyncPeriod time.Duration) enginebase.Common {

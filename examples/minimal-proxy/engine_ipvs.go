@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
@@ -74,7 +73,7 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: netlink: %w", err)
 	}
-	ipt, err := xtables.New(p.runnerConfig(family))
+	ipt, err := p.newRunner(family)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 	"github.com/svcproxy/svcproxy/userspace"
@@ -72,7 +71,7 @@ func buildUserspace(p engineParams, family v1.IPFamily) (*engine, error) {
 		// socket is opened, no rule written.
 		ifs, ucfg.Capture = userspacetest.NewFakes(family).Interfaces(), userspace.CaptureIPTables
 	} else if err := probeIPTables(); err == nil {
-		ipt, err := xtables.New(p.runnerConfig(family))
+		ipt, err := p.newRunner(family)
 		if err != nil {
 			return nil, err
 		}

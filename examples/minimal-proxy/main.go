@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Error(err, "Cannot clean up this node")
 			return exitFailed
 		}
-		clean := func() error { return cleanupAll(ctx, log) }
+		clean := func() error { return cleanupAll(ctx, o, log) }
 		if runtime.GOOS == "windows" {
 			// The HNS mode's load balancers and remote endpoints: the
 			// only mode there is.

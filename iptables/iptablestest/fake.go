@@ -60,6 +60,9 @@ type Stats struct {
 	// Commands counts the other calls that may change state (EnsureChain,
 	// FlushChain, DeleteChain, EnsureRule, DeleteRule).
 	Commands int
+	// ReadBacksAsked counts CheckNextRestore calls (an engine asks at the
+	// start of each full sync; the Fake reads nothing back).
+	ReadBacksAsked int
 }
 
 type chainState struct {
@@ -509,6 +512,15 @@ func (f *Fake) SetCapabilities(c xtables.Capabilities) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.caps = c
+}
+
+// CheckNextRestore implements xtables.Runner: it counts the call in
+// Stats.ReadBacksAsked; the Fake's restores are its own, nothing is read
+// back.
+func (f *Fake) CheckNextRestore() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.ReadBacksAsked++
 }
 
 // SaveAllInto implements xtables.Runner (iptables-save of every table,

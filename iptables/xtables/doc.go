@@ -37,6 +37,32 @@
 //     on a kernel without a match or target revision it writes (New
 //     asks the kernel once). BenchmarkKernelColdStart (BENCHMARKS.md)
 //     measures what this saves on a legacy cold start.
+//   - The in-process path is on by default only for the iptables and
+//     kernel versions it was verified with (internal/fastpath: today
+//     iptables-legacy 1.8.9 to 1.8.11 on kernels from 6.18); New logs one
+//     line at info level saying which restores and why. The environment
+//     variable SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0 turns it off, =1 on
+//     outside those versions (iptables 1.8.9 and the kernel's revisions
+//     are still required); RunnerConfig.LegacyTool turns it off whatever
+//     the variable says.
+//   - Its fallbacks: an input with a line it does not encode goes to the
+//     tool whole (logged at info level once); a write the kernel refuses
+//     before any table was replaced is run through the tool, and when the
+//     tool takes it the path is off for the Runner's life (logged at
+//     error level); a refusal after an earlier table of the input was
+//     replaced is not replayed (ErrPartialRestore: the engine's next sync,
+//     a full one, compares the tables with what it wants).
+//   - Its self-check: the first Restore it writes, and the first after
+//     each Runner.CheckNextRestore (every engine calls it at the start
+//     of a full sync), is read back: each chain the input declares,
+//     from the kernel and as iptables-legacy-save lists it, must be the
+//     input's rules entry for entry (xtblob.Verify). A difference turns the path off,
+//     is logged at error level and fails the Restore with ErrSelfCheck.
+//   - InProcessRestorer.InProcessStats (diagnostics; engines read
+//     Capabilities.InProcess) says whether the path is on, why it was
+//     switched off, and counts the hand-offs and read-backs;
+//     RunnerConfig.OnHandedToTool and OnInProcessOff let a binary count
+//     them (minimal-proxy: kubeproxy_fast_writer_* metrics).
 //   - Capabilities says which backend it drives and whether Restore
 //     writes in process; with the legacy backend TableStamp and
 //     TableDigest fingerprint a table from the kernel in microseconds,

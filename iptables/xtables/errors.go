@@ -18,6 +18,27 @@ var ErrNoBinary = errors.New("iptables binary not found")
 // backoff.
 var ErrLockHeld = errors.New("xtables lock held by another program")
 
+// ErrPartialRestore matches (errors.Is) a Restore that the kernel refused
+// after it had already written an earlier table of the same input (the
+// in-process path on the legacy backend writes the tables one by one, as
+// the tool commits each at its COMMIT). The input is applied in part and
+// is not replayed: the engine's sync fails, and its next sync, a full
+// one, compares the tables with what it wants.
+var ErrPartialRestore = errors.New("iptables restore applied in part")
+
+// partialError marks the in-process path's partial write.
+type partialError struct{ err error }
+
+func (e *partialError) Error() string        { return e.err.Error() }
+func (e *partialError) Unwrap() error        { return e.err }
+func (e *partialError) Is(target error) bool { return target == ErrPartialRestore }
+
+// ErrSelfCheck matches (errors.Is) a Restore whose read-back (the
+// self-check of the in-process path) did not find what the input meant:
+// the in-process path is off from then on, and the engine's next sync, a
+// full one, rewrites what differs through the tool.
+var ErrSelfCheck = errors.New("iptables self-check: the tables do not hold what was written")
+
 // LockError is a command that gave up waiting for the xtables lock.
 type LockError struct {
 	// Tool is the command that waited ("iptables-restore", "iptables").

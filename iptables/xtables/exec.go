@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/internal/fastpath"
 	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/internal/xtblob"
 )
@@ -59,7 +60,34 @@ type RunnerConfig struct {
 	// the same tables (internal/xtblob). The tool still runs for any other
 	// input, and every other command is still the iptables tool's.
 	LegacyTool bool
+	// OnHandedToTool, if set, is called each time the in-process path
+	// leaves a Restore input to iptables-legacy-restore, with the reason:
+	// HandedUnsupported or HandedRefused (the binary counts them in
+	// svcproxy_fast_writer_handed_to_tool_total).
+	OnHandedToTool func(reason string)
+	// OnInProcessOff, if set, is called once when the in-process path is
+	// switched off for the rest of the Runner's life, with the reason:
+	// OffToolDisagreed or OffSelfCheck.
+	OnInProcessOff func(reason string)
 }
+
+// Reasons passed to RunnerConfig.OnHandedToTool and OnInProcessOff, and
+// counted in InProcessStats.
+const (
+	// HandedUnsupported: the input had a line the process does not
+	// encode; nothing had been written, the tool applied all of it.
+	HandedUnsupported = "unsupported"
+	// HandedRefused: the kernel (or the process's own checks) refused the
+	// process's write before any table was replaced; the tool applied
+	// the same input.
+	HandedRefused = "refused"
+	// OffToolDisagreed: the tool took an input the process's write was
+	// refused.
+	OffToolDisagreed = "tool-accepted-refused-input"
+	// OffSelfCheck: reading back what the process wrote (SelfCheck) did
+	// not find what the input meant.
+	OffSelfCheck = "self-check"
+)
 
 // execRunner is the real Runner: it execs the iptables tools.
 type execRunner struct {
@@ -74,10 +102,26 @@ type execRunner struct {
 	// tool accepted an input the process's write was refused.
 	inProcess atomic.Bool
 	// toolUnsupported and toolRefused count the inputs the in-process
-	// path handed to the tool (HandedToTool).
-	toolUnsupported, toolRefused atomic.Uint64
-	// writeTables is xtblob.Restore (tests replace it).
+	// path handed to the tool (HandedToTool); partial the refusals after
+	// a table was already written, not replayed (InProcessStats).
+	toolUnsupported, toolRefused, partial atomic.Uint64
+	// selfChecks and selfCheckFailures count the read-backs (selfcheck.go).
+	selfChecks, selfCheckFailures atomic.Uint64
+	// off is why the in-process path was switched off ("" while not).
+	off atomic.Pointer[string]
+	// checkNext: the next in-process Restore is read back (the first
+	// one, and the one after CheckNextRestore).
+	checkNext atomic.Bool
+	// loggedUnsupported: the first hand-off for an unsupported input was
+	// logged at info level; later ones at V(2).
+	loggedUnsupported atomic.Bool
+	onHanded, onOff   func(string)
+	// listTable is iptables-save -t (the self-check; tests replace it).
+	listTable func(ctx context.Context, table Table, buf *bytes.Buffer) error
+	// writeTables is xtblob.Restore, verify xtblob.Verify (tests replace
+	// them).
 	writeTables func(xtblob.Family, []byte, xtblob.RestoreOptions) error
+	verify      func(xtblob.Family, []byte, map[string][]byte, xtblob.RestoreOptions) error
 	// wait are the lock-wait arguments of iptables and iptables-restore.
 	wait       []string
 	lockWait   time.Duration
@@ -109,7 +153,9 @@ func New(cfg RunnerConfig) (Runner, error) {
 	default:
 		return nil, fmt.Errorf("iptables: unknown backend %q (want %q, %q or empty)", cfg.Backend, BackendNFT, BackendLegacy)
 	}
-	r := &execRunner{family: fam, log: cfg.Logger, onLockHeld: cfg.OnLockHeld, writeTables: xtblob.Restore}
+	r := &execRunner{family: fam, log: cfg.Logger, onLockHeld: cfg.OnLockHeld, writeTables: xtblob.Restore,
+		verify: xtblob.Verify, onHanded: cfg.OnHandedToTool, onOff: cfg.OnInProcessOff}
+	r.listTable = r.SaveInto
 	for _, b := range []struct {
 		name string
 		dst  *string
@@ -134,8 +180,9 @@ func New(cfg RunnerConfig) (Runner, error) {
 	}
 	r.randomFully = true
 	r.legacy = !bytes.Contains(out, []byte("nf_tables")) // before 1.8 legacy was the only backend
-	if r.legacy && !cfg.LegacyTool {
-		r.inProcess.Store(r.inProcessUsable(v))
+	if r.legacy {
+		r.inProcess.Store(r.inProcessUsable(v, cfg.LegacyTool))
+		r.checkNext.Store(true)
 	}
 	r.lockWait, r.wait = waitArgs(cfg.LockWait, v)
 	return r, nil
@@ -396,13 +443,30 @@ var restoreLineRE = regexp.MustCompile(`line (\d+)`)
 // their iptables-save might not print).
 const inProcessVersion = 10809
 
-// inProcessUsable reports whether Restore may apply inputs itself: the
-// tools are recent enough and the kernel has every match and target
-// revision the encoder writes. Otherwise the tools do everything, as
-// before.
-func (r *execRunner) inProcessUsable(version int) bool {
+// inProcessUsable reports whether Restore may apply inputs itself, and
+// logs why not at info level (once, at New): the switch
+// (RunnerConfig.LegacyTool, then fastpath.EnvLegacyInProcess) or the
+// versions the path was verified with (fastpath.LegacyInProcess, unless
+// the variable forces it on) and the hard requirements (iptables 1.8.9,
+// whose rules the encoder writes byte for byte, and every match and target
+// revision it writes in the kernel) say.
+func (r *execRunner) inProcessUsable(version int, legacyTool bool) bool {
+	if legacyTool {
+		r.log.Info("Restoring with iptables-legacy-restore: switched off (RunnerConfig.LegacyTool, --iptables-legacy-restore-tool)")
+		return false
+	}
 	if version < inProcessVersion {
-		r.log.V(2).Info("Restoring with the iptables tool: it is older than 1.8.9", "version", version)
+		r.log.Info("Restoring with iptables-legacy-restore: it is older than 1.8.9, whose rules the process writes", "version", version)
+		return false
+	}
+	override, bad := fastpath.EnvOverride(fastpath.EnvLegacyInProcess)
+	if bad != "" {
+		r.log.Info("Ignoring an unknown value of "+fastpath.EnvLegacyInProcess+" (want 0 or 1)", "value", bad)
+	}
+	tool := fastpath.Version{version / 10000, version / 100 % 100, version % 100}
+	on, why := fastpath.Decide(fastpath.LegacyInProcess, tool, fastpath.KernelVersion(), override, fastpath.EnvLegacyInProcess)
+	if !on {
+		r.log.Info("Restoring with iptables-legacy-restore: " + why)
 		return false
 	}
 	fam := xtblob.IPv4
@@ -410,10 +474,52 @@ func (r *execRunner) inProcessUsable(version int) bool {
 		fam = xtblob.IPv6
 	}
 	if err := xtblob.CheckKernelRevisions(fam); err != nil {
-		r.log.V(2).Info("Restoring with the iptables tool: the kernel lacks a revision the process writes", "reason", err.Error())
+		r.log.Info("Restoring with iptables-legacy-restore: the kernel lacks a revision the process writes", "reason", err.Error())
 		return false
 	}
+	r.log.Info("Restoring iptables-legacy tables from the process: " + why)
 	return true
+}
+
+// switchOff turns the in-process path off for good, once, counting it.
+func (r *execRunner) switchOff(reason string, err error, msg string) {
+	if !r.inProcess.CompareAndSwap(true, false) {
+		return
+	}
+	r.off.Store(&reason)
+	r.log.Error(err, msg, "reason", reason)
+	if r.onOff != nil {
+		r.onOff(reason)
+	}
+}
+
+// handed counts an input given to the tool.
+func (r *execRunner) handed(reason string) {
+	switch reason {
+	case HandedUnsupported:
+		r.toolUnsupported.Add(1)
+	case HandedRefused:
+		r.toolRefused.Add(1)
+	}
+	if r.onHanded != nil {
+		r.onHanded(reason)
+	}
+}
+
+// InProcessStats implements InProcessRestorer.
+func (r *execRunner) InProcessStats() InProcessStats {
+	s := InProcessStats{
+		Active:            r.inProcess.Load(),
+		Unsupported:       r.toolUnsupported.Load(),
+		Refused:           r.toolRefused.Load(),
+		Partial:           r.partial.Load(),
+		SelfChecks:        r.selfChecks.Load(),
+		SelfCheckFailures: r.selfCheckFailures.Load(),
+	}
+	if p := r.off.Load(); p != nil {
+		s.SwitchedOff = *p
+	}
+	return s
 }
 
 // RestoresInProcess implements InProcessRestorer.
@@ -431,13 +537,27 @@ func (r *execRunner) Restore(ctx context.Context, data []byte) error {
 	err := r.restoreInProcess(ctx, data)
 	switch {
 	case err == nil:
+		if r.checkNext.CompareAndSwap(true, false) {
+			return r.selfCheck(ctx, data)
+		}
 		return nil
 	case errors.Is(err, xtblob.ErrUnsupported):
 		// Nothing was written: the tool does it all.
-		r.toolUnsupported.Add(1)
-		r.log.V(2).Info("Restoring with the iptables tool: the input has a line the process does not write", "reason", err.Error())
+		r.handed(HandedUnsupported)
+		if r.loggedUnsupported.CompareAndSwap(false, true) {
+			r.log.Info("Restoring with the iptables tool: the input has a line the process does not write (logged once; later ones at V(2))", "reason", err.Error())
+		} else {
+			r.log.V(2).Info("Restoring with the iptables tool: the input has a line the process does not write", "reason", err.Error())
+		}
 		return r.restoreTool(ctx, data)
 	case errors.Is(err, ErrLockHeld) || ctx.Err() != nil:
+		return err
+	case errors.Is(err, xtblob.ErrPartial):
+		// An earlier table of the input is already written: replaying
+		// the input would apply it twice. The caller's next full sync
+		// compares the tables with what it wants instead.
+		r.partial.Add(1)
+		r.log.Error(err, "The kernel refused a table after an earlier one of the same input was written; not replaying the input (the next full sync repairs the tables)")
 		return err
 	}
 	// Refused: bad input (which the tool refuses too), or a write the
@@ -446,8 +566,8 @@ func (r *execRunner) Restore(ctx context.Context, data []byte) error {
 	// often does not), the tool's otherwise; if it takes what the
 	// process's write was refused, the two disagree and the tool does
 	// every restore from now on.
-	r.toolRefused.Add(1)
-	r.log.V(2).Info("The in-process restore failed; running the iptables tool on the same input", "err", err.Error())
+	r.handed(HandedRefused)
+	r.log.Info("The in-process restore was refused; running the iptables tool on the same input", "err", err.Error())
 	if terr := r.restoreTool(ctx, data); terr != nil {
 		var re *RestoreError
 		if errors.As(err, &re) && re.Line > 0 && !errors.Is(terr, ErrLockHeld) && ctx.Err() == nil {
@@ -455,8 +575,7 @@ func (r *execRunner) Restore(ctx context.Context, data []byte) error {
 		}
 		return terr
 	}
-	r.inProcess.Store(false)
-	r.log.Error(err, "iptables-legacy-restore took an input the in-process restore was refused; restoring with the tool from now on")
+	r.switchOff(OffToolDisagreed, err, "iptables-legacy-restore took an input the in-process restore was refused; restoring with the tool from now on")
 	return nil
 }
 
@@ -506,6 +625,10 @@ func (r *execRunner) restoreInProcess(ctx context.Context, data []byte) error {
 		return err
 	}
 	re := &RestoreError{Output: err.Error(), Err: err}
+	if errors.Is(err, xtblob.ErrPartial) {
+		re.Err = &partialError{err}
+		return re
+	}
 	if errors.Is(err, xtblob.ErrLockHeld) {
 		if r.onLockHeld != nil {
 			r.onLockHeld(inProcessTool)

@@ -71,6 +71,27 @@ type InProcessRestorer interface {
 	// does not encode; refused, for one whose in-process write failed
 	// (the tool then had the last word).
 	HandedToTool() (unsupported, refused uint64)
+	// InProcessStats says whether the path is on, why it was switched
+	// off, and what it handed to the tool.
+	InProcessStats() InProcessStats
+}
+
+// InProcessStats describes the in-process path of a legacy Runner.
+type InProcessStats struct {
+	// Active: Restore writes from the process (what it can encode).
+	Active bool
+	// SwitchedOff is why the path was switched off during the Runner's
+	// life (OffToolDisagreed, OffSelfCheck), "" if it was not (it may
+	// still be inactive from the start: RunnerConfig.LegacyTool, the
+	// versions, the environment).
+	SwitchedOff string
+	// Unsupported and Refused count the inputs handed to the tool (see
+	// HandedToTool); Partial counts the refusals after an earlier table
+	// was written (ErrPartialRestore), which nothing replays.
+	Unsupported, Refused, Partial uint64
+	// SelfChecks counts the read-backs, SelfCheckFailures those that
+	// found a difference.
+	SelfChecks, SelfCheckFailures uint64
 }
 
 // NoKernel gives a Runner that writes no kernel (a recorder, a dry run, a
@@ -96,3 +117,6 @@ func (NoKernel) TableGeneration() (uint32, bool, error) { return 0, false, nil }
 
 // TableDigest answers ok=false.
 func (NoKernel) TableDigest(Table) (TableDigest, bool, error) { return TableDigest{}, false, nil }
+
+// CheckNextRestore does nothing: there is nothing to read back.
+func (NoKernel) CheckNextRestore() {}

@@ -125,6 +125,12 @@ type Runner interface {
 	// ok is false when there is none (the nft backend: see
 	// TableGeneration).
 	TableDigest(table Table) (d TableDigest, ok bool, err error)
+	// CheckNextRestore asks the Runner to read back what its next Restore
+	// writes and compare it with the input (the in-process writer's
+	// self-check; see the package doc); every engine calls it at the start
+	// of a full sync. A Runner that writes through the tools, or no kernel,
+	// does nothing.
+	CheckNextRestore()
 }
 
 // SectionsWithCommands counts the table sections of an iptables-restore

@@ -86,7 +86,22 @@ type Metrics struct {
 	// (its KubeProxyNFTablesLocalhostNodePorts gate).
 	NFTablesLocalhostNodePortListeners                     *prometheus.GaugeVec
 	NFTablesLocalhostNodePortListenerCreationFailuresTotal *prometheus.CounterVec
+	// The fast writers (svcproxy's own; writer is WriterLegacyInProcess
+	// or WriterNFTablesNetlink).
+	FastWriterActive            *prometheus.GaugeVec
+	FastWriterHandedToToolTotal *prometheus.CounterVec
+	FastWriterSwitchedOffTotal  *prometheus.CounterVec
 }
+
+// The writer label values of the fast-writer metrics.
+const (
+	// WriterLegacyInProcess: iptables-legacy tables written from the
+	// process instead of by iptables-legacy-restore.
+	WriterLegacyInProcess = "iptables-legacy-in-process"
+	// WriterNFTablesNetlink: nftables transactions sent over netlink
+	// instead of through nft.
+	WriterNFTablesNetlink = "nftables-netlink"
+)
 
 // New returns a fresh set of collectors, not yet registered anywhere.
 func New() *Metrics {
@@ -224,10 +239,56 @@ func New() *Metrics {
 			Name:      "nftables_localhost_nodeport_listener_creation_failures_total",
 			Help:      alpha("Number of localhost NodePort userspace proxy listener creation failures."),
 		}, family),
+		// Not in kube-proxy, which has no writer of its own.
+		FastWriterActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: Subsystem,
+			Name:      "fast_writer_active",
+			Help:      "1 while a writer that bypasses the standard tool (iptables-legacy tables written in process, nftables over netlink) writes, 0 while the tool does",
+		}, []string{"ip_family", "writer"}),
+		FastWriterHandedToToolTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: Subsystem,
+			Name:      "fast_writer_handed_to_tool_total",
+			Help:      "Inputs a fast writer left to the standard tool, by reason (unsupported, refused)",
+		}, []string{"ip_family", "writer", "reason"}),
+		FastWriterSwitchedOffTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: Subsystem,
+			Name:      "fast_writer_switched_off_total",
+			Help:      "Fast writers switched off for the rest of the process, by reason (refusals the tool took, self-check)",
+		}, []string{"ip_family", "writer", "reason"}),
 	}
 }
 
 var winKernelLBLabels = []string{"ip_family", "lb_type", "error"}
+
+// SetFastWriterActive records whether writer is the one writing.
+func (m *Metrics) SetFastWriterActive(f v1.IPFamily, writer string, active bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if active {
+		v = 1
+	}
+	m.FastWriterActive.WithLabelValues(family(f), writer).Set(v)
+}
+
+// IncFastWriterHandedToTool counts an input writer left to the tool.
+func (m *Metrics) IncFastWriterHandedToTool(f v1.IPFamily, writer, reason string) {
+	if m == nil {
+		return
+	}
+	m.FastWriterHandedToToolTotal.WithLabelValues(family(f), writer, reason).Inc()
+}
+
+// IncFastWriterSwitchedOff counts writer switched off (and sets it
+// inactive).
+func (m *Metrics) IncFastWriterSwitchedOff(f v1.IPFamily, writer, reason string) {
+	if m == nil {
+		return
+	}
+	m.FastWriterSwitchedOffTotal.WithLabelValues(family(f), writer, reason).Inc()
+	m.FastWriterActive.WithLabelValues(family(f), writer).Set(0)
+}
 
 // collectors lists every collector, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
@@ -257,6 +318,9 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.WinKernelLBDeleteFailuresTotal,
 		m.NFTablesLocalhostNodePortListeners,
 		m.NFTablesLocalhostNodePortListenerCreationFailuresTotal,
+		m.FastWriterActive,
+		m.FastWriterHandedToToolTotal,
+		m.FastWriterSwitchedOffTotal,
 	}
 }
 

@@ -38,6 +38,9 @@ func touchAll(m *Metrics) {
 	m.IncWinKernelLBFailure(LBDelete, v1.IPv4Protocol, "healthcheck", "other")
 	m.SetNFTablesLocalhostNodePortListeners(v1.IPv4Protocol, 2)
 	m.IncNFTablesLocalhostNodePortListenerCreationFailures(v1.IPv6Protocol)
+	m.SetFastWriterActive(v1.IPv4Protocol, WriterNFTablesNetlink, true)
+	m.IncFastWriterHandedToTool(v1.IPv4Protocol, WriterNFTablesNetlink, "refused")
+	m.IncFastWriterSwitchedOff(v1.IPv4Protocol, WriterLegacyInProcess, "self-check")
 }
 
 func TestNamesMatchKubeProxy(t *testing.T) {
@@ -82,6 +85,10 @@ func TestNamesMatchKubeProxy(t *testing.T) {
 		"kubeproxy_sync_proxy_rules_winkernel_lb_delete_failures_total":          "[ALPHA] Cumulative proxy winkernel lb delete failures",
 		"kubeproxy_nftables_localhost_nodeport_listeners":                        "[ALPHA] Number of active localhost NodePort userspace proxy listeners.",
 		"kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total": "[ALPHA] Number of localhost NodePort userspace proxy listener creation failures.",
+		// svcproxy's own writers.
+		"kubeproxy_fast_writer_active":               "1 while a writer that bypasses the standard tool (iptables-legacy tables written in process, nftables over netlink) writes, 0 while the tool does",
+		"kubeproxy_fast_writer_handed_to_tool_total": "Inputs a fast writer left to the standard tool, by reason (unsupported, refused)",
+		"kubeproxy_fast_writer_switched_off_total":   "Fast writers switched off for the rest of the process, by reason (refusals the tool took, self-check)",
 	}
 	for name, help := range want {
 		if g, ok := got[name]; !ok {
