@@ -77,6 +77,12 @@ type Config struct {
 	// rejected. Rejections are counted in the named counters
 	// localhost-nodeport-rejected-<protocol> (see doc.go).
 	LocalhostNodePorts bool
+	// NFTOnly writes every transaction through nft, even with
+	// Interfaces.Netlink set: the netlink writer switched off (the
+	// binary's --nftables-netlink=false). Zero: the netlink writer is on
+	// where the versions allow it and SVCPROXY_NFTABLES_NETLINK does not
+	// say 0 (see Proxier.NetlinkStats and the package doc).
+	NFTOnly bool
 }
 
 // Interfaces is what a Proxier drives.
@@ -104,7 +110,11 @@ type Interfaces struct {
 	// otherwise, and for full syncs and the dry run, nft. nft reads the
 	// whole table back before any transaction that adds a rule, so
 	// through it even a small partial sync costs O(table). nil: nft
-	// only. NewInterfaces sets it.
+	// only. NewInterfaces sets it. Config.NFTOnly, the environment and
+	// the versions (NFTVersion) may still keep it unused; a batch the
+	// kernel refuses is written again through nft, and the writer is
+	// switched off after repeated refusals or a failed read-back (see
+	// Proxier.NetlinkStats).
 	Netlink NetlinkWriter
 	// LocalhostSockets, if set, opens the sockets of the localhost
 	// node-port proxy (Config.LocalhostNodePorts): listening ones on the
@@ -112,6 +122,12 @@ type Interfaces struct {
 	// goroutines. nil: the calling thread's network namespace, as a
 	// proxy in the node's own namespace wants.
 	LocalhostSockets LocalhostSockets
+	// NFTVersion is the version of the nft that NFTables drives ("1.0.6"),
+	// which with the kernel's decides whether Netlink is used by default
+	// (internal/fastpath: the versions the writer was verified with).
+	// NewInterfaces sets it; "" (fakes, an embedder's own writer) leaves
+	// the versions unchecked.
+	NFTVersion string
 }
 
 // Family returns the knftables family of an IP family (ip or ip6).

@@ -81,8 +81,10 @@
 //     merges, or that reach the last address) goes through nft whole, as
 //     the dry run always does. The kernel
 //     applies a batch atomically; the engine records it only once the
-//     kernel acknowledged it, and a refused batch (*BatchError) fails the
-//     sync, so the next one is full. What remains O(table) is the
+//     kernel acknowledged it. A batch the kernel refuses (*BatchError:
+//     nothing of it applied) is written again through nft at once; if nft
+//     refuses it too, the sync fails and the next one is full. The
+//     writer's switch, fallback and self-check are below. What remains O(table) is the
 //     kernel's own check of the table at commit (loop and hook
 //     validation of every chain reachable from the base chains), which
 //     any transaction adding a jump, goto or verdict element pays
@@ -160,6 +162,39 @@
 // kubeproxy_nftables_localhost_nodeport_rejected_packets_total from the
 // named counters (LocalhostRejectedPackets with
 // metrics.NewLocalhostNodePortRejectedCollector).
+//
+// # The netlink writer: switch, fallback, self-check
+//
+// The netlink writer bypasses nft, so it can be switched off without a
+// rebuild and watches itself:
+//   - switch: Config.NFTOnly (the binary's --nftables-netlink=false), or
+//     the environment variable SVCPROXY_NFTABLES_NETLINK=0, makes nft
+//     write everything; by default the writer is on only where the nft
+//     that NewInterfaces found (Interfaces.NFTVersion) and the running
+//     kernel are within the versions it was verified with
+//     (internal/fastpath: today nft 1.0.1 to 1.1.3 on kernels from 6.18),
+//     and SVCPROXY_NFTABLES_NETLINK=1 turns it on elsewhere. NewProxier
+//     logs one line saying which writes and why. Cleanup always deletes
+//     the table through nft.
+//   - fallback: a refused batch goes through nft (above); after 3 batches
+//     nft took that the kernel refused over netlink, the writer is off for
+//     the life of the Proxier, logged at error level.
+//   - self-check: the first batch written over netlink, and the first of
+//     every full sync, is read back with nft's listing of the table: each
+//     chain it wrote must hold the planned number of rules, each with its
+//     planned comment (the first carries the chain's content hash). A
+//     difference (rules missing, added, replaced or reordered by another
+//     writer, rules nft cannot read back) turns the writer off, is logged
+//     at error level and fails the sync with ErrSelfCheck; the next sync,
+//     a full one through nft, repairs the table. The rules' expressions
+//     are not compared at run time; the kernel tests compare nft's
+//     listing of tables written both ways.
+//   - Proxier.NetlinkStats says whether the writer is on, why it was
+//     switched off, and counts the refusals and read-backs; with
+//     Config.Metrics, kubeproxy_fast_writer_active,
+//     kubeproxy_fast_writer_handed_to_tool_total and
+//     kubeproxy_fast_writer_switched_off_total (writer
+//     "nftables-netlink") count them too.
 //
 // Removed chains are flushed at once and deleted by a later sync (about a
 // second later: kernels before 6.2 notice late that a chain is no longer

@@ -6,9 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/internal/fastpath"
 )
 
 // NewInterfaces returns the real Interfaces for family: the kube-proxy
@@ -32,11 +35,26 @@ func NewInterfaces(family v1.IPFamily) (Interfaces, error) {
 		return Interfaces{}, fmt.Errorf("nftables: %w", err)
 	}
 	ifs := Interfaces{NFTables: nft, Comments: NewNetlinkRuleLister(family), Generation: NewGenerationReader(),
-		Netlink: NewNetlinkWriter()}
+		Netlink: NewNetlinkWriter(), NFTVersion: nftVersion()}
 	if o, err := knftables.New(Family(other), TableName, knftables.UseNetlink); err == nil {
 		ifs.OtherFamily = o
 	}
 	return ifs, nil
+}
+
+// nftVersion is the version nft --version prints ("1.0.6"), or
+// "unknown" when it cannot be read (then the netlink writer is off unless
+// SVCPROXY_NFTABLES_NETLINK=1).
+func nftVersion() string {
+	out, err := exec.Command("nft", "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	v, ok := fastpath.ParseVersion(string(out))
+	if !ok {
+		return "unknown"
+	}
+	return v.String()
 }
 
 // CleanupLeftovers deletes the kube-proxy table of both families (ours or

@@ -32,10 +32,29 @@ type countingWriter struct {
 	w       nftables.NetlinkWriter
 	batches atomic.Int64
 	failAt  int64
+	// tamperAt (1-based; 0 never): after that batch commits, another
+	// writer adds a rule to every per-service chain (the kernel state
+	// changed behind the writer).
+	tamperAt int64
+	t        *testing.T
+	fam      v1.IPFamily
 }
 
 func (c *countingWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
 	n := c.batches.Add(1)
+	if n == c.tamperAt {
+		if err := c.w.WriteBatch(ctx, msgs); err != nil {
+			return err
+		}
+		fam := string(nftables.Family(c.fam))
+		for _, l := range strings.Split(nft(c.t, "list table "+fam+" kube-proxy"), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 3 && f[0] == "chain" && (strings.HasPrefix(f[1], "service-") || strings.HasPrefix(f[1], "endpoint-")) {
+				nft(c.t, "add rule "+fam+" kube-proxy "+f[1]+" counter")
+			}
+		}
+		return nil
+	}
 	if n == c.failAt {
 		bad := msgs[len(msgs)-1]
 		ae := netlink.NewAttributeEncoder()
@@ -84,7 +103,7 @@ func withTwin(t *testing.T, fam v1.IPFamily, cfg nftables.Config, f func(tw *twi
 			panic(fmt.Sprintf("cannot return to the original netns: %v", err))
 		}
 	}()
-	tw := &twin{t: t, fam: fam, nl: &countingWriter{w: nftables.NewNetlinkWriter()}}
+	tw := &twin{t: t, fam: fam, nl: &countingWriter{w: nftables.NewNetlinkWriter(), t: t, fam: fam}}
 	for i := range tw.ns {
 		ns, err := netns.New()
 		if err != nil {
@@ -351,10 +370,11 @@ func TestKernelNetlinkInterfaceMatches(t *testing.T) {
 	}
 }
 
-// TestKernelNetlinkFault: a batch the kernel refuses changes nothing in
-// the kernel nor in the engine's record, is returned as the sync's error
-// (counted as a failure), and the next sync (a full one) converges to the
-// table nft alone writes.
+// TestKernelNetlinkFault: a batch the kernel refuses (a message it
+// cannot apply appended to a real batch) changes nothing in the kernel and
+// is written again through nft at once: the sync succeeds with nft's
+// table, the refusal is counted, and later batches still go over netlink
+// (one refusal is not enough to switch the writer off).
 func TestKernelNetlinkFault(t *testing.T) {
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		t.Run(string(fam), func(t *testing.T) {
@@ -363,6 +383,9 @@ func TestKernelNetlinkFault(t *testing.T) {
 				tw.step("empty", proxytest.Objects{})
 				forms := formsObjects(topo)
 				tw.step("forms", forms)
+				if st := tw.p[1].NetlinkStats(); !st.Active || st.SelfChecks != 1 || st.SelfCheckFailures != 0 {
+					t.Fatalf("after the first netlink batch: %+v, want one read-back that found the plan", st)
+				}
 
 				changed := formsObjects(topo)
 				changed.EndpointSlices[0] = proxytest.MakeSlice(topo, "web", "1",
@@ -370,33 +393,57 @@ func TestKernelNetlinkFault(t *testing.T) {
 				changed.Services = changed.Services[:5] // "dns" removed
 
 				tw.nl.failAt = tw.nl.batches.Load() + 1
-				before := tw.list(1)
-				if err := tw.feed[1].Apply(changed); err != nil {
-					t.Fatal(err)
+				tw.step("refused over netlink, written by nft", changed)
+				st := tw.p[1].NetlinkStats()
+				if st.Refused != 1 || st.ToolTook != 1 || !st.Active {
+					t.Errorf("after a refused batch: %+v, want 1 refused, taken by nft, the writer still on", st)
 				}
-				err := tw.p[1].Sync(context.Background())
-				var be *nftables.BatchError
-				if !errors.As(err, &be) || !errors.Is(err, unix.ENOENT) {
-					t.Fatalf("refused batch: err = %v, want a *BatchError with ENOENT", err)
-				}
-				if st := tw.p[1].Stats(); st.Failures != 1 || st.Last.Full {
-					t.Errorf("failures = %d, last full = %v; want 1 failed partial sync", st.Failures, st.Last.Full)
-				}
-				if got := tw.list(1); got != before {
-					t.Fatalf("a refused batch changed the table:\n%s", listingDiff(before, got))
-				}
-				// The next sync is full and converges; partials then go
-				// over netlink again.
-				tw.step("after the failure", changed)
-				if !tw.p[1].Stats().Last.Full {
-					t.Error("the sync after a failure was not full")
+				if s := tw.p[1].Stats(); s.Failures != 0 || s.Last.Full {
+					t.Errorf("failures = %d, last full = %v; want a successful partial sync", s.Failures, s.Last.Full)
 				}
 				n := tw.nl.batches.Load()
 				tw.step("back", forms)
 				if tw.nl.batches.Load() != n+1 {
-					t.Error("the partial sync after recovery did not go over netlink")
+					t.Error("the partial sync after the refusal did not go over netlink")
 				}
 			})
 		})
 	}
+}
+
+// TestKernelNetlinkSelfCheck: the kernel state changed behind the netlink
+// writer (a rule added to every per-service chain right after its first
+// batch) is found by the read-back: the sync fails with ErrSelfCheck, the
+// writer is off for good, and the next sync, a full one through nft,
+// converges to nft's table.
+func TestKernelNetlinkSelfCheck(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	withTwin(t, v1.IPv4Protocol, conformanceConfig(topo, proxytest.Options{}), func(tw *twin) {
+		tw.step("empty", proxytest.Objects{})
+		forms := formsObjects(topo)
+		tw.nl.tamperAt = tw.nl.batches.Load() + 1
+		tw.enter(1)
+		if err := tw.feed[1].Apply(forms); err != nil {
+			t.Fatal(err)
+		}
+		err := tw.p[1].Sync(context.Background())
+		if !errors.Is(err, nftables.ErrSelfCheck) {
+			t.Fatalf("sync with the table changed behind the writer = %v, want ErrSelfCheck", err)
+		}
+		st := tw.p[1].NetlinkStats()
+		if st.Active || st.SwitchedOff != nftables.OffSelfCheck || st.SelfCheckFailures != 1 {
+			t.Fatalf("after the failed read-back: %+v, want the writer off by the self-check", st)
+		}
+		n := tw.nl.batches.Load()
+		tw.step("repaired through nft", forms)
+		if !tw.p[1].Stats().Last.Full {
+			t.Error("the sync after the failed read-back was not full")
+		}
+		other := formsObjects(topo)
+		other.Services = other.Services[:5]
+		tw.step("later, through nft", other)
+		if tw.nl.batches.Load() != n {
+			t.Errorf("%d batches over netlink after the writer was switched off", tw.nl.batches.Load()-n)
+		}
+	})
 }

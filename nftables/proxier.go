@@ -52,6 +52,9 @@ type proxier struct {
 	// localhost serves TCP node ports on loopback (nil unless
 	// Config.LocalhostNodePorts and a loopback node-port address).
 	localhost *localhostProxy
+	// nl is the netlink writer's switch, fallback and self-check
+	// (fastpath.go).
+	nl netlinkState
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
@@ -78,6 +81,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	if newLocalhostMode(cfg.LocalhostNodePorts, cfg.IPFamily, cfg.NodePortAddresses).proxy {
 		p.localhost = newLocalhostProxy(&cfg, ifs.LocalhostSockets, p.log)
 	}
+	p.decideNetlink()
 	base, err := engine.New(cfg.Common, engine.Hooks{
 		Name:            "nftables",
 		Apply:           p.apply,
@@ -155,12 +159,30 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 		p.commit(cs, now)
 		return 0, nil
 	}
-	if p.ifs.Netlink != nil {
+	if p.nl.on.Load() {
 		if b := cs.encoded(p.family()); b.err == nil {
-			if err := p.ifs.Netlink.WriteBatch(ctx, b.msgs); err != nil {
+			err := p.ifs.Netlink.WriteBatch(ctx, b.msgs)
+			var be *BatchError
+			switch {
+			case errors.As(err, &be):
+				// Refused: nothing of it applied; nft writes it (the
+				// batch's arenas are left to the collector).
+				n, err := p.refusedOverNetlink(ctx, cs, len(b.msgs), err)
+				if err != nil {
+					return 0, err
+				}
+				p.commit(cs, now)
+				return n, nil
+			case err != nil:
 				return 0, fmt.Errorf("netlink transaction of %d messages: %w", len(b.msgs), err)
 			}
 			b.release() // the writer keeps nothing of a written batch
+			if p.nl.checkNext {
+				p.nl.checkNext = false
+				if err := p.selfCheckNetlink(ctx, cs); err != nil {
+					return 0, err
+				}
+			}
 			n := cs.renderedOps()
 			p.commit(cs, now)
 			return n, nil
@@ -168,13 +190,22 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 		// A form the encoder does not know: nft writes it.
 		p.log.V(4).Info("Transaction through nft: the change set holds a form the netlink encoder does not know", "partial", cs.partial)
 	}
+	n, err := p.runNFT(ctx, cs)
+	if err != nil {
+		return 0, err
+	}
+	p.commit(cs, now)
+	return n, nil
+}
+
+// runNFT writes cs through nft, as one transaction.
+func (p *proxier) runNFT(ctx context.Context, cs *changeSet) (int, error) {
 	tx := p.nft.NewTransaction()
 	render(tx, cs)
 	n := tx.NumOperations()
 	if err := p.nft.Run(ctx, tx); err != nil {
 		return 0, fmt.Errorf("nft transaction of %d operations: %w", n, err)
 	}
-	p.commit(cs, now)
 	return n, nil
 }
 
@@ -202,7 +233,7 @@ func (p *proxier) commit(cs *changeSet, now time.Time) {
 // writer. The write itself stays on the caller's goroutine, whose thread
 // is in the network namespace to write to.
 func (p *proxier) startEncode(cs *changeSet) {
-	if p.ifs.Netlink == nil || cs.empty() {
+	if !p.nl.on.Load() || cs.empty() {
 		return
 	}
 	ch := make(chan encodedBatch, 1)
@@ -224,6 +255,8 @@ func (p *proxier) family() byte {
 // operations (services are never split across two).
 func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Result, error) {
 	u := req.Update
+	// The first batch this sync writes over netlink is read back.
+	p.nl.checkNext = p.nl.on.Load()
 	// After a restart, a failure, drift, a cleanup or on request, the
 	// record of what the chains hold is gone or not to be trusted: read
 	// every chain's content hash and rule count. So does the periodic
@@ -292,7 +325,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	// table flushed or deleted by hand, an adopted table), it goes alone
 	// and every service chunk after it over netlink; with services in it,
 	// the first chunk would go through nft whole.
-	cutFirst := p.ifs.Netlink != nil && needsNFT(first)
+	cutFirst := p.nl.on.Load() && needsNFT(first)
 	// Each chunk is encoded for netlink (startEncode) while the kernel
 	// takes the chunk before it: the kernel's part of a batch costs about
 	// twice the encoding. The chunks hold disjoint services, so diffing

@@ -43,6 +43,7 @@ func buildNFTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		NodePortAddresses: npa,
 		// kube-proxy v1.37's KubeProxyNFTablesLocalhostNodePorts.
 		LocalhostNodePorts: featureEnabled(cfg.FeatureGates, gateLocalhostNodePorts),
+		NFTOnly:            p.opts.nftOnly,
 	}
 	var ifs nftables.Interfaces
 	var svcHealth *healthcheck.ServiceHealthServer

@@ -32,6 +32,9 @@ type options struct {
 	// legacyRestoreTool: with iptables-legacy, every restore runs
 	// iptables-legacy-restore (xtables.RunnerConfig.LegacyTool).
 	legacyRestoreTool bool
+	// nftOnly: the nftables mode writes everything through nft
+	// (nftables.Config.NFTOnly): --nftables-netlink=false.
+	nftOnly bool
 	// excludeClusterCIDRs are endpoint CIDRs this proxy leaves to another
 	// proxy on the node (multi-network); serviceProxyName is the value of
 	// service.kubernetes.io/service-proxy-name this proxy owns.
@@ -200,6 +203,7 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	fv := defaultConfig() // flags bind here
 	var masqBit int32 = *fv.IPTables.MasqueradeBit
 	var exclude []string
+	var nftablesNetlink bool
 
 	fs := pflag.NewFlagSet("minimal-proxy", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -239,7 +243,8 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove what any proxy mode (ours or kube-proxy's) left on the node, then exit 0.")
 	fs.IntVar(&fv.Logging.Verbosity, "v", 0, "Log verbosity.")
 	fs.StringVar(&o.objectsFile, "objects-file", "", "Read Services, EndpointSlices, Endpoints and the Node from this YAML/JSON file instead of an API server (re-read when it changes).")
-	fs.BoolVar(&o.legacyRestoreTool, "iptables-legacy-restore-tool", false, "With iptables-legacy, run iptables-legacy-restore for every restore instead of writing the tables from this process (the default, which falls back to the tool for anything it does not write). For the iptables, ipvs and userspace modes.")
+	fs.BoolVar(&o.legacyRestoreTool, "iptables-legacy-restore-tool", false, "With iptables-legacy, run iptables-legacy-restore for every restore instead of writing the tables from this process. The in-process writer (on by default for the iptables and kernel versions it was verified with; SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0 or 1 overrides) leaves anything it does not write to the tool, reads back its first write and every full sync's, and switches itself off when the tool takes what it was refused or the read-back differs. For the iptables, ipvs and userspace modes, and --cleanup.")
+	fs.BoolVar(&nftablesNetlink, "nftables-netlink", true, "In the nftables mode, send the transactions the netlink encoder knows as netlink batches instead of through nft. On by default for the nft and kernel versions it was verified with (SVCPROXY_NFTABLES_NETLINK=0 or 1 overrides); a batch the kernel refuses is written again through nft, the first batch and every full sync's are read back with nft, and the writer switches itself off after 3 refusals nft took or a read-back that differs. false: nft writes everything.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "Print what the proxy mode would program (iptables-restore text, IPVS and ipset operations) and exit 0 without touching the node.")
 	fs.StringSliceVar(&exclude, "exclude-cluster-cidr", nil, "Endpoint CIDRs (comma-separated) of another pod network whose services this proxy leaves alone.")
 	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "Handle the services labelled service.kubernetes.io/service-proxy-name=<this> (and no unlabelled ones).")
@@ -308,6 +313,7 @@ func parseOptions(args []string, goos string, stderr io.Writer) (*options, error
 		return nil, fmt.Errorf("unexpected arguments %q: minimal-proxy takes only flags", fs.Args())
 	}
 	fv.IPTables.MasqueradeBit = &masqBit
+	o.nftOnly = !nftablesNetlink
 	if o.version == "true" || o.version == "raw" {
 		return o, nil
 	}

@@ -320,3 +320,20 @@ func TestLegacyRestoreToolFlag(t *testing.T) {
 		}
 	}
 }
+
+// --nftables-netlink (default true) is the negation of
+// nftables.Config.NFTOnly.
+func TestNFTablesNetlinkFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		nftOnly bool
+	}{{nil, false}, {[]string{"--nftables-netlink"}, false}, {[]string{"--nftables-netlink=false"}, true}} {
+		o, err := parseOptions(tc.args, "linux", io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.nftOnly != tc.nftOnly {
+			t.Errorf("%v: nftOnly = %v, want %v", tc.args, o.nftOnly, tc.nftOnly)
+		}
+	}
+}

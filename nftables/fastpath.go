@@ -1,0 +1,219 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/internal/fastpath"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
+)
+
+// The netlink writer's switch, fallback and self-check.
+//
+// Switch: Interfaces.Netlink set (NewInterfaces sets it), Config.NFTOnly
+// unset (the binary's --nftables-netlink), SVCPROXY_NFTABLES_NETLINK not
+// "0", and, when the Interfaces say which nft they drive
+// (Interfaces.NFTVersion: NewInterfaces), that nft and the running kernel
+// within the versions the writer was verified with
+// (internal/fastpath.NFTablesNetlink; SVCPROXY_NFTABLES_NETLINK=1 turns it
+// on elsewhere too). NewProxier logs one line saying which writes and why.
+//
+// Fallback: a batch the kernel refuses (*BatchError: nothing of it was
+// applied) is written again through nft, at once. When nft takes what
+// the kernel refused over netlink, the two writers disagree; after
+// netlinkRefusalsOff such disagreements the netlink writer is off for the
+// life of the Proxier (logged at error level, counted). A batch nft
+// refuses too is the sync's error, as before (the table is not what the
+// engine believed: the next sync, a full one, lists it).
+//
+// Self-check: the first batch written over netlink, and the first of each
+// full sync, is read back with nft's listing of the table (knftables
+// ListRules: nft --json): every chain the batch wrote must hold as many
+// rules as planned, each with its planned comment (the first rule's
+// carries the chain's content hash). A difference turns the netlink
+// writer off (logged at error level, counted) and fails the sync with an
+// error matching ErrSelfCheck; the next sync, a full one, lists the table
+// and rewrites what differs through nft. The check sees rules missing,
+// added, reordered or replaced by ones without our comments, and rules
+// nft cannot read back; it does not compare each rule's expressions, which
+// the same-result kernel tests do (TestKernelNetlinkEquivalence: the
+// listing of a table written over netlink is the listing of the same
+// table written by nft).
+
+// netlinkRefusalsOff is how many batches nft took after the kernel
+// refused them over netlink before the netlink writer is switched off.
+const netlinkRefusalsOff = 3
+
+// ErrSelfCheck matches (errors.Is) a sync whose read-back of what the
+// netlink writer wrote did not find the plan (see NetlinkStats).
+var ErrSelfCheck = errors.New("nftables self-check: the table does not hold what was written over netlink")
+
+// Reasons of NetlinkStats.SwitchedOff (and the switched-off metric).
+const (
+	// OffRefusals: nft took netlinkRefusalsOff batches the kernel refused
+	// over netlink.
+	OffRefusals = "refused-batches"
+	// OffSelfCheck: the read-back did not find what was written.
+	OffSelfCheck = "self-check"
+)
+
+// NetlinkStats describes the netlink writer of a Proxier.
+type NetlinkStats struct {
+	// Active: transactions the encoder knows go over netlink.
+	Active bool
+	// SwitchedOff is why the writer was switched off during the
+	// Proxier's life (OffRefusals, OffSelfCheck), "" if it was not (it
+	// may be inactive from the start: see the switch above).
+	SwitchedOff string
+	// Refused counts the batches the kernel refused over netlink, each
+	// then written through nft; ToolTook those nft took.
+	Refused, ToolTook uint64
+	// SelfChecks counts the read-backs, SelfCheckFailures those that found
+	// a difference.
+	SelfChecks, SelfCheckFailures uint64
+}
+
+// netlinkState is the writer's state: on and checkNext are touched only
+// from the hooks; the counters are read by NetlinkStats at any time.
+type netlinkState struct {
+	on        atomic.Bool
+	checkNext bool
+	off       atomic.Pointer[string]
+
+	refused, toolTook, selfChecks, selfCheckFailures atomic.Uint64
+}
+
+// NetlinkStats reports the netlink writer's state and counters.
+func (p *Proxier) NetlinkStats() NetlinkStats {
+	n := &p.p.nl
+	s := NetlinkStats{
+		Active:            n.on.Load(),
+		Refused:           n.refused.Load(),
+		ToolTook:          n.toolTook.Load(),
+		SelfChecks:        n.selfChecks.Load(),
+		SelfCheckFailures: n.selfCheckFailures.Load(),
+	}
+	if r := n.off.Load(); r != nil {
+		s.SwitchedOff = *r
+	}
+	return s
+}
+
+// decideNetlink sets whether the netlink writer is on, logging why once.
+func (p *proxier) decideNetlink() {
+	if p.ifs.Netlink == nil {
+		return
+	}
+	if p.cfg.NFTOnly {
+		p.log.Info("nftables rules written through nft: the netlink writer is switched off (Config.NFTOnly, --nftables-netlink=false)")
+		return
+	}
+	override, bad := fastpath.EnvOverride(fastpath.EnvNFTablesNetlink)
+	if bad != "" {
+		p.log.Info("Ignoring an unknown value of "+fastpath.EnvNFTablesNetlink+" (want 0 or 1)", "value", bad)
+	}
+	on, why := true, ""
+	switch {
+	case p.ifs.NFTVersion != "":
+		tool, _ := fastpath.ParseVersion(p.ifs.NFTVersion)
+		on, why = fastpath.Decide(fastpath.NFTablesNetlink, tool, fastpath.KernelVersion(), override, fastpath.EnvNFTablesNetlink)
+	case override == fastpath.Off:
+		on, why = false, fastpath.EnvNFTablesNetlink+"=0"
+	default:
+		why = "Interfaces.Netlink is set (the nft version is not known, so not checked)"
+	}
+	if on {
+		p.log.Info("nftables transactions the encoder knows go over netlink: " + why)
+	} else {
+		p.log.Info("nftables rules written through nft: " + why)
+	}
+	p.nl.on.Store(on)
+	p.nl.checkNext = on
+	p.cfg.Metrics.SetFastWriterActive(p.cfg.IPFamily, metrics.WriterNFTablesNetlink, on)
+}
+
+// switchNetlinkOff turns the netlink writer off for good, once.
+func (p *proxier) switchNetlinkOff(reason string, err error, msg string) {
+	if !p.nl.on.CompareAndSwap(true, false) {
+		return
+	}
+	p.nl.off.Store(&reason)
+	p.log.Error(err, msg, "reason", reason)
+	p.cfg.Metrics.IncFastWriterSwitchedOff(p.cfg.IPFamily, metrics.WriterNFTablesNetlink, reason)
+}
+
+// refusedOverNetlink handles a batch the kernel refused: cs goes through
+// nft (run's fallback) and, when nft takes it, the disagreement counts.
+func (p *proxier) refusedOverNetlink(ctx context.Context, cs *changeSet, msgs int, err error) (int, error) {
+	p.nl.refused.Add(1)
+	p.cfg.Metrics.IncFastWriterHandedToTool(p.cfg.IPFamily, metrics.WriterNFTablesNetlink, "refused")
+	p.log.Info("The kernel refused a netlink batch; writing the same transaction through nft", "messages", msgs, "err", err.Error())
+	n, terr := p.runNFT(ctx, cs)
+	if terr != nil {
+		return 0, fmt.Errorf("netlink transaction of %d messages: %w; then %w", msgs, err, terr)
+	}
+	if took := p.nl.toolTook.Add(1); took >= netlinkRefusalsOff {
+		p.switchNetlinkOff(OffRefusals, err, fmt.Sprintf("nft took %d transactions the kernel refused over netlink; writing through nft from now on", took))
+	}
+	return n, nil
+}
+
+// selfCheckNetlink reads back the chains cs wrote (see above).
+func (p *proxier) selfCheckNetlink(ctx context.Context, cs *changeSet) error {
+	var want []*chainSpec
+	for _, w := range cs.writes {
+		if w.spec.base == nil {
+			want = append(want, w.spec)
+		}
+	}
+	if len(want) == 0 {
+		p.nl.checkNext = true // nothing to read back yet
+		return nil
+	}
+	rules, err := p.nft.ListRules(ctx, "")
+	if err != nil {
+		p.log.Info("Could not read back what the netlink writer wrote; not checked", "err", err.Error())
+		return nil
+	}
+	p.nl.selfChecks.Add(1)
+	byChain := map[string][]*knftables.Rule{}
+	for _, r := range rules {
+		byChain[r.Chain] = append(byChain[r.Chain], r)
+	}
+	var diffs []string
+	for _, c := range want {
+		got := byChain[c.name]
+		if len(got) != len(c.rules) {
+			diffs = append(diffs, fmt.Sprintf("%s: %d rules, planned %d", c.name, len(got), len(c.rules)))
+			continue
+		}
+		for i, r := range got {
+			comment := ""
+			if r.Comment != nil {
+				comment = *r.Comment
+			}
+			if comment != ruleComment(c, i) {
+				diffs = append(diffs, fmt.Sprintf("%s: rule %d has comment %q, planned %q", c.name, i+1, comment, ruleComment(c, i)))
+				break
+			}
+		}
+	}
+	if len(diffs) == 0 {
+		p.log.V(2).Info("The table reads back as the netlink writer wrote it", "chains", len(want))
+		return nil
+	}
+	p.nl.selfCheckFailures.Add(1)
+	shown := diffs
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	err = fmt.Errorf("%w: %d of %d chains differ: %q", ErrSelfCheck, len(diffs), len(want), shown)
+	p.switchNetlinkOff(OffSelfCheck, err, "The table does not read back as the netlink writer wrote it; writing through nft from now on")
+	return err
+}
