@@ -57,6 +57,7 @@ import (
 type tableWatch interface {
 	TableGeneration() (gen uint32, ok bool, err error)
 	TableDigest(table xtables.Table) (d xtables.TableDigest, ok bool, err error)
+	TableChainNames(table xtables.Table) (names []string, ok bool, err error)
 }
 
 // legacyVerifyEvery: with a TableDigest proof (legacy), every this many
@@ -197,6 +198,33 @@ func (p *Proxier) unchanged(w tableWatch) bool {
 	}
 	for _, t := range canaryTables {
 		if d[t] != rs.digests[t] {
+			return false
+		}
+	}
+	// A writer that ignores the xtables lock may write back a stale copy
+	// of a table with the size, entry count and hook offsets of ours (a
+	// KUBE-SEP chain we deleted put back, the one we added gone): the
+	// digest does not see it, the chain names do. What keeps every name
+	// too (rules changed in place, same sizes) is left to the listing
+	// every legacyVerifyEvery-th resync makes. A Runner that cannot read
+	// the names (ok false) proves nothing: list.
+	for _, t := range []xtables.Table{xtables.TableNAT, xtables.TableFilter} {
+		names, ok, err := w.TableChainNames(t)
+		if err != nil || !ok || !sameChainNames(names, rs.known[t]) {
+			p.log.Info("The table's chains are not the ones our last write left (another writer?); listing it", "table", t)
+			return false
+		}
+	}
+	return true
+}
+
+// sameChainNames reports whether names are exactly the chains of sums.
+func sameChainNames(names []string, sums tableSums) bool {
+	if len(names) != len(sums) {
+		return false
+	}
+	for _, n := range names {
+		if sums[n] == nil {
 			return false
 		}
 	}

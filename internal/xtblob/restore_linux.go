@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -139,6 +140,37 @@ func (p *plan) encoders(fam Family, opts *RestoreOptions) func(Family) ruleEncod
 		}
 		return e
 	}
+}
+
+// ChainNames lists the chains of table (built-in and user-defined) as the
+// kernel holds them, in the calling thread's network namespace. It copies
+// the table out (IPT_SO_GET_ENTRIES) without the xtables lock; ok is
+// false when the table does not exist.
+func ChainNames(fam Family, name string) (names []string, ok bool, err error) {
+	if fam != IPv4 && fam != IPv6 {
+		return nil, false, fmt.Errorf("xtblob: unknown family %d", fam)
+	}
+	k, err := openKernel(fam)
+	if err != nil {
+		return nil, false, err
+	}
+	defer k.close()
+	t, err := k.readTable(name)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer freeBig(t.mem)
+	names = make([]string, 0, len(t.chains))
+	for i := range t.chains {
+		if !t.chains[i].deleted {
+			// The name points into the table's memory, unmapped below.
+			names = append(names, strings.Clone(t.chains[i].name))
+		}
+	}
+	return names, true, nil
 }
 
 // firstUnsupported is the first line (in input order) that is

@@ -7,9 +7,8 @@ import (
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
-// SetTableWatch chooses what the Fake answers to TableGeneration and
-// TableDigest,
-// modelling a backend: xtables.BackendNFT, the nftables generation id
+// SetTableWatch chooses what the Fake answers to TableGeneration,
+// TableDigest and TableChainNames, modelling a backend: xtables.BackendNFT, the nftables generation id
 // (one per command that changed a table, and one per restored table
 // section holding a line, as iptables-nft-restore commits); or
 // xtables.BackendLegacy, a digest of each table (its rules as Dump prints
@@ -29,6 +28,29 @@ func (f *Fake) TableGeneration() (uint32, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.gen, f.watch == xtables.BackendNFT, nil
+}
+
+// TableChainNames implements xtables.Runner: with the legacy watch (see
+// SetTableWatch), the names of table's chains, built-in and user-defined,
+// in no particular order; ok is false otherwise or with no such table.
+func (f *Fake) TableChainNames(table xtables.Table) ([]string, bool, error) {
+	if err := f.Hit("TableChainNames"); err != nil {
+		return nil, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.watch != xtables.BackendLegacy {
+		return nil, false, nil
+	}
+	t := f.tables[table]
+	if t == nil {
+		return nil, false, nil
+	}
+	names := make([]string, 0, len(t.chains))
+	for n := range t.chains {
+		names = append(names, string(n))
+	}
+	return names, true, nil
 }
 
 // TableDigest implements xtables.Runner (see SetTableWatch).

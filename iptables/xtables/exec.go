@@ -248,6 +248,23 @@ func (r *execRunner) TableDigest(table Table) (TableDigest, bool, error) {
 	return TableDigest{Hash: d.Hash, Entries: d.Entries}, ok, err
 }
 
+// TableChainNames implements Runner: the chain names in the kernel's
+// blob with the legacy backend (xtblob.ChainNames).
+func (r *execRunner) TableChainNames(table Table) ([]string, bool, error) {
+	if !r.legacy {
+		return nil, false, nil
+	}
+	fam := xtblob.IPv4
+	if r.family == v1.IPv6Protocol {
+		fam = xtblob.IPv6
+	}
+	names, ok, err := xtblob.ChainNames(fam, string(table))
+	if errors.Is(err, xtblob.ErrUnsupported) {
+		return nil, false, nil
+	}
+	return names, ok, err
+}
+
 func (r *execRunner) Family() v1.IPFamily { return r.family }
 
 // Capabilities implements Runner.

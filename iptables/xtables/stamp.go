@@ -118,5 +118,8 @@ func (NoKernel) TableGeneration() (uint32, bool, error) { return 0, false, nil }
 // TableDigest answers ok=false.
 func (NoKernel) TableDigest(Table) (TableDigest, bool, error) { return TableDigest{}, false, nil }
 
+// TableChainNames answers ok=false.
+func (NoKernel) TableChainNames(Table) ([]string, bool, error) { return nil, false, nil }
+
 // CheckNextRestore does nothing: there is nothing to read back.
 func (NoKernel) CheckNextRestore() {}

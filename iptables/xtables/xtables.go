@@ -125,6 +125,15 @@ type Runner interface {
 	// ok is false when there is none (the nft backend: see
 	// TableGeneration).
 	TableDigest(table Table) (d TableDigest, ok bool, err error)
+	// TableChainNames lists table's chains (built-in and user-defined) as
+	// the kernel holds them, copying the table out without the lock and
+	// without parsing rules; ok is false when there is no such reader
+	// (the nft backend, a Runner that writes no kernel) or no table. With
+	// the legacy backend a resync that TableDigest finds unchanged still
+	// compares these names with the chains it wrote: a stale copy written
+	// back by a writer that ignores the lock keeps the table's size and
+	// entry count, not its chain names.
+	TableChainNames(table Table) (names []string, ok bool, err error)
 	// CheckNextRestore asks the Runner to read back what its next Restore
 	// writes and compare it with the input (the in-process writer's
 	// self-check; see the package doc); every engine calls it at the start
