@@ -31,8 +31,23 @@
 //     the lines as rendered, so unchanged chains are compared without
 //     parsing a rule): iptables-nft proves it with the
 //     nftables ruleset generation, legacy with each table's size and
-//     entry count, listing anyway every 4th resync (resync.go). A partial
+//     entry count and the names of its nat and filter chains read from
+//     the kernel, listing anyway every 4th resync (resync.go). So a chain
+//     of ours that another writer put back (one that ignores the xtables
+//     lock writing back a stale copy of the table: on legacy the kernel
+//     takes it whenever its entry count is the one it read) is found and
+//     deleted by the next full resync, with the rules around it: on
+//     iptables-nft any commit moves the generation; on legacy the chain
+//     names differ from ours. What such a copy can still hide until the
+//     4th resync is a change that keeps every chain name and the table's
+//     size and entry count (rules replaced in place). A partial
 //     sync writes only the services that changed.
+//   - writer: on iptables-legacy the Runner writes the tables from the
+//     process (iptables/xtables: versions, switches, fallbacks); every
+//     full sync asks it to read back what it writes
+//     (xtables.CheckNextRestore), and a read-back that differs, or a
+//     refusal after part of a restore was written, fails the sync, so the
+//     next one, full, lists and repairs through the tool.
 //   - apply: one iptables-restore --noflush call (a full sync that
 //     creates more than 5,000 nat chains on iptables-nft, or 56,000 on
 //     legacy, is split into several, in order, ending at service

@@ -140,6 +140,14 @@
 // with a packet tracer. Errors wrap ErrNotFound, ErrExists and
 // ErrNotSupported (use errors.Is); nothing is retried inside a call.
 //
+// On iptables-legacy the Runner writes the engine's iptables rules from
+// the process (iptables/xtables: on by default for the verified iptables
+// and kernel versions; RunnerConfig.LegacyTool, the binary's
+// --iptables-legacy-restore-tool and SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0
+// switch it off). Every full sync asks it to read back what it writes
+// (xtables.CheckNextRestore); a difference switches it off and fails the
+// sync, and the next full sync rewrites the rules through the tool.
+//
 // Cleanup removes everything the engine owns: its iptables hooks and
 // chains, its virtual servers, the kube-ipvs0 addresses and link, and its
 // ipsets.

@@ -54,6 +54,13 @@
 //     and KUBE-USERSPACE-FILTER, and Run checks both every
 //     Common.DriftCheckInterval (2s; one iptables -C each), so a flush of
 //     the nat or filter table or of our chains is repaired within seconds.
+//     On iptables-legacy the Runner writes them from the process
+//     (iptables/xtables: on by default for the verified iptables and
+//     kernel versions, switched off by RunnerConfig.LegacyTool,
+//     --iptables-legacy-restore-tool or
+//     SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0); each full write is read back
+//     (xtables.CheckNextRestore), and a difference switches it off and
+//     fails the write, which the next full sync redoes through the tool.
 //     Proxier.Cleanup and CleanupLeftovers remove the chains.
 //   - CaptureNone: no rules. Each service port is served on ListenAddress
 //     at a proxy port (ProxyAddr, Listeners) and at its node port.

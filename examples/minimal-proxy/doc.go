@@ -18,8 +18,17 @@
 //     the userspace mode. Every engine is driven through the one surface
 //     they share (engine.Proxier): no per-mode wrapper. On iptables-legacy
 //     the iptables Runner writes the tables from the process;
-//     --iptables-legacy-restore-tool (ours, not kube-proxy's) makes it run
-//     iptables-legacy-restore for every restore instead.
+//     --iptables-legacy-restore-tool (ours, not kube-proxy's; also read by
+//     --cleanup) makes it run iptables-legacy-restore for every restore
+//     instead. The nftables mode sends what its encoder knows over
+//     netlink; --nftables-netlink=false (ours) makes nft write
+//     everything. SVCPROXY_IPTABLES_LEGACY_IN_PROCESS and
+//     SVCPROXY_NFTABLES_NETLINK (0 or 1) switch the same writers from the
+//     environment; both are on by default only for the tool and kernel
+//     versions they were verified with, read back their first write and
+//     every full sync's, and switch themselves off on a difference or
+//     repeated refusals (README: the fast writers; the
+//     kubeproxy_fast_writer_* metrics count it).
 //   - serve.go: /healthz and /livez on the healthz address
 //     (proxy/healthcheck), /metrics, /proxyMode and /configz on the metrics
 //     address (proxy/metrics), health-check node ports for
