@@ -301,11 +301,11 @@ func BenchmarkKernelColdStart(b *testing.B) {
 				if backend == xtables.BackendNFT && n >= 10000 && os.Getenv("SVCPROXY_BENCH_NFT_10K") == "" {
 					b.Skip("nft at 10,000 services: set SVCPROXY_BENCH_NFT_10K=1")
 				}
-				var cpu time.Duration
+				var cpu, check time.Duration
 				b.StopTimer()
 				for range b.N {
 					netnstest.InFreshNetns(b, func() {
-						p, _ := kernelBenchProxier(b, backend, n)
+						p, ipt := kernelBenchProxier(b, backend, n)
 						runtime.GC()
 						c0 := cpuTimeWithChildren()
 						b.StartTimer()
@@ -314,9 +314,14 @@ func BenchmarkKernelColdStart(b *testing.B) {
 						}
 						b.StopTimer()
 						cpu += cpuTimeWithChildren() - c0
+						if ip, ok := ipt.(xtables.InProcessRestorer); ok {
+							check += ip.InProcessStats().SelfCheckTime
+						}
 					})
 				}
 				b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+				// The read-back of the in-process write (part of ns/op).
+				b.ReportMetric(check.Seconds()/float64(b.N), "selfcheck-s/op")
 			})
 		}
 	}

@@ -133,8 +133,6 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	}
 	var payload []byte
 	if full {
-		// The in-process writer reads back what this sync writes.
-		p.ipt.CheckNextRestore()
 		if p.r.env.localhostNodePorts {
 			if err := ensureRouteLocalnet(p.sysctl); err != nil {
 				return engine.Result{}, err
@@ -175,6 +173,10 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		before = p.tableStamps()
 	}
 	if len(payload) > 0 {
+		if full {
+			// The in-process writer reads back what this sync writes.
+			p.ipt.CheckNextRestore()
+		}
 		if err := p.restoreTracked(ctx, payload, full); err != nil {
 			p.r.discard()
 			p.r.releaseLarge()

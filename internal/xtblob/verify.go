@@ -73,6 +73,45 @@ func (p *plan) checkedChains() map[string]map[string]bool {
 	return out
 }
 
+// appendOnly returns, per table and checked chain, the rules (indexes in
+// p.encs) the chain holds after the input, when the input changes it
+// only by declaring it and appending to it (the engines' inputs, and every
+// iptables-save listing); simple is false otherwise.
+func (p *plan) appendOnly(chains map[string]map[string]bool) (rules map[string]map[string][]int32, simple bool) {
+	rules = map[string]map[string][]int32{}
+	cur, set := "", map[string]bool(nil)
+	for i := range p.ops {
+		o := &p.ops[i]
+		switch o.kind {
+		case opTable:
+			cur = p.str(o.arg)
+			set = chains[cur]
+			if set != nil && rules[cur] == nil {
+				rules[cur] = map[string][]int32{}
+			}
+			continue
+		case opCommit:
+			cur, set = "", nil
+			continue
+		}
+		if set == nil || !set[p.str(o.chain)] {
+			continue
+		}
+		c := p.str(o.chain)
+		switch o.kind {
+		case opChain, opNewChain:
+			rules[cur][c] = []int32{}
+		case opAppend:
+			if _, ok := rules[cur][c]; ok {
+				rules[cur][c] = append(rules[cur][c], o.enc)
+			}
+		default:
+			return nil, false
+		}
+	}
+	return rules, true
+}
+
 // isBuiltinName: the built-in chains of the tables (policies, never
 // flushed by a declaration).
 func isBuiltinName(s string) bool {
@@ -144,19 +183,11 @@ func sameEntry(ta *table, a *tableRule, tb *table, b *tableRule, listed bool) bo
 	if a.size != b.size || a.kind != b.kind {
 		return false
 	}
-	lay := ta.lay
 	ea, eb := ta.entry(a), tb.entry(b)
-	if !bytes.Equal(ea[:lay.comefromAt], eb[:lay.comefromAt]) {
+	if !sameHead(ta.lay, ta.fam, ea, eb, listed) {
 		return false
 	}
-	to := u16(ea[lay.targetOffsetAt:])
-	if listed {
-		if !sameMatchesListed(ta.fam, ea[lay.entrySize:to], eb[lay.entrySize:to]) {
-			return false
-		}
-	} else if !bytes.Equal(ea[lay.entrySize:to], eb[lay.entrySize:to]) {
-		return false
-	}
+	to := u16(ea[ta.lay.targetOffsetAt:])
 	switch a.kind {
 	case kindJump:
 		return ta.chains[a.jump].name == tb.chains[b.jump].name
@@ -166,6 +197,19 @@ func sameEntry(ta *table, a *tableRule, tb *table, b *tableRule, listed bool) bo
 		return i32(ea[to+targetHeader:]) == i32(eb[to+targetHeader:])
 	}
 	return bytes.Equal(ea[to:], eb[to:])
+}
+
+// sameHead compares two entries of the same size up to their target: the
+// head (counters and the kernel's fields aside) and the matches.
+func sameHead(lay *entryLayout, fam Family, ea, eb []byte, listed bool) bool {
+	if !bytes.Equal(ea[:lay.comefromAt], eb[:lay.comefromAt]) {
+		return false
+	}
+	to := u16(ea[lay.targetOffsetAt:])
+	if listed {
+		return sameMatchesListed(fam, ea[lay.entrySize:to], eb[lay.entrySize:to])
+	}
+	return bytes.Equal(ea[lay.entrySize:to], eb[lay.entrySize:to])
 }
 
 // sameMatchesListed compares the matches of two entries, one encoded from

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 )
 
 // Verify checks, after input was applied (by Restore or by the tool),
@@ -30,15 +31,101 @@ func Verify(fam Family, input []byte, listings map[string][]byte, opts RestoreOp
 	if fam != IPv4 && fam != IPv6 {
 		return fmt.Errorf("xtblob: unknown family %d", fam)
 	}
-	chains := parseInput(fam, input).checkedChains()
+	p := parseInput(fam, input)
+	chains := p.checkedChains()
 	if len(chains) == 0 {
 		return nil
 	}
-	unlock, err := lockXtables(&opts)
+	want, simple := p.appendOnly(chains)
+	if !simple {
+		return verifyApplied(fam, input, chains, listings, opts)
+	}
+	k, err := openKernel(fam)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer k.close()
+	p.encode(opts.Workers, p.encoders(fam, &opts))
+	defer p.free()
+	var diffs []string
+	for name, set := range chains {
+		l := listings[name]
+		if l == nil {
+			return fmt.Errorf("xtblob: no listing of table %s", name)
+		}
+		t, err := k.readTable(name)
+		if err != nil {
+			return fmt.Errorf("xtblob: reading table %s: %w", name, err)
+		}
+		compareDirect(&diffs, "as the input wrote it", t, p, name, want[name], false)
+		lp := parseInput(fam, chainInput(l, map[string]map[string]bool{name: set}))
+		lwant, _ := lp.appendOnly(map[string]map[string]bool{name: set})
+		lp.encode(opts.Workers, lp.encoders(fam, &opts))
+		listed := lwant[name]
+		for c := range set {
+			if _, ok := listed[c]; !ok {
+				diffs = append(diffs, fmt.Sprintf("%s/%s: not in the tool's listing", name, c))
+			}
+		}
+		compareDirect(&diffs, "as the tool lists it", t, lp, name, listed, true)
+		lp.free()
+		freeBig(t.mem)
+	}
+	if len(diffs) > 0 {
+		sort.Strings(diffs)
+		return &MismatchError{Chains: diffs}
+	}
+	return nil
+}
+
+// compareDirect compares each chain of rules (its rules as encoded by p,
+// in order) with the chain table t holds.
+func compareDirect(diffs *[]string, what string, t *table, p *plan, tname string, rules map[string][]int32, listed bool) {
+	t.srcs = append(t.srcs[:1], p.arenas...)
+	for c, idx := range rules {
+		ci, ok := t.lookup(c)
+		if !ok {
+			*diffs = append(*diffs, fmt.Sprintf("%s/%s: missing (%s)", tname, c, what))
+			continue
+		}
+		ch := &t.chains[ci]
+		if int(ch.n) != len(idx) {
+			*diffs = append(*diffs, fmt.Sprintf("%s/%s: %d rules, expected %d (%s)", tname, c, ch.n, len(idx), what))
+			continue
+		}
+		q := ch.first
+		for n, i := range idx {
+			e := &p.encs[i]
+			kr := &t.rules[q]
+			d := ""
+			if e.failed {
+				d = fmt.Sprintf("rule %d does not encode: %v", n+1, p.encErr[i])
+			} else if jump := p.str(e.jump); jump != "" {
+				// A jump to a user chain (most rules): compared by the
+				// chain's name, without looking it up.
+				if kr.kind != kindJump || kr.size != e.size || t.chains[kr.jump].name != jump ||
+					!sameHead(t.lay, t.fam, t.entry(kr), t.srcs[e.src][e.off:e.off+e.size], listed) {
+					d = fmt.Sprintf("rule %d differs", n+1)
+				}
+			} else if r, err := t.newRule(e, ""); err != nil {
+				d = fmt.Sprintf("rule %d: %v", n+1, err)
+			} else if !sameEntry(t, kr, t, &r, listed) {
+				d = fmt.Sprintf("rule %d differs", n+1)
+			}
+			if d != "" {
+				*diffs = append(*diffs, fmt.Sprintf("%s/%s: %s (%s)", tname, c, d, what))
+				break
+			}
+			q = t.rules[q].next
+		}
+	}
+}
+
+// verifyApplied is Verify for an input that changes a declared chain
+// otherwise than by appending to it: the input's lines for the checked
+// chains, and the tool's listing of them, are applied to tables read back
+// from the kernel, and compared with them.
+func verifyApplied(fam Family, input []byte, chains map[string]map[string]bool, listings map[string][]byte, opts RestoreOptions) error {
 	k, err := openKernel(fam)
 	if err != nil {
 		return err

@@ -106,7 +106,7 @@ type execRunner struct {
 	// a table was already written, not replayed (InProcessStats).
 	toolUnsupported, toolRefused, partial atomic.Uint64
 	// selfChecks and selfCheckFailures count the read-backs (selfcheck.go).
-	selfChecks, selfCheckFailures atomic.Uint64
+	selfChecks, selfCheckFailures, selfCheckNanos atomic.Uint64
 	// off is why the in-process path was switched off ("" while not).
 	off atomic.Pointer[string]
 	// checkNext: the next in-process Restore is read back (the first
@@ -532,6 +532,7 @@ func (r *execRunner) InProcessStats() InProcessStats {
 		Partial:           r.partial.Load(),
 		SelfChecks:        r.selfChecks.Load(),
 		SelfCheckFailures: r.selfCheckFailures.Load(),
+		SelfCheckTime:     time.Duration(r.selfCheckNanos.Load()),
 	}
 	if p := r.off.Load(); p != nil {
 		s.SwitchedOff = *p

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -34,6 +35,8 @@ func (r *execRunner) CheckNextRestore() {
 
 // selfCheck reads back what the in-process Restore of data wrote.
 func (r *execRunner) selfCheck(ctx context.Context, data []byte) error {
+	start := time.Now()
+	defer func() { r.selfCheckNanos.Add(uint64(time.Since(start))) }()
 	listings := map[string][]byte{}
 	for _, t := range tablesOf(data) {
 		var buf bytes.Buffer

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Capabilities is what an engine needs to know about a Runner beyond
@@ -92,6 +93,8 @@ type InProcessStats struct {
 	// SelfChecks counts the read-backs, SelfCheckFailures those that
 	// found a difference.
 	SelfChecks, SelfCheckFailures uint64
+	// SelfCheckTime is the wall time the read-backs took, in all.
+	SelfCheckTime time.Duration
 }
 
 // NoKernel gives a Runner that writes no kernel (a recorder, a dry run, a
