@@ -21,7 +21,7 @@ func chainNames(t *testing.T) map[string]bool {
 }
 
 // TestKernelResyncRemovesWhatAnotherWriterPutBack: a chain of ours that a
-// partial sync deleted (an endpoint replaced), put back with a rule by
+// partial sync deleted (its service deleted), put back with a rule by
 // another writer, unreferenced, is found by the next full resync (the
 // other writer's commit moved the ruleset generation, so the resync
 // lists), flushed at once and deleted a moment later.
@@ -32,9 +32,9 @@ func TestKernelResyncRemovesWhatAnotherWriterPutBack(t *testing.T) {
 		c.feed(p)
 		mustSync(t, p)
 		before := chainNames(t)
-		p.OnEndpointSliceUpdate(c.slices[3], makeSlice(3, 3, 1))
+		p.OnServiceDelete(c.services[3])
 		mustSync(t, p)
-		time.Sleep(1100 * time.Millisecond) // staleDelay: the old chain is deleted by a later sync
+		time.Sleep(1100 * time.Millisecond) // staleDelay: its chains are deleted by a later sync
 		p.OnEndpointSliceUpdate(c.slices[4], makeSlice(4, 3, 1))
 		mustSync(t, p)
 		after := chainNames(t)
