@@ -45,7 +45,7 @@
 //   - writer: on iptables-legacy the Runner writes the tables from the
 //     process (iptables/xtables: versions, switches, fallbacks); every
 //     full sync asks it to read back what it writes
-//     (xtables.CheckNextRestore), and a read-back that differs, or a
+//     (xtables.Runner.CheckNextRestore), and a read-back that differs, or a
 //     refusal after part of a restore was written, fails the sync, so the
 //     next one, full, lists and repairs through the tool.
 //   - apply: one iptables-restore --noflush call (a full sync that

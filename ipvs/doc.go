@@ -145,7 +145,7 @@
 // and kernel versions; RunnerConfig.LegacyTool, the binary's
 // --iptables-legacy-restore-tool and SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0
 // switch it off). Every full sync asks it to read back what it writes
-// (xtables.CheckNextRestore); a difference switches it off and fails the
+// (xtables.Runner.CheckNextRestore); a difference switches it off and fails the
 // sync, and the next full sync rewrites the rules through the tool.
 //
 // Cleanup removes everything the engine owns: its iptables hooks and

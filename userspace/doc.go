@@ -59,7 +59,7 @@
 //     kernel versions, switched off by RunnerConfig.LegacyTool,
 //     --iptables-legacy-restore-tool or
 //     SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0); each full write is read back
-//     (xtables.CheckNextRestore), and a difference switches it off and
+//     (xtables.Runner.CheckNextRestore), and a difference switches it off and
 //     fails the write, which the next full sync redoes through the tool.
 //     Proxier.Cleanup and CleanupLeftovers remove the chains.
 //   - CaptureNone: no rules. Each service port is served on ListenAddress
