@@ -19,17 +19,24 @@
 #
 # Cells (engine column):
 #   iptables nft            iptables' real-kernel tests, nft backend
-#   iptables legacy         the same, legacy backend (the restores are
-#                           written from the process where the tools are
-#                           1.8.9 or later, else by iptables-legacy-restore)
+#   iptables legacy         the same, legacy backend, the restores written
+#                           from the process where iptables is 1.8.9 or
+#                           later, else by iptables-legacy-restore
 #   iptables legacy tool    the same with every restore through
-#                           iptables-legacy-restore (SVCPROXY_MATRIX_LEGACY_TOOL_ENV
-#                           names the switch's environment variable)
+#                           iptables-legacy-restore
+#                           (SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0)
 #   legacy same-result      in process against the tool: internal/xtblob's
 #                           kernel tests, xtables' TestInProcess*, iptables'
 #                           TestInProcessWalkMatchesTool
-#   nftables                nftables' real-kernel tests (netlink and nft)
+#   nftables                nftables' real-kernel tests (the netlink writer
+#                           against nft included)
 #   nftables same-result    the netlink writer against nft (TestKernelNetlink*)
+# The fast writers are on by default only for the versions internal/fastpath
+# lists (the ones this matrix verified); in the guest both are switched on
+# through their environment variables (SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=1,
+# SVCPROXY_NFTABLES_NETLINK=1), so that a suite is verified whatever that
+# list says, and the "iptables legacy tool" cell switches the in-process
+# writer off (=0).
 #   nftables gate           the version check: NewInterfaces refuses kernel
 #                           < 5.13 or nft < 1.0.1 with a *VersionError, and
 #                           minimal-proxy --proxy-mode=nftables then runs the
@@ -56,9 +63,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$suites" ] || { [ -n "$ci" ] && suites="bullseye trixie" || suites="bullseye bookworm trixie"; }
-# The legacy switch's environment variable (the writers' switch); empty:
-# the "iptables legacy tool" cell is not run.
-legacy_tool_env=${SVCPROXY_MATRIX_LEGACY_TOOL_ENV-}
 
 if [ -n "$keep" ]; then out=$keep; mkdir -p "$out"; else
   out=$(mktemp -d "${TMPDIR:-/tmp}/svcproxy-matrix.XXXXXX"); trap 'rm -rf "$out"' EXIT
@@ -119,6 +123,8 @@ case \$(iptables --version) in
   *v1.8.1[0-9]" "*|*v1.9.*|*v1.1[0-9].*) SAMERESULT_SKIP='^TestKernelSameResult\$/./^foreign=true\$' ;;
 esac
 export SVCPROXY_EXPECT_NFTABLES=$expect SVCPROXY_MINIMAL_PROXY=\$B/minimal-proxy
+# The fast writers on, whatever internal/fastpath's verified versions say.
+export SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=1 SVCPROXY_NFTABLES_NETLINK=1
 EOF
   if [ -n "$ci" ]; then
     cat <<'EOF'
@@ -129,11 +135,7 @@ EOF
     cat <<'EOF'
 cell "iptables nft" iptables $B/iptables.test -test.run 'Kernel/^nft' -test.skip '^TestLockHeldKernel$'
 cell "iptables legacy" iptables $B/iptables.test -test.run 'Kernel/^legacy'
-EOF
-    [ -z "$legacy_tool_env" ] || cat <<EOF
-cell "iptables legacy tool" iptables env $legacy_tool_env=1 \$B/iptables.test -test.run 'Kernel/^legacy'
-EOF
-    cat <<'EOF'
+cell "iptables legacy tool" iptables env SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0 $B/iptables.test -test.run 'Kernel/^legacy'
 cell "legacy same-result" internal/xtblob $B/xtblob.test -test.run 'Kernel' -test.skip "^\$$ENCODE_SKIP"
 [ -n "$OLD_IPT" ] || cell "legacy same-result" iptables/xtables $B/xtables.test -test.run '^TestInProcess'
 [ -n "$OLD_IPT" ] || cell "legacy same-result" iptables $B/iptables.test -test.run '^TestInProcessWalkMatchesTool$'
