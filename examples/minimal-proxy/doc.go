@@ -54,12 +54,17 @@
 //     cannot read (not root, a tool missing, a rule the tracer does not
 //     model) and never guesses past it. A kernel test runs the conformance
 //     table in network namespaces and requires trace to agree with real
-//     packets on every check. "minimal-proxy diff [the proxy's flags]"
+//     packets on every check (ipvs in the qemu guest of hack/vmtest where
+//     the host has no IPVS). "minimal-proxy diff [the proxy's flags]"
 //     builds the plan a sync would apply (the dry run, from the cluster or
 //     --objects-file) and compares it with the node's rules, printing the
-//     iptables commands that would make them equal and exiting 3 when
-//     they differ, 0 when they do not (iptables mode only so far; the
-//     built-in chains' jumps are not compared).
+//     commands that would make them equal and exiting 3 when they differ,
+//     0 when they do not: iptables commands in the iptables mode (the
+//     built-in chains' jumps are not compared), nft commands in the
+//     nftables mode (both tables as nft lists them: the plan is loaded
+//     into a scratch network namespace and listed back; the dynamic
+//     affinity sets' elements are not compared); the ipvs mode is not
+//     compared yet (diff_nftables_linux.go).
 //   - cleanup.go: --cleanup removes what any mode left behind, ours or
 //     kube-proxy's, and nothing else.
 //   - features.go, logging.go, conntrack.go, privileges.go, version.go:
