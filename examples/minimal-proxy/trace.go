@@ -502,7 +502,10 @@ func traceNode(ctx context.Context, o *traceOptions, p proxytest.Packet, node *n
 }
 
 // detectMode picks the dataplane holding service rules: the nftables
-// kube-proxy table, else IPVS virtual servers, else iptables.
+// kube-proxy table, else IPVS virtual servers or the ipvs mode's
+// kube-ipvs0 interface (a node in the ipvs mode with no virtual server,
+// every service headless or gone, still matches its ipsets in the
+// iptables rules), else iptables.
 func detectMode(ctx context.Context, v6 bool, run toolRunner) (string, error) {
 	family := "ip"
 	if v6 {
@@ -511,7 +514,7 @@ func detectMode(ctx context.Context, v6 bool, run toolRunner) (string, error) {
 	if _, err := run(ctx, "nft", "list", "table", family, nftTableName); err == nil {
 		return modeNFTables, nil
 	}
-	if hasIPVSServices() {
+	if hasIPVSServices() || hasIPVSInterface() {
 		return modeIPVS, nil
 	}
 	return modeIPTables, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -230,13 +231,24 @@ func traceIPVSSources(src ipvsSources, p proxytest.Packet, node *nodeView) (*tra
 	return rep, nil
 }
 
+// hasIPVSInterface reports whether the ipvs mode's dummy interface, which
+// holds the services' addresses, is there.
+func hasIPVSInterface() bool {
+	_, err := net.InterfaceByName("kube-ipvs0")
+	return err == nil
+}
+
 // hasIPVSServices reports whether the namespace's IPVS table has a
 // virtual server: the ipvs mode's dataplane. It reads /proc/net/ip_vs,
 // which exists only once ip_vs is loaded, so detecting never loads it.
 func hasIPVSServices() bool {
-	b, err := os.ReadFile("/proc/net/ip_vs")
+	// thread-self: the calling thread's namespace (tests enter one on a
+	// locked thread); /proc/net would be the process's.
+	b, err := os.ReadFile("/proc/thread-self/net/ip_vs")
 	if err != nil {
-		return false
+		if b, err = os.ReadFile("/proc/net/ip_vs"); err != nil {
+			return false
+		}
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.Fields(l)

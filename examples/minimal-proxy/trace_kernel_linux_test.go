@@ -10,12 +10,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/vmtest"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
+	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
 	"github.com/svcproxy/svcproxy/proxy"
@@ -261,6 +266,59 @@ func runUpstreamKernel(t *testing.T, dir, ext, dataplane string, load ...string)
 				}
 			}
 			t.Logf("trace agreed with real packets on %d checks", lt.checks)
+		})
+	}
+}
+
+// TestTraceKernelIPVS: the IPVS engine programs a namespace, and trace
+// there (mode detected from the IPVS table) agrees with real packets on
+// every check of the conformance table. Where this kernel has no IPVS,
+// the test runs itself inside a qemu guest whose kernel has it
+// (hack/vmtest/run-trace-ipvs.sh), as the ipvs e2e does.
+func TestTraceKernelIPVS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-kernel conformance takes minutes; skipped with -short")
+	}
+	netnstest.SkipUnlessRoot(t)
+	t.Parallel() // beside the other trace tests: the guest is mostly one busy core
+	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
+		vmtest.Run(t, "trace over real IPVS (this kernel has no IPVS)", "about fifteen minutes", "run-trace-ipvs.sh", 40*time.Minute)
+		return
+	}
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(family), func(t *testing.T) {
+			topo := proxytest.DefaultTopology(family)
+			runTraceKernel(t, family, traceOptions{}, "ipvs", ipvstest.ConformanceQuirks(topo), func(t *testing.T, env *netnstest.Env, opts proxytest.Options) proxy.Provider {
+				var ifs ipvs.Interfaces
+				err := netnstest.Exec(env.Node, func() error {
+					var err error
+					if ifs.IPVS, err = ipvskernel.New(ipvskernel.Options{}); err != nil {
+						return err
+					}
+					if ifs.IPSet, err = ipvskernel.NewIPSet(ipvskernel.Options{}); err != nil {
+						return err
+					}
+					if ifs.Netlink, err = ipvskernel.NewNetlink(ipvskernel.Options{}); err != nil {
+						return err
+					}
+					ifs.IPTables, err = xtables.New(xtables.RunnerConfig{Family: env.Topo.Family, Backend: xtables.BackendAuto})
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ifs.Sysctl = ipvskernel.NewSysctl()
+				t.Cleanup(func() { _ = ifs.IPVS.Close() })
+				p, err := ipvs.NewProxier(ipvs.Config{
+					Common:        enginebase.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},
+					MasqueradeAll: opts.MasqueradeAll,
+					LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
+				}, ifs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			})
 		})
 	}
 }
