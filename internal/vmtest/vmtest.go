@@ -51,6 +51,10 @@ func Run(t *testing.T, what, takes, script string, limit time.Duration, args ...
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "hack", "vmtest", script)}, args...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "SVCPROXY_VMTEST_QUIET=1")
+	killGroupOnCancel(cmd)
+	// Past the limit, the output read so far is the log: the guest's
+	// processes may hold the pipe a moment after the kill.
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	t.Log("in the VM:\n" + Report(string(out)))
 	if ctx.Err() != nil {
