@@ -103,7 +103,7 @@
 //     exist; and any of these (RequestFullSync included) lists nothing at all
 //     when the ruleset generation id (Interfaces.Generation) is still the
 //     one the engine's last transaction left: no transaction of anyone
-//     else has committed in the network namespace since (genid.go). Any
+//     else has committed in the network namespace since (resync.go). Any
 //     other writer's commit moves the generation, so a chain of ours that
 //     another writer put back is listed and removed (flushed, then
 //     deleted) by the next full resync;
