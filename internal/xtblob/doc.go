@@ -33,8 +33,9 @@
 // target falling through to the next entry. Counters follow libiptc's
 // TC_COMMIT: a rule read from the kernel keeps its counters, a new rule
 // starts at zero, a built-in chain's policy keeps only what it counted
-// since it was read (libiptc zeroes policy counters on every commit), and
-// zero for a policy the input sets. The kernel tests check this against
+// since it was read (libiptc up to 1.8.9 zeroes policy counters on every
+// commit; with RestoreOptions.KeepPolicyCounters it keeps them all, as
+// 1.8.10 and later do), and zero for a policy the input sets. The kernel tests check this against
 // the tool for both families: foreign chains and rules, gotos, counters,
 // the iptables engine's golden payloads and its 1,000-service cold start,
 // second payloads that redeclare and delete chains, -N/-I/-D/-R/-F/-P

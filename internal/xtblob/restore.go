@@ -34,6 +34,12 @@ type RestoreOptions struct {
 	LockWait time.Duration
 	// Workers is how many goroutines encode rules. Zero: GOMAXPROCS.
 	Workers int
+	// KeepPolicyCounters: a built-in chain's policy the input does not
+	// set keeps its counters across the write, as iptables 1.8.10 and
+	// later do (their libiptc maps a policy read from the kernel like a
+	// rule, where 1.8.9 and earlier zero it). Set it to get the result of
+	// the iptables-legacy-restore that runs beside: false, 1.8.9's.
+	KeepPolicyCounters bool
 
 	// newEncoder replaces NewEncoder (tests).
 	newEncoder func(Family) ruleEncoder

@@ -115,7 +115,21 @@ func diffState(t testing.TB, what string, want, got state) {
 	}
 }
 
-var testOpts = RestoreOptions{}
+// testOpts asks for the policy counters of the iptables-legacy the tests
+// compare with (1.8.10 and later keep them).
+var testOpts = RestoreOptions{KeepPolicyCounters: toolKeepsPolicyCounters()}
+
+func toolKeepsPolicyCounters() bool {
+	out, err := exec.Command("iptables-legacy", "--version").Output()
+	if err != nil {
+		return false
+	}
+	var maj, min, patch int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(string(out)), "iptables v"), "%d.%d.%d", &maj, &min, &patch); err != nil {
+		return false
+	}
+	return maj*10000+min*100+patch >= 10810
+}
 
 // foreign is what another program keeps in the tables: chains, jumps,
 // gotos, rules with counters, a policy with counters.

@@ -90,7 +90,14 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 			freeBig(t.mem)
 		}
 	}()
-	if err := p.apply(tables, k.readTable, ""); err != nil {
+	read := func(name string) (*table, error) {
+		t, err := k.readTable(name)
+		if t != nil {
+			t.keepPolicy = opts.KeepPolicyCounters
+		}
+		return t, err
+	}
+	if err := p.apply(tables, read, ""); err != nil {
 		return err
 	}
 	var written []string
@@ -115,7 +122,7 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 			}
 			freeBig(t.mem)
 			delete(tables, name)
-			if err := p.apply(tables, k.readTable, name); err != nil {
+			if err := p.apply(tables, read, name); err != nil {
 				return partial(written, err)
 			}
 		}

@@ -131,6 +131,8 @@ type table struct {
 	rules   []tableRule
 	changed bool
 	nUser   int
+	// keepPolicy: RestoreOptions.KeepPolicyCounters.
+	keepPolicy bool
 
 	lastLookup int32
 }
@@ -579,8 +581,12 @@ func (t *table) fillCounters(order []int32, ctrs, old []uint64) {
 		switch c.polCtrMode {
 		case ctrZeroed:
 			if c.polOldIdx >= 0 && 2*int(c.polOldIdx)+1 < len(old) {
-				ctrs[2*idx] = old[2*c.polOldIdx] - c.polCtr[0]
-				ctrs[2*idx+1] = old[2*c.polOldIdx+1] - c.polCtr[1]
+				ctrs[2*idx] = old[2*c.polOldIdx]
+				ctrs[2*idx+1] = old[2*c.polOldIdx+1]
+				if !t.keepPolicy {
+					ctrs[2*idx] -= c.polCtr[0]
+					ctrs[2*idx+1] -= c.polCtr[1]
+				}
 			}
 		case ctrSet:
 			ctrs[2*idx], ctrs[2*idx+1] = c.polCtr[0], c.polCtr[1]

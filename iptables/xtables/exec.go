@@ -118,6 +118,9 @@ type execRunner struct {
 	onHanded, onOff   func(string)
 	// listTable is iptables-save -t (the self-check; tests replace it).
 	listTable func(ctx context.Context, table Table, buf *bytes.Buffer) error
+	// keepPolicyCounters: the legacy tool is 1.8.10 or later
+	// (xtblob.RestoreOptions.KeepPolicyCounters).
+	keepPolicyCounters bool
 	// writeTables is xtblob.Restore, verify xtblob.Verify (tests replace
 	// them).
 	writeTables func(xtblob.Family, []byte, xtblob.RestoreOptions) error
@@ -181,6 +184,9 @@ func New(cfg RunnerConfig) (Runner, error) {
 	r.randomFully = true
 	r.legacy = !bytes.Contains(out, []byte("nf_tables")) // before 1.8 legacy was the only backend
 	if r.legacy {
+		// 1.8.10's libiptc keeps a built-in chain's policy counters
+		// across a restore; the in-process writer does as the tool does.
+		r.keepPolicyCounters = v >= 10810
 		r.inProcess.Store(r.inProcessUsable(v, cfg.LegacyTool))
 		r.checkNext.Store(true)
 	}
@@ -638,7 +644,7 @@ func (r *execRunner) restoreInProcess(ctx context.Context, data []byte) error {
 	if r.family == v1.IPv6Protocol {
 		fam = xtblob.IPv6
 	}
-	err := r.writeTables(fam, data, xtblob.RestoreOptions{LockWait: r.lockWait})
+	err := r.writeTables(fam, data, xtblob.RestoreOptions{LockWait: r.lockWait, KeepPolicyCounters: r.keepPolicyCounters})
 	if err == nil || errors.Is(err, xtblob.ErrUnsupported) {
 		return err
 	}
