@@ -113,22 +113,13 @@ ENCODE_SKIP= OLD_IPT=
 case \$(iptables --version) in
   *v1.8.[0-8]" "*|*v1.[0-7].*) OLD_IPT=1 ENCODE_SKIP='|^TestEncodeMatchesKernel\$|^TestEncodeRandomMatchesKernel\$' ;;
 esac
-# Known difference (found by this matrix, open): iptables 1.8.10 and later
-# keep a built-in chain's policy counters across iptables-legacy-restore
-# --noflush, the in-process writer zeroes them (TestKernelSameResult's
-# foreign=true case, where the FORWARD policy has counted packets). The
-# full matrix reports it; the CI subset leaves that case out there.
-SAMERESULT_SKIP='^\$'
-case \$(iptables --version) in
-  *v1.8.1[0-9]" "*|*v1.9.*|*v1.1[0-9].*) SAMERESULT_SKIP='^TestKernelSameResult\$/./^foreign=true\$' ;;
-esac
 export SVCPROXY_EXPECT_NFTABLES=$expect SVCPROXY_MINIMAL_PROXY=\$B/minimal-proxy
 # The fast writers on, whatever internal/fastpath's verified versions say.
 export SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=1 SVCPROXY_NFTABLES_NETLINK=1
 EOF
   if [ -n "$ci" ]; then
     cat <<'EOF'
-cell "legacy same-result" internal/xtblob $B/xtblob.test -test.run '^(TestKernelHasRevision|TestCheckKernelRevisions|TestKernelRoundTrip|TestKernelSameResult|TestKernelGoldens|TestKernelDeleteGoldens)$' -test.skip "$SAMERESULT_SKIP"
+cell "legacy same-result" internal/xtblob $B/xtblob.test -test.run '^(TestKernelHasRevision|TestCheckKernelRevisions|TestKernelRoundTrip|TestKernelSameResult|TestKernelGoldens|TestKernelDeleteGoldens)$'
 [ -n "$OLD_IPT" ] || cell "legacy same-result" iptables/xtables $B/xtables.test -test.run '^TestInProcessRestoreMatchesTool$'
 EOF
   else
