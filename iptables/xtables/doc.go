@@ -39,7 +39,7 @@
 //     measures what this saves on a legacy cold start.
 //   - The in-process path is on by default only for the iptables and
 //     kernel versions it was verified with (internal/fastpath: today
-//     iptables-legacy 1.8.9 to 1.8.11 on kernels from 6.18); New logs one
+//     iptables-legacy 1.8.9 to 1.8.11 on kernels from 6.1); New logs one
 //     line at info level saying which restores and why. The environment
 //     variable SVCPROXY_IPTABLES_LEGACY_IN_PROCESS=0 turns it off, =1 on
 //     outside those versions (iptables 1.8.9 and the kernel's revisions
