@@ -134,7 +134,9 @@ EOF
   fi
   if [ "$expect" = accepted ]; then
     if [ -n "$ci" ]; then
-      echo "cell \"nftables same-result\" nftables \$B/nftables.test -test.run '^TestKernelNetlink'"
+      # The writer's same-result tests only: the cold start with real
+      # packets (TestKernelNetlinkColdStart) is too slow for CI under TCG.
+      echo "cell \"nftables same-result\" nftables \$B/nftables.test -test.run '^TestKernelNetlink(Equivalence|InterfaceMatches|Fault|SelfCheck)\$'"
     else
       echo "cell \"nftables\" nftables \$B/nftables.test -test.run 'Kernel'"
     fi
@@ -155,6 +157,10 @@ for p in $pkgs; do
 done
 for f in examples/minimal-proxy/*.yaml; do copies+=(--copy "$root/$f:$root/$f"); done
 
+# A guest of the CI subset has 20 minutes (CI keeps within its budget; a
+# cell cut off shows as failed in the table); the full matrix 90.
+guest_timeout=5400
+[ -z "$ci" ] || guest_timeout=1200
 rc=0
 for s in $suites; do
   guest_script "$s" > "$out/guest-$s.sh"
@@ -162,7 +168,7 @@ for s in $suites; do
   echo "matrix: $s: booting its kernel with its tools (log: $out/$s.log)" >&2
   start=$(date +%s)
   src=0
-  (cd / && "$root/hack/vmtest/vmtest.sh" --suite "$s" --mem 3072 --cpus 2 --timeout 5400 \
+  (cd / && "$root/hack/vmtest/vmtest.sh" --suite "$s" --mem 3072 --cpus 2 --timeout "$guest_timeout" \
       "${copies[@]}" -- "$out/guest-$s.sh") > "$out/$s.log" 2>&1 || src=$?
   echo "matrix: $s: guest done in $(( $(date +%s) - start ))s (status $src)" >&2
   [ "$src" = 0 ] || rc=1
