@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Build the real etcd and kube-apiserver that the end-to-end test of
-# examples/minimal-proxy runs against, from the versions pinned in
-# hack/e2e/tools/go.mod (a module of its own, so the main module's
-# "go test ./..." never compiles them).
+# examples/minimal-proxy runs against, from the versions pinned in a tools
+# module (a module of its own, so the main module's "go test ./..." never
+# compiles them): hack/e2e/tools/go.mod (kube-apiserver v1.34, the default)
+# or hack/e2e/tools-v1.37/go.mod (v1.37).
 #
-# Usage: hack/e2e/build.sh [CACHE_ROOT]
+# Usage: hack/e2e/build.sh [--kube 1.34|1.37] [CACHE_ROOT]
+#
+# --kube (or $SVCPROXY_E2E_KUBE) picks the tools module; each version is
+# cached under its own key, so building one never evicts the other.
 #
 # The binaries go to CACHE_ROOT/<versions>/ (CACHE_ROOT defaults to
 # $SVCPROXY_E2E_CACHE, else ~/.cache/svcproxy-e2e) and are reused when both
@@ -18,7 +22,19 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-tools="${here}/tools"
+kube="${SVCPROXY_E2E_KUBE:-1.34}"
+if [[ "${1:-}" == "--kube" ]]; then
+	kube="${2:?--kube needs a version: 1.34 or 1.37}"
+	shift 2
+fi
+case "${kube#v}" in
+1.34) tools="${here}/tools" ;;
+1.37) tools="${here}/tools-v1.37" ;;
+*)
+	echo "build.sh: unknown --kube ${kube}: want 1.34 or 1.37" >&2
+	exit 2
+	;;
+esac
 
 cache_root="${1:-${SVCPROXY_E2E_CACHE:-${HOME:-/root}/.cache/svcproxy-e2e}}"
 
