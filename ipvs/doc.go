@@ -63,6 +63,14 @@
 // loses tracker state; the sync returns the first error and the next one
 // is full.
 //
+// The node's addresses (for node ports on every address) are read in one
+// netlink address dump per full sync, filtered by link index to leave
+// kube-ipvs0 out: its cost grows with the number of addresses, not with
+// addresses times interfaces. kube-proxy listed them interface by
+// interface (each a whole-node dump) until v1.37 (kubernetes#138927, the
+// local-address slowness with tens of thousands of bound cluster IPs);
+// this engine makes the single dump (kernelNetlink.LocalAddresses).
+//
 // The diff is pure: it turns plans (and, on a full sync, the kernel's
 // listing) into a list of operations and changes nothing, not even the
 // proxier's own records. Draining a real server, adopting one found
