@@ -40,9 +40,13 @@ type e2eBinaries struct {
 
 // buildE2EBinaries runs hack/e2e/build.sh (instant when its cache holds the
 // binaries) and skips the test, with the reason, when they cannot be built
-// in the time the test has left (no module proxy, no disk, …).
+// in the time the test has left (no module proxy, no disk, …), or with
+// -short (hack/clientlibs.sh's unit-test run).
 func buildE2EBinaries(t *testing.T) e2eBinaries {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping the end-to-end test in -short mode")
+	}
 	if etcd, apiserver := os.Getenv("SVCPROXY_E2E_ETCD"), os.Getenv("SVCPROXY_E2E_KUBE_APISERVER"); etcd != "" && apiserver != "" {
 		return e2eBinaries{etcd: etcd, kubeAPIServer: apiserver}
 	}
@@ -79,6 +83,8 @@ func buildE2EBinaries(t *testing.T) e2eBinaries {
 	if bins.etcd == "" || bins.kubeAPIServer == "" {
 		t.Fatalf("hack/e2e/build.sh printed no binary paths:\n%s", stdout.String())
 	}
+	// The cache directory names the versions ($SVCPROXY_E2E_KUBE picks them).
+	t.Logf("control plane: %s", bins.kubeAPIServer)
 	return bins
 }
 

@@ -148,5 +148,7 @@
 // $SVCPROXY_E2E_SLOWDOWN for the emulation). $SVCPROXY_E2E_ETCD and
 // $SVCPROXY_E2E_KUBE_APISERVER name prebuilt binaries instead;
 // $SVCPROXY_E2E_CACHE moves the cache; $SVCPROXY_MINIMAL_PROXY names a
-// prebuilt minimal-proxy.
+// prebuilt minimal-proxy. The control plane is kube-apiserver v1.34 unless
+// $SVCPROXY_E2E_KUBE=1.37 picks v1.37 (hack/e2e/build.sh --kube 1.37; CI
+// runs the TestE2E tests against both).
 package main
