@@ -12,12 +12,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestControlPlaneHarness proves the harness alone: a real kube-apiserver in
-// a fresh namespace, reached through it, serving the default "kubernetes"
-// service from its own service CIDR.
+// TestControlPlaneHarness proves the harness alone, for each control-plane
+// version: a real kube-apiserver in a fresh namespace, reached through it,
+// serving the default "kubernetes" service from its own service CIDR.
 func TestControlPlaneHarness(t *testing.T) {
 	skipUnlessRoot(t)
-	bins := buildE2EBinaries(t)
+	for _, kube := range []string{e2eKube134, e2eKube137} {
+		t.Run(kube, func(t *testing.T) { testControlPlaneHarness(t, kube) })
+	}
+}
+
+func testControlPlaneHarness(t *testing.T, kube string) {
+	bins := buildE2EBinaries(t, kube)
 	_, inNS := newNamespace(t)
 	cp := startControlPlane(t, bins, inNS, "10.95.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -43,7 +49,7 @@ func TestControlPlaneHarness(t *testing.T) {
 // 200, and the Service is programmed. Root; its own namespace.
 func TestE2EAPIServerComesLate(t *testing.T) {
 	skipUnlessRoot(t)
-	bins := buildE2EBinaries(t)
+	bins := buildE2EBinaries(t, e2eKubeFor(v1.IPv4Protocol))
 	_, inNS := newNamespace(t)
 	files := prepareControlPlane(t)
 

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -38,16 +39,54 @@ type e2eBinaries struct {
 	etcd, kubeAPIServer string
 }
 
-// buildE2EBinaries runs hack/e2e/build.sh (instant when its cache holds the
-// binaries) and skips the test, with the reason, when they cannot be built
-// in the time the test has left (no module proxy, no disk, …), or with
-// -short (hack/clientlibs.sh's unit-test run).
-func buildE2EBinaries(t *testing.T) e2eBinaries {
+// The control-plane versions the end-to-end tests run against: hack/e2e's
+// two tools modules (kube-apiserver v1.34.4 with etcd v3.6.4, v1.37.2 with
+// etcd v3.7.0).
+const (
+	e2eKube134 = "1.34"
+	e2eKube137 = "1.37"
+)
+
+// e2eKubeFor is the kube-apiserver version a family's cluster runs: IPv4
+// against v1.34 and IPv6 against v1.37, so that every mode's e2e passes
+// against both ends of the supported window in one run of the tests, at
+// the cost of one run (each mode already has one cluster per family).
+// $SVCPROXY_E2E_KUBE=1.34 or 1.37 puts every cluster on that version.
+func e2eKubeFor(family v1.IPFamily) string {
+	if k := strings.TrimPrefix(os.Getenv("SVCPROXY_E2E_KUBE"), "v"); k != "" {
+		return k
+	}
+	if family == v1.IPv6Protocol {
+		return e2eKube137
+	}
+	return e2eKube134
+}
+
+// e2eBinariesEnv names the environment variables that hand a test
+// prebuilt binaries of one version (run-e2e-ipvs.sh sets them in the qemu
+// guest): SVCPROXY_E2E_ETCD_1_37 and SVCPROXY_E2E_KUBE_APISERVER_1_37 for
+// v1.37. Without them, SVCPROXY_E2E_ETCD and SVCPROXY_E2E_KUBE_APISERVER
+// serve every version.
+func e2eBinariesEnv(kube string) (etcd, apiserver string) {
+	suffix := "_" + strings.ReplaceAll(kube, ".", "_")
+	etcd, apiserver = os.Getenv("SVCPROXY_E2E_ETCD"+suffix), os.Getenv("SVCPROXY_E2E_KUBE_APISERVER"+suffix)
+	if etcd == "" || apiserver == "" {
+		etcd, apiserver = os.Getenv("SVCPROXY_E2E_ETCD"), os.Getenv("SVCPROXY_E2E_KUBE_APISERVER")
+	}
+	return etcd, apiserver
+}
+
+// buildE2EBinaries runs hack/e2e/build.sh --kube kube (instant when its
+// cache holds the binaries) and skips the test, with the reason, when they
+// cannot be built in the time the test has left (no module proxy, no
+// disk, …), or with -short (hack/clientlibs.sh's unit-test run).
+func buildE2EBinaries(t *testing.T, kube string) e2eBinaries {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping the end-to-end test in -short mode")
 	}
-	if etcd, apiserver := os.Getenv("SVCPROXY_E2E_ETCD"), os.Getenv("SVCPROXY_E2E_KUBE_APISERVER"); etcd != "" && apiserver != "" {
+	if etcd, apiserver := e2eBinariesEnv(kube); etcd != "" && apiserver != "" {
+		t.Logf("control plane (kube-apiserver %s): %s", kube, apiserver)
 		return e2eBinaries{etcd: etcd, kubeAPIServer: apiserver}
 	}
 	budget := 25 * time.Minute
@@ -66,10 +105,10 @@ func buildE2EBinaries(t *testing.T) e2eBinaries {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, script)
+	cmd := exec.CommandContext(ctx, script, "--kube", kube)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Skipf("skipping: cannot build etcd and kube-apiserver with hack/e2e/build.sh (%v; within %v):\n%s", err, budget.Round(time.Second), tail(stderr.String(), 20))
+		t.Skipf("skipping: cannot build etcd and kube-apiserver %s with hack/e2e/build.sh (%v; within %v):\n%s", kube, err, budget.Round(time.Second), tail(stderr.String(), 20))
 	}
 	var bins e2eBinaries
 	for _, line := range strings.Split(stdout.String(), "\n") {
@@ -83,8 +122,8 @@ func buildE2EBinaries(t *testing.T) e2eBinaries {
 	if bins.etcd == "" || bins.kubeAPIServer == "" {
 		t.Fatalf("hack/e2e/build.sh printed no binary paths:\n%s", stdout.String())
 	}
-	// The cache directory names the versions ($SVCPROXY_E2E_KUBE picks them).
-	t.Logf("control plane: %s", bins.kubeAPIServer)
+	// The cache directory names the versions.
+	t.Logf("control plane (kube-apiserver %s): %s", kube, bins.kubeAPIServer)
 	return bins
 }
 

@@ -148,7 +148,10 @@
 // $SVCPROXY_E2E_SLOWDOWN for the emulation). $SVCPROXY_E2E_ETCD and
 // $SVCPROXY_E2E_KUBE_APISERVER name prebuilt binaries instead;
 // $SVCPROXY_E2E_CACHE moves the cache; $SVCPROXY_MINIMAL_PROXY names a
-// prebuilt minimal-proxy. The control plane is kube-apiserver v1.34 unless
-// $SVCPROXY_E2E_KUBE=1.37 picks v1.37 (hack/e2e/build.sh --kube 1.37; CI
-// runs the TestE2E tests against both).
+// prebuilt minimal-proxy. Each mode's IPv4 cluster runs kube-apiserver
+// v1.34 and its IPv6 cluster v1.37 (hack/e2e/build.sh --kube 1.37), so one
+// run of the tests passes every mode against both ends of the client-library
+// window; $SVCPROXY_E2E_KUBE=1.34 or 1.37 puts every cluster on one version
+// ($SVCPROXY_E2E_ETCD_1_37 and $SVCPROXY_E2E_KUBE_APISERVER_1_37 name
+// prebuilt binaries of one version).
 package main

@@ -47,10 +47,11 @@ func TestE2EKubeAPIServerIPVS(t *testing.T) {
 		runE2EIPVSInVM(t)
 		return
 	}
-	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		t.Run(string(family), func(t *testing.T) { testE2E(t, startE2ECluster(t, bins, family), ipvsE2EMode) })
+		t.Run(string(family), func(t *testing.T) {
+			testE2E(t, startE2ECluster(t, buildE2EBinaries(t, e2eKubeFor(family)), family), ipvsE2EMode)
+		})
 	}
 }
 

@@ -366,7 +366,8 @@ var iptablesE2EMode = e2eMode{
 // userspace (…/userspace). The ipvs mode is TestE2EKubeAPIServerIPVS.
 //
 // One cluster per IP family (etcd, kube-apiserver and the topology's
-// namespaces) serves both modes in turn: the iptables run ends with
+// namespaces; kube-apiserver v1.34 for IPv4 and v1.37 for IPv6, see
+// e2eKubeFor) serves both modes in turn: the iptables run ends with
 // --cleanup, each scenario starts from nothing but the Node. The two
 // families run in parallel, in namespaces of their own, and beside the
 // nftables and ipvs modes' e2e (as many at once as -test.parallel allows:
@@ -374,12 +375,11 @@ var iptablesE2EMode = e2eMode{
 func TestE2EKubeAPIServer(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	t.Parallel() // beside the other modes' e2e, on control planes of their own
-	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		t.Run(string(family), func(t *testing.T) {
 			t.Parallel()
-			c := startE2ECluster(t, bins, family)
+			c := startE2ECluster(t, buildE2EBinaries(t, e2eKubeFor(family)), family)
 			if !t.Run(modeIPTables, func(t *testing.T) { testE2E(t, c, iptablesE2EMode) }) {
 				// Whatever the failed run left must not confuse the next.
 				runCleanup(t, c.inNS)

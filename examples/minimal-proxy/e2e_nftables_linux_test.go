@@ -45,12 +45,11 @@ func TestE2EKubeAPIServerNFTables(t *testing.T) {
 		t.Skipf("no usable nftables here: %v", err)
 	}
 	t.Parallel() // beside the other modes' e2e, on control planes of their own
-	bins := buildE2EBinaries(t)
 	buildProxyBinary(t)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		t.Run(string(family), func(t *testing.T) {
 			t.Parallel()
-			testE2E(t, startE2ECluster(t, bins, family), nftablesE2EMode)
+			testE2E(t, startE2ECluster(t, buildE2EBinaries(t, e2eKubeFor(family)), family), nftablesE2EMode)
 		})
 	}
 }

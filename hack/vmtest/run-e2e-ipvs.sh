@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run-e2e-ipvs.sh - examples/minimal-proxy's end-to-end test in ipvs mode,
 # inside a qemu guest whose kernel has IPVS (see vmtest.sh): the real etcd
-# and kube-apiserver (hack/e2e/build.sh, cached), the minimal-proxy binary
+# and kube-apiserver of both versions (hack/e2e/build.sh, cached), the minimal-proxy binary
 # and the package's test binary, all static, are copied into the guest, and
 # TestE2EKubeAPIServerIPVS runs there as root against them. None of its
 # subtests may skip there: -test.v output is checked for SKIP lines.
@@ -20,10 +20,22 @@ cd "$root"
 out=$(mktemp -d "${TMPDIR:-/tmp}/svcproxy-e2e-ipvs.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
-bins=$(hack/e2e/build.sh)
-etcd=$(sed -n 's/^ETCD=//p' <<<"$bins")
-apiserver=$(sed -n 's/^KUBE_APISERVER=//p' <<<"$bins")
-[ -x "$etcd" ] && [ -x "$apiserver" ] || { echo "run-e2e-ipvs: hack/e2e/build.sh gave no binaries" >&2; exit 1; }
+# The control planes the test's clusters use: kube-apiserver v1.34 for
+# IPv4 and v1.37 for IPv6, or only $SVCPROXY_E2E_KUBE's for both. Each
+# version's pair goes into the guest under /e2e/<version>/.
+kubes="1.34 1.37"
+[ -z "${SVCPROXY_E2E_KUBE:-}" ] || kubes="${SVCPROXY_E2E_KUBE#v}"
+cp_args=()
+for kube in $kubes; do
+  bins=$(hack/e2e/build.sh --kube "$kube")
+  etcd=$(sed -n 's/^ETCD=//p' <<<"$bins")
+  apiserver=$(sed -n 's/^KUBE_APISERVER=//p' <<<"$bins")
+  [ -x "$etcd" ] && [ -x "$apiserver" ] || { echo "run-e2e-ipvs: hack/e2e/build.sh --kube $kube gave no binaries" >&2; exit 1; }
+  v=${kube//./_}
+  cp_args+=(--copy "$etcd:/e2e/$kube/etcd" --copy "$apiserver:/e2e/$kube/kube-apiserver"
+    --env "SVCPROXY_E2E_ETCD_$v=/e2e/$kube/etcd" --env "SVCPROXY_E2E_KUBE_APISERVER_$v=/e2e/$kube/kube-apiserver")
+done
+[ -z "${SVCPROXY_E2E_KUBE:-}" ] || cp_args+=(--env "SVCPROXY_E2E_KUBE=$SVCPROXY_E2E_KUBE")
 CGO_ENABLED=0 go build -o "$out/minimal-proxy" ./examples/minimal-proxy/
 CGO_ENABLED=0 go test -c -o "$out/minimal-proxy.test" ./examples/minimal-proxy/
 
@@ -32,8 +44,7 @@ rc=0
 "$root/hack/vmtest/vmtest.sh" \
   --mem "${SVCPROXY_E2E_VM_MEM:-4096}" --cpus "${SVCPROXY_E2E_VM_CPUS:-2}" \
   --timeout "${SVCPROXY_E2E_VM_TIMEOUT:-1800}" \
-  --copy "$etcd:/e2e/etcd" --copy "$apiserver:/e2e/kube-apiserver" --copy "$out/minimal-proxy:/e2e/minimal-proxy" \
-  --env SVCPROXY_E2E_ETCD=/e2e/etcd --env SVCPROXY_E2E_KUBE_APISERVER=/e2e/kube-apiserver \
+  "${cp_args[@]}" --copy "$out/minimal-proxy:/e2e/minimal-proxy" \
   --env SVCPROXY_MINIMAL_PROXY=/e2e/minimal-proxy --env "SVCPROXY_E2E_SLOWDOWN=${SVCPROXY_E2E_SLOWDOWN:-5}" \
   -- "$out/minimal-proxy.test" -test.v -test.count=1 -test.run '^TestE2EKubeAPIServerIPVS$' -test.timeout 28m "$@" |
   tee "$out/log" || rc=$?
