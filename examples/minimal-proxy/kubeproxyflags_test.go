@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -195,13 +196,30 @@ func TestWriteConfigTo(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	// The client libraries this binary links: go.mod's v0.34, or v0.37
+	// under hack/clientlibs.sh.
+	apiMinor, clientGoMinor := "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			minor, _, _ := strings.Cut(strings.TrimPrefix(d.Version, "v0."), ".")
+			switch d.Path {
+			case "k8s.io/api":
+				apiMinor = minor
+			case "k8s.io/client-go":
+				clientGoMinor = minor
+			}
+		}
+	}
+	if apiMinor == "" || clientGoMinor == "" {
+		t.Fatal("no k8s.io/api or k8s.io/client-go in the test binary's build info")
+	}
 	code, out, _ := runInProcess(t, context.Background(), "--version")
-	if code != exitOK || !strings.HasPrefix(out, "minimal-proxy (svcproxy) ") || !strings.Contains(out, "Kubernetes v1.34") {
-		t.Errorf("--version: exit %d, %q", code, out)
+	if code != exitOK || !strings.HasPrefix(out, "minimal-proxy (svcproxy) ") || !strings.Contains(out, "Kubernetes v1."+apiMinor+".") {
+		t.Errorf("--version: exit %d, %q, want Kubernetes v1.%s", code, out, apiMinor)
 	}
 	code, out, _ = runInProcess(t, context.Background(), "--version=raw")
-	if code != exitOK || !strings.Contains(out, "k8s.io/client-go v0.34") {
-		t.Errorf("--version=raw: exit %d, %q", code, out)
+	if code != exitOK || !strings.Contains(out, "k8s.io/client-go v0."+clientGoMinor+".") {
+		t.Errorf("--version=raw: exit %d, %q, want k8s.io/client-go v0.%s", code, out, clientGoMinor)
 	}
 }
 
