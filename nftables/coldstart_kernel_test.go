@@ -102,7 +102,7 @@ func refusedChunk(tw *twin, cfg nftables.Config, objs proxytest.Objects) {
 	if out := mustSync(t, p); !out.Full {
 		t.Error("the cold start was not full")
 	}
-	if st := p.NetlinkStats(); st.Refused != 1 || st.ToolTook != 1 || !st.Active {
+	if st := nftables.NetlinkStatsOf(p); st.Refused != 1 || st.ToolTook != 1 || !st.Active {
 		t.Errorf("after a refused chunk: %+v, want 1 refused, taken by nft, the writer still on", st)
 	}
 	if n := tw.nl.batches.Load() - start; n < 3 {

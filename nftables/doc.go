@@ -192,7 +192,7 @@
 //     a full one through nft, repairs the table. The rules' expressions
 //     are not compared at run time; the kernel tests compare nft's
 //     listing of tables written both ways.
-//   - Proxier.NetlinkStats says whether the writer is on, why it was
+//   - NetlinkStatsOf(p) says whether the writer is on, why it was
 //     switched off, and counts the refusals and read-backs; with
 //     Config.Metrics, kubeproxy_fast_writer_active,
 //     kubeproxy_fast_writer_handed_to_tool_total and

@@ -89,8 +89,11 @@ type netlinkState struct {
 	refused, toolTook, selfChecks, selfCheckFailures atomic.Uint64
 }
 
-// NetlinkStats reports the netlink writer's state and counters.
-func (p *Proxier) NetlinkStats() NetlinkStats {
+// NetlinkStatsOf reports p's netlink writer state and counters. A
+// function of the package, not a method: every engine's Proxier shows the
+// same methods (the engine base's; see TestOneEngineSurface), and what is
+// particular to one engine is asked of its package.
+func NetlinkStatsOf(p *Proxier) NetlinkStats {
 	n := &p.p.nl
 	s := NetlinkStats{
 		Active:            n.on.Load(),

@@ -87,7 +87,7 @@ func TestNetlinkSwitches(t *testing.T) {
 			cfg.NFTOnly = tc.nftOnly
 			nl := &fakeNetlink{refuse: true}
 			p, _ := netlinkProxier(t, cfg, nl, tc.version)
-			if got := p.NetlinkStats().Active; got != tc.want {
+			if got := nftables.NetlinkStatsOf(p).Active; got != tc.want {
 				t.Fatalf("Active = %v, want %v", got, tc.want)
 			}
 			c := makeCluster(20, 2)
@@ -115,7 +115,7 @@ func TestNetlinkRefusedFallsBackToNFT(t *testing.T) {
 	c := makeCluster(20, 2)
 	c.feed(p)
 	mustSync(t, p)
-	st := p.NetlinkStats()
+	st := nftables.NetlinkStatsOf(p)
 	if nl.calls != 1 || st.Refused != 1 || st.ToolTook != 1 || !st.Active {
 		t.Fatalf("after a refused cold-start batch: %d calls, %+v; want 1 refused, taken by nft, still active", nl.calls, st)
 	}
@@ -124,7 +124,7 @@ func TestNetlinkRefusedFallsBackToNFT(t *testing.T) {
 		c.slices[i] = makeSlice(i, 2, 1)
 		mustSync(t, p)
 	}
-	st = p.NetlinkStats()
+	st = nftables.NetlinkStatsOf(p)
 	if nl.calls != 3 || st.Refused != 3 || st.Active || st.SwitchedOff != nftables.OffRefusals {
 		t.Errorf("after three refusals nft took: %d calls, %+v; want the writer off (%s)", nl.calls, st, nftables.OffRefusals)
 	}
@@ -165,7 +165,7 @@ func TestNetlinkSelfCheck(t *testing.T) {
 	if !errors.Is(err, nftables.ErrSelfCheck) {
 		t.Fatalf("sync over a writer that wrote nothing = %v, want ErrSelfCheck", err)
 	}
-	st := p.NetlinkStats()
+	st := nftables.NetlinkStatsOf(p)
 	if st.Active || st.SwitchedOff != nftables.OffSelfCheck || st.SelfChecks != 1 || st.SelfCheckFailures != 1 {
 		t.Errorf("after a failed read-back: %+v, want the writer off by the self-check", st)
 	}

@@ -383,7 +383,7 @@ func TestKernelNetlinkFault(t *testing.T) {
 				tw.step("empty", proxytest.Objects{})
 				forms := formsObjects(topo)
 				tw.step("forms", forms)
-				if st := tw.p[1].NetlinkStats(); !st.Active || st.SelfChecks != 1 || st.SelfCheckFailures != 0 {
+				if st := nftables.NetlinkStatsOf(tw.p[1]); !st.Active || st.SelfChecks != 1 || st.SelfCheckFailures != 0 {
 					t.Fatalf("after the first netlink batch: %+v, want one read-back that found the plan", st)
 				}
 
@@ -394,7 +394,7 @@ func TestKernelNetlinkFault(t *testing.T) {
 
 				tw.nl.failAt = tw.nl.batches.Load() + 1
 				tw.step("refused over netlink, written by nft", changed)
-				st := tw.p[1].NetlinkStats()
+				st := nftables.NetlinkStatsOf(tw.p[1])
 				if st.Refused != 1 || st.ToolTook != 1 || !st.Active {
 					t.Errorf("after a refused batch: %+v, want 1 refused, taken by nft, the writer still on", st)
 				}
@@ -430,7 +430,7 @@ func TestKernelNetlinkSelfCheck(t *testing.T) {
 		if !errors.Is(err, nftables.ErrSelfCheck) {
 			t.Fatalf("sync with the table changed behind the writer = %v, want ErrSelfCheck", err)
 		}
-		st := tw.p[1].NetlinkStats()
+		st := nftables.NetlinkStatsOf(tw.p[1])
 		if st.Active || st.SwitchedOff != nftables.OffSelfCheck || st.SelfCheckFailures != 1 {
 			t.Fatalf("after the failed read-back: %+v, want the writer off by the self-check", st)
 		}
