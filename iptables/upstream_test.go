@@ -21,11 +21,6 @@ import (
 // compares them with this engine's rules.
 const upstreamRulesDir = "../examples/minimal-proxy/testdata/trace/upstream-v1.37.2"
 
-func upstreamStepFile(scenario, step string) string {
-	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
-	return r.Replace(scenario) + "__" + r.Replace(step)
-}
-
 // TestRulesMatchUpstream compares, for every step of the conformance table
 // (IPv4), the nat and filter rules this engine writes with those upstream
 // kube-proxy v1.37.2's iptables proxier writes for the same objects and
@@ -37,7 +32,7 @@ func TestRulesMatchUpstream(t *testing.T) {
 	for _, sc := range proxytest.Scenarios(topo) {
 		t.Run(sc.Name, func(t *testing.T) {
 			for _, st := range sc.Steps {
-				path := filepath.Join(upstreamRulesDir, upstreamStepFile(sc.Name, st.Name)+".iptables-save")
+				path := filepath.Join(upstreamRulesDir, proxytest.StepFileName(sc.Name, st.Name)+".iptables-save")
 				upstream, err := os.ReadFile(path)
 				if err != nil {
 					t.Fatal(err)

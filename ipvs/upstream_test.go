@@ -27,11 +27,6 @@ import (
 // README says how it was made.
 const upstreamStateDir = "testdata/upstream-v1.37.2"
 
-func upstreamStepFile(scenario, step string) string {
-	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
-	return r.Replace(scenario) + "__" + r.Replace(step)
-}
-
 // TestStateMatchesUpstream runs the engine over its fakes for every step of
 // the conformance table (IPv4) and compares, section by section, what it
 // leaves with what upstream kube-proxy v1.37.2's ipvs proxier leaves for
@@ -46,7 +41,7 @@ func TestStateMatchesUpstream(t *testing.T) {
 	for _, sc := range proxytest.Scenarios(topo) {
 		t.Run(sc.Name, func(t *testing.T) {
 			for _, st := range sc.Steps {
-				path := filepath.Join(upstreamStateDir, upstreamStepFile(sc.Name, st.Name)+".ipvs")
+				path := filepath.Join(upstreamStateDir, proxytest.StepFileName(sc.Name, st.Name)+".ipvs")
 				raw, err := os.ReadFile(path)
 				if err != nil {
 					t.Fatal(err)

@@ -234,7 +234,7 @@ func runUpstreamKernel(t *testing.T, dir, ext, dataplane string, load ...string)
 			env := netnstest.NewEnv(t, topo)
 			lt := &liveTracer{t: t, env: env, prober: env.Prober(), dataplane: dataplane}
 			for _, st := range sc.Steps {
-				rules, err := os.ReadFile(filepath.Join(dir, upstreamStepFile(sc.Name, st.Name)+ext))
+				rules, err := os.ReadFile(filepath.Join(dir, proxytest.StepFileName(sc.Name, st.Name)+ext))
 				if err != nil {
 					t.Fatal(err)
 				}

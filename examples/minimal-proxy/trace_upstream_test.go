@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,13 +16,6 @@ import (
 // every step of the conformance table (IPv4 topology), as upstream's
 // proxier writes them: see its README for how they were made.
 const upstreamRulesDir = "testdata/trace/upstream-v1.37.2"
-
-// upstreamStepFile names a step's file: scenario and step, with the
-// characters a file name should not hold replaced.
-func upstreamStepFile(scenario, step string) string {
-	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
-	return r.Replace(scenario) + "__" + r.Replace(step)
-}
 
 // TestExportTraceObjects writes, with SVCPROXY_EXPORT_TRACE_OBJECTS=DIR,
 // each step of the conformance table (IPv4) as a YAML file of its
@@ -49,7 +41,7 @@ func TestExportTraceObjects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, upstreamStepFile(sc.Name, st.Name)+".yaml"), b, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, proxytest.StepFileName(sc.Name, st.Name)+".yaml"), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -2,6 +2,7 @@ package proxytest
 
 import (
 	"net/netip"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -113,3 +114,12 @@ func Backends(port int, pods ...Pod) []netip.AddrPort {
 	}
 	return out
 }
+
+// StepFileName names the file that holds what one step of a scenario
+// leaves (a golden, an upstream proxier's rules for the same step):
+// "<scenario>__<step>", with '/', ' ' and '#' replaced by '_'.
+func StepFileName(scenario, step string) string {
+	return stepFileChars.Replace(scenario) + "__" + stepFileChars.Replace(step)
+}
+
+var stepFileChars = strings.NewReplacer("/", "_", " ", "_", "#", "_")
