@@ -34,10 +34,12 @@ func TestLocalhostNodePortsKernel(t *testing.T) {
 			topo := proxytest.DefaultTopology(v1.IPv4Protocol)
 			env := netnstest.NewEnv(t, topo)
 			pod := topo.Pods()[0]
+			var unavailable error // t.Skip may not be called on Exec's goroutine
 			err := netnstest.Exec(env.Node, func() error {
 				ipt, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: tc.backend})
 				if err != nil {
-					t.Skipf("iptables %s backend unavailable: %v", tc.backend, err)
+					unavailable = err
+					return nil
 				}
 				sys := NewSysctl() // this namespace's /proc/sys
 				if err := sys.Set(SysctlRouteLocalnet, 0); err != nil {
@@ -104,6 +106,9 @@ func TestLocalhostNodePortsKernel(t *testing.T) {
 			})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if unavailable != nil {
+				t.Skipf("iptables %s backend unavailable: %v", tc.backend, unavailable)
 			}
 		})
 	}
