@@ -35,7 +35,10 @@ built-in chains' jumps into kube-proxy's chains are not compared); the
 nftables mode prints nft commands, comparing the kube-proxy tables as nft
 lists them (the plan is listed from a scratch network namespace; the
 elements of the dynamic affinity sets are not compared). The ipvs mode
-is not compared yet.
+prints the ipvsadm, ip addr and ipset commands a sync would run over the
+node's IPVS table, KUBE- ipsets and kube-ipvs0 addresses (read over
+netlink; a draining real server shows as its deletion once its
+connections end), then iptables commands as the iptables mode does.
 Exit status 0 when equal, 3 when they differ, 1 when the node or the plan
 could not be read, 2 on bad flags.
 
@@ -57,9 +60,9 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch o.config.Mode {
-	case "", modeIPTables, modeNFTables:
+	case "", modeIPTables, modeNFTables, modeIPVS:
 	default:
-		fmt.Fprintf(stderr, "minimal-proxy diff: the %s mode is not compared yet (only iptables and nftables)\n", o.config.Mode)
+		fmt.Fprintf(stderr, "minimal-proxy diff: the %s mode is not compared (only iptables, nftables and ipvs)\n", o.config.Mode)
 		return exitFailed
 	}
 	if os.Geteuid() != 0 {
@@ -68,19 +71,24 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	o.dryRun = true
 	log := newLogger(io.Discard, stderr, o.config.Logging)
-	var plan bytes.Buffer
-	if err := serve(ctx, o, &plan, log); err != nil {
-		fmt.Fprintf(stderr, "minimal-proxy diff: building the plan: %v\n", err)
-		return exitFailed
-	}
 	var cmds []string
-	switch mode := planMode(plan.String()); mode {
-	case modeNFTables:
-		cmds, err = diffNFTablesPlan(ctx, plan.String(), execTool, listPlanInScratchNetns)
-	case modeIPTables:
-		cmds, err = diffIPTablesPlan(ctx, plan.String(), "", execTool)
-	default:
-		err = fmt.Errorf("the plan is for the %q mode, which is not compared yet", mode)
+	if o.config.Mode == modeIPVS {
+		// the engine's dry run over the node's IPVS state (diffIPVS)
+		cmds, err = diffIPVSNode(ctx, o, log)
+	} else {
+		var plan bytes.Buffer
+		if err := serve(ctx, o, &plan, log); err != nil {
+			fmt.Fprintf(stderr, "minimal-proxy diff: building the plan: %v\n", err)
+			return exitFailed
+		}
+		switch mode := planMode(plan.String()); mode {
+		case modeNFTables:
+			cmds, err = diffNFTablesPlan(ctx, plan.String(), execTool, listPlanInScratchNetns)
+		case modeIPTables:
+			cmds, err = diffIPTablesPlan(ctx, plan.String(), "", execTool)
+		default:
+			err = fmt.Errorf("the plan is for the %q mode, which is not compared", mode)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "minimal-proxy diff: %v\n", err)
@@ -160,6 +168,23 @@ var ownedChainPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-F
 // missing or differs, the chain flushed (or created) and its rules
 // appended; for each per-service chain no longer planned, its deletion.
 func diffIPTablesPlan(ctx context.Context, plan, backend string, run toolRunner) ([]string, error) {
+	return diffPlanFamilies(plan, func(family v1.IPFamily, text string) ([]string, error) {
+		want := iptablestest.NewFake(family)
+		if err := want.Restore(ctx, []byte(text)); err != nil {
+			return nil, fmt.Errorf("reading the plan: %w", err)
+		}
+		saved, _, _, _, err := readIPTables(ctx, backend, family == v1.IPv6Protocol, run)
+		if err != nil {
+			return nil, err
+		}
+		return diffIPTablesRules(family, want, saved)
+	})
+}
+
+// diffPlanFamilies splits the plan into its families (IPv4 first) and
+// returns what diffFamily makes of each part, in that order: the loop
+// every mode's diff shares.
+func diffPlanFamilies(plan string, diffFamily func(family v1.IPFamily, text string) ([]string, error)) ([]string, error) {
 	parts, err := splitPlanFamilies(plan)
 	if err != nil {
 		return nil, err
@@ -170,25 +195,29 @@ func diffIPTablesPlan(ctx context.Context, plan, backend string, run toolRunner)
 		if !ok {
 			continue
 		}
-		want := iptablestest.NewFake(family)
-		if err := want.Restore(ctx, []byte(text)); err != nil {
-			return nil, fmt.Errorf("reading the plan: %w", err)
-		}
-		saved, _, _, _, err := readIPTables(ctx, backend, family == v1.IPv6Protocol, run)
+		c, err := diffFamily(family, text)
 		if err != nil {
 			return nil, err
 		}
-		live, err := iptablestest.NewFakeFromDump(family, saved)
-		if err != nil {
-			return nil, fmt.Errorf("loading the node's rules: %w", err)
-		}
-		tool := "iptables"
-		if family == v1.IPv6Protocol {
-			tool = "ip6tables"
-		}
-		for _, table := range []xtables.Table{xtables.TableNAT, xtables.TableFilter, xtables.TableMangle} {
-			cmds = append(cmds, diffIPTablesTable(tool, table, want, live)...)
-		}
+		cmds = append(cmds, c...)
+	}
+	return cmds, nil
+}
+
+// diffIPTablesRules returns the iptables (ip6tables) commands that make
+// the rules saved (iptables-save text) want's, table by table.
+func diffIPTablesRules(family v1.IPFamily, want *iptablestest.Fake, saved string) ([]string, error) {
+	live, err := iptablestest.NewFakeFromDump(family, saved)
+	if err != nil {
+		return nil, fmt.Errorf("loading the node's rules: %w", err)
+	}
+	tool := "iptables"
+	if family == v1.IPv6Protocol {
+		tool = "ip6tables"
+	}
+	var cmds []string
+	for _, table := range []xtables.Table{xtables.TableNAT, xtables.TableFilter, xtables.TableMangle} {
+		cmds = append(cmds, diffIPTablesTable(tool, table, want, live)...)
 	}
 	return cmds, nil
 }

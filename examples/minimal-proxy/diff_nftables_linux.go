@@ -28,16 +28,7 @@ type planLister func(ctx context.Context, family v1.IPFamily, plan string) (stri
 // never count as a change. Elements of dynamic sets (the affinity sets,
 // filled by packets) are not compared.
 func diffNFTablesPlan(ctx context.Context, plan string, run toolRunner, listPlan planLister) ([]string, error) {
-	parts, err := splitPlanFamilies(plan)
-	if err != nil {
-		return nil, err
-	}
-	var cmds []string
-	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		text, ok := parts[family]
-		if !ok {
-			continue
-		}
+	return diffPlanFamilies(plan, func(family v1.IPFamily, text string) ([]string, error) {
 		planned, err := listPlan(ctx, family, text)
 		if err != nil {
 			return nil, fmt.Errorf("listing the plan as nft would: %w", err)
@@ -59,9 +50,8 @@ func diffNFTablesPlan(ctx context.Context, plan string, run toolRunner, listPlan
 				return nil, fmt.Errorf("loading the node's table: %w", err)
 			}
 		}
-		cmds = append(cmds, diffNFTablesTables(want, live)...)
-	}
-	return cmds, nil
+		return diffNFTablesTables(want, live), nil
+	})
 }
 
 // loadNFTListing loads nft's listing of the kube-proxy table into a

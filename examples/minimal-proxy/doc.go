@@ -63,8 +63,11 @@
 //     built-in chains' jumps are not compared), nft commands in the
 //     nftables mode (both tables as nft lists them: the plan is loaded
 //     into a scratch network namespace and listed back; the dynamic
-//     affinity sets' elements are not compared); the ipvs mode is not
-//     compared yet (diff_nftables_linux.go).
+//     affinity sets' elements are not compared; diff_nftables_linux.go);
+//     ipvsadm, ip addr and ipset commands then iptables commands in the
+//     ipvs mode, where the engine's own dry run runs over the node's
+//     IPVS state loaded into ipvstest's fakes, so it prints the ops a
+//     sync would run there (diff_ipvs.go).
 //   - cleanup.go: --cleanup removes what any mode left behind, ours or
 //     kube-proxy's, and nothing else.
 //   - features.go, logging.go, conntrack.go, privileges.go, version.go:

@@ -19,40 +19,19 @@ import (
 // dry run over ipvstest's and iptablestest's in-memory fakes, whose state
 // after one sync is the plan.
 func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
-	cfg := p.opts.config
-	itDetector, err := localDetector(cfg, family, p.node)
+	vcfg, npa, err := ipvsConfig(p, family)
 	if err != nil {
 		return nil, err
-	}
-	npa, err := nodePortAddresses(cfg.NodePortAddresses, p.nodeIPs)
-	if err != nil {
-		return nil, err
-	}
-	var exclude []netip.Prefix
-	for _, c := range cfg.IPVS.ExcludeCIDRs {
-		pfx, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return nil, fmt.Errorf("ipvs.excludeCIDRs: not a CIDR: %q", c)
-		}
-		exclude = append(exclude, pfx.Masked())
-	}
-	vcfg := ipvs.Config{
-		Common:            commonConfig(p, family, "ipvs", cfg.IPVS.SyncPeriod.Duration, cfg.IPVS.MinSyncPeriod.Duration),
-		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
-		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
-		LocalDetector:     itDetector,
-		NodePortAddresses: npa,
-		Scheduler:         cfg.IPVS.Scheduler,
-		ExcludeCIDRs:      exclude,
-		StrictARP:         cfg.IPVS.StrictARP,
-		TCPTimeout:        cfg.IPVS.TCPTimeout.Duration,
-		TCPFinTimeout:     cfg.IPVS.TCPFinTimeout.Duration,
-		UDPTimeout:        cfg.IPVS.UDPTimeout.Duration,
 	}
 
 	if p.dryRun {
 		fakes := ipvstest.NewFakes(family)
 		fakes.Netlink.AddLink("eth0", p.nodeIPs...)
+		if p.opts.ipvsNode != nil {
+			if fakes, err = p.opts.ipvsNode(family); err != nil {
+				return nil, err
+			}
+		}
 		proxier, err := ipvs.NewProxier(vcfg, fakes.Interfaces())
 		if err != nil {
 			return nil, err
@@ -90,6 +69,43 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		return nil, err
 	}
 	return newEngine(modeIPVS, proxier, svcHealth), nil
+}
+
+// ipvsConfig is the IPVS engine's configuration for the family, from
+// the proxy's options, and the node-port addresses; the interfaces (and
+// the health servers of a real run) are left to the caller.
+func ipvsConfig(p engineParams, family v1.IPFamily) (ipvs.Config, []netip.Prefix, error) {
+	cfg := p.opts.config
+	itDetector, err := localDetector(cfg, family, p.node)
+	if err != nil {
+		return ipvs.Config{}, nil, err
+	}
+	npa, err := nodePortAddresses(cfg.NodePortAddresses, p.nodeIPs)
+	if err != nil {
+		return ipvs.Config{}, nil, err
+	}
+	var exclude []netip.Prefix
+	for _, c := range cfg.IPVS.ExcludeCIDRs {
+		pfx, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return ipvs.Config{}, nil, fmt.Errorf("ipvs.excludeCIDRs: not a CIDR: %q", c)
+		}
+		exclude = append(exclude, pfx.Masked())
+	}
+	vcfg := ipvs.Config{
+		Common:            commonConfig(p, family, "ipvs", cfg.IPVS.SyncPeriod.Duration, cfg.IPVS.MinSyncPeriod.Duration),
+		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
+		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
+		LocalDetector:     itDetector,
+		NodePortAddresses: npa,
+		Scheduler:         cfg.IPVS.Scheduler,
+		ExcludeCIDRs:      exclude,
+		StrictARP:         cfg.IPVS.StrictARP,
+		TCPTimeout:        cfg.IPVS.TCPTimeout.Duration,
+		TCPFinTimeout:     cfg.IPVS.TCPFinTimeout.Duration,
+		UDPTimeout:        cfg.IPVS.UDPTimeout.Duration,
+	}
+	return vcfg, npa, nil
 }
 
 // newServiceHealth is the health-check node-port server of an engine.

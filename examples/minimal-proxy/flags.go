@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy/informers"
 )
 
@@ -61,6 +63,10 @@ type options struct {
 	// dryRunAPIWait bounds a dry run's wait for the API server (zero:
 	// the dryRunAPIWait constant); tests shorten it.
 	dryRunAPIWait time.Duration
+	// ipvsNode, when set, gives the ipvs mode's dry run the node's state
+	// (read read-only, loaded into ipvstest's fakes) instead of empty
+	// fakes, so its plan is what a sync would change there (diff).
+	ipvsNode func(family v1.IPFamily) (*ipvstest.Fakes, error)
 }
 
 // errHelp is returned by parseOptions for -h/--help; usage has been printed.

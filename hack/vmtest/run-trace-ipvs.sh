@@ -3,8 +3,10 @@
 # examples/minimal-proxy test binary statically and runs TestTraceKernelIPVS
 # as root in a qemu guest (see vmtest.sh) whose kernel has IPVS: the IPVS
 # engine programs a namespace and trace there is checked against real
-# packets at every check of the conformance table. The test may not skip
-# there: -test.v output is checked for SKIP lines.
+# packets at every check of the conformance table. TestDiffKernelIPVS runs
+# beside it (minimal-proxy diff over real IPVS after a sync and after hand
+# edits; seconds). The tests may not skip there: -test.v output is checked
+# for SKIP lines.
 #
 #   hack/vmtest/run-trace-ipvs.sh [extra test flags...]
 #
@@ -21,7 +23,7 @@ timeout=${SVCPROXY_TRACE_VM_TIMEOUT:-2100}
 cd examples/minimal-proxy
 rc=0
 "$root/hack/vmtest/vmtest.sh" --timeout "$timeout" -- "$out/minimal-proxy.test" -test.v -test.count=1 \
-  -test.run '^TestTraceKernelIPVS$' -test.timeout "$((timeout - 60))s" "$@" | tee "$out/log" || rc=$?
+  -test.run '^(TestTraceKernelIPVS|TestDiffKernelIPVS)$' -test.timeout "$((timeout - 60))s" "$@" | tee "$out/log" || rc=$?
 if grep -q -- '--- SKIP' "$out/log"; then
   echo "run-trace-ipvs: the test skipped inside the VM" >&2
   [ "$rc" != 0 ] || rc=1
