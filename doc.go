@@ -35,8 +35,9 @@
 //     EndpointSlice change trackers it holds.
 //   - iptables: kube-proxy's iptables mode over iptables/xtables (the
 //     iptables tools, or legacy tables written from the process);
-//     iptables/iptablestest has a stateful fake iptables and a packet
-//     tracer for your tests.
+//     iptables/iptablestest is its test kit; the stateful fake iptables and
+//     the packet tracer for your tests are in iptables/xtables/xtablestest
+//     (no engine imported).
 //   - nftables: kube-proxy's nftables mode; nftables/nftablestest has a
 //     fake and a tracer.
 //   - ipvs: kube-proxy's IPVS mode, its kernel driver in ipvs/ipvskernel;

@@ -19,7 +19,7 @@ const coldNode = proxytest.BenchNode
 // BenchmarkColdStart is a proxy's cold start on upstream-bench's workload,
 // the figure issue #14 compares with upstream's ipvs proxier (its "full
 // sync" is the first sync after every object was fed): per op, a new Proxier
-// over the ipvstest fakes and the iptablestest fake, every Service and
+// over the ipvstest fakes and the xtablestest fake, every Service and
 // EndpointSlice fed through its handlers, then the first (full) Sync of the
 // empty node.
 //

@@ -17,7 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy/engine"
@@ -40,7 +40,7 @@ type env struct {
 	ipvs   *ipvstest.IPVS
 	ipset  *ipvstest.IPSet
 	nl     *ipvstest.Netlink
-	ipt    *iptablestest.Fake
+	ipt    *xtablestest.Fake
 	sysctl *ipvstest.Sysctl
 	ct     *fakeConntrack
 	clock  *clocktesting.FakeClock

@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // noRandomFully is a Runner that says MASQUERADE --random-fully is missing
 // (and accepts it all the same, being the fake underneath).
-type noRandomFully struct{ *iptablestest.Fake }
+type noRandomFully struct{ *xtablestest.Fake }
 
 func (noRandomFully) HasRandomFully() bool { return false }
 

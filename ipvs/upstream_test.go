@@ -13,7 +13,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy"
@@ -32,7 +32,7 @@ const upstreamStateDir = "testdata/upstream-v1.37.2"
 // leaves with what upstream kube-proxy v1.37.2's ipvs proxier leaves for
 // the same objects and configuration: the virtual and real servers, the
 // addresses bound to kube-ipvs0, every ipset's type and members, and the
-// nat and filter rules (both read into iptablestest's canonical form).
+// nat and filter rules (both read into xtablestest's canonical form).
 // The differences allowed are the ones doc.go names, each removed here by
 // a rule that says which (upstreamKnownDifferences, upstreamExternalIPAccept,
 // ourKnownDifferences, withoutLocalPolicyFallback); any other fails.
@@ -113,7 +113,7 @@ func upstreamSections(s string) (map[string]string, error) {
 	out["ipvs"] = vs.Dump()
 	out["kube-ipvs0"] = sortedLines(parts["kube-ipvs0"])
 	out["ipset"] = strings.TrimSpace(parts["ipset"]) + "\n"
-	ipt := iptablestest.NewFake(v1.IPv4Protocol)
+	ipt := xtablestest.NewFake(v1.IPv4Protocol)
 	if err := ipt.Restore(context.Background(), []byte(parts["iptables"])); err != nil {
 		return nil, fmt.Errorf("iptables: %w", err)
 	}

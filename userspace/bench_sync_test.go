@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 	"github.com/svcproxy/svcproxy/userspace"
@@ -54,7 +54,7 @@ func (s *idleSockets) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 }
 
 // BenchmarkSyncOneChange: N TCP services with 10 endpoints each in
-// CaptureIPTables mode over iptablestest.Fake, with metrics on (as
+// CaptureIPTables mode over xtablestest.Fake, with metrics on (as
 // minimal-proxy runs it); each op changes one endpoint of one service
 // ("endpoint") or one service's port, which rewrites its capture rules
 // ("service"), and syncs. A partial sync's cost should not grow with N
@@ -68,7 +68,7 @@ func BenchmarkSyncOneChange(b *testing.B) {
 	}{{"endpoint", 1000}, {"endpoint", 10000}, {"service", 1000}, {"service", 10000}} {
 		n := c.n
 		b.Run(fmt.Sprintf("%s/%d", c.kind, n), func(b *testing.B) {
-			fake := iptablestest.NewFake(v1.IPv4Protocol)
+			fake := xtablestest.NewFake(v1.IPv4Protocol)
 			p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a", Metrics: metrics.New()}, HostIP: netip.MustParseAddr("192.168.50.10")},
 				userspace.Interfaces{IPTables: fake, Sockets: &idleSockets{}})
 			if err != nil {

@@ -20,8 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/proxy/engine"
@@ -74,7 +74,7 @@ func normalizePorts(s string, keep ...string) string {
 	})
 }
 
-func newCaptureProxier(t *testing.T, fake *iptablestest.Fake) *userspace.Proxier {
+func newCaptureProxier(t *testing.T, fake *xtablestest.Fake) *userspace.Proxier {
 	t.Helper()
 	p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a"}, HostIP: netip.MustParseAddr("192.168.50.10"),
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}, userspace.Interfaces{IPTables: fake})
@@ -86,7 +86,7 @@ func newCaptureProxier(t *testing.T, fake *iptablestest.Fake) *userspace.Proxier
 }
 
 func TestCaptureRulesGolden(t *testing.T) {
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fake := xtablestest.NewFake(v1.IPv4Protocol)
 	p := newCaptureProxier(t, fake)
 	ctx := context.Background()
 	p.OnServiceAdd(nodePortService())
@@ -186,7 +186,7 @@ COMMIT
 }
 
 func TestCaptureRestoreFailureIsRetriedInFull(t *testing.T) {
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fake := xtablestest.NewFake(v1.IPv4Protocol)
 	p := newCaptureProxier(t, fake)
 	ctx := context.Background()
 	p.OnServiceSynced()
@@ -211,8 +211,8 @@ func TestCaptureRestoreFailureIsRetriedInFull(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	fake6 := iptablestest.NewFake(v1.IPv6Protocol)
-	fake4 := iptablestest.NewFake(v1.IPv4Protocol)
+	fake6 := xtablestest.NewFake(v1.IPv6Protocol)
+	fake4 := xtablestest.NewFake(v1.IPv4Protocol)
 	for name, c := range map[string]struct {
 		cfg userspace.Config
 		ifs userspace.Interfaces
@@ -250,7 +250,7 @@ func (r *recordingCleaner) DeleteUDP(ipv6 bool, filters []conntrack.Filter) (uin
 }
 
 func TestUDPConntrackCleaning(t *testing.T) {
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fake := xtablestest.NewFake(v1.IPv4Protocol)
 	ct := &recordingCleaner{}
 	p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a", Conntrack: ct}, HostIP: netip.MustParseAddr("192.168.50.10")},
 		userspace.Interfaces{IPTables: fake})
@@ -309,7 +309,7 @@ func TestUDPConntrackCleaning(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	m := metrics.New()
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fake := xtablestest.NewFake(v1.IPv4Protocol)
 	p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a", Metrics: m}, HostIP: netip.MustParseAddr("192.168.50.10")},
 		userspace.Interfaces{IPTables: fake})
 	if err != nil {
@@ -345,7 +345,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestCaptureRulesRepairedByPeriodicFullWrite(t *testing.T) {
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fake := xtablestest.NewFake(v1.IPv4Protocol)
 	clk := clocktesting.NewFakeClock(time.Now())
 	p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a", Clock: clk}, HostIP: netip.MustParseAddr("192.168.50.10")},
 		userspace.Interfaces{IPTables: fake})

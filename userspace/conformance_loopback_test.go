@@ -25,7 +25,7 @@ import (
 // The loopback conformance run needs no root and sends real traffic
 // through the proxier's data path:
 //
-//   - the capture rules are written to iptablestest.Fake, and the rule
+//   - the capture rules are written to xtablestest.Fake, and the rule
 //     tracer (userspacetest.Tracer.Route) decides, as the kernel would,
 //     whether a packet is redirected and to which proxy socket, or is
 //     rejected/dropped by the filter chain, or not proxied;

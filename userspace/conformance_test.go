@@ -32,7 +32,7 @@ func quirks(topo proxytest.Topology) []proxytest.Quirk {
 	return qs
 }
 
-// harness builds a CaptureIPTables proxier over iptablestest.Fake, with
+// harness builds a CaptureIPTables proxier over xtablestest.Fake, with
 // real proxy sockets on the unspecified address at kernel-chosen ports (no
 // root needed), traced by userspacetest.Tracer.
 func harness(t *testing.T, topo proxytest.Topology, _ proxytest.Options) (proxy.Provider, proxytest.Tracer) {

@@ -123,7 +123,7 @@
 // NewFakes, Interfaces, Dump, NewTracer, proxytest.Faults on each fake);
 // its Tracer answers the conformance table's questions from the rules the
 // proxier wrote and its sockets. The package's own tests run the table
-// three ways: over iptablestest.Fake, over real loopback traffic without
+// three ways: over xtablestest.Fake, over real loopback traffic without
 // root (rules traced, data path real, pod addresses mapped to loopback
 // stand-ins by userspacetest.Sockets.Redirect), and, as root, with real
 // packets in network namespaces on both iptables backends.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
@@ -101,8 +101,8 @@ func randomWalkService(rng *rand.Rand) walkService {
 // reports the same no-local-endpoint metrics.
 func TestPartialSyncWalk(t *testing.T) {
 	filter := proxy.EndpointFilter{IncludeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	newProxier := func() (*userspace.Proxier, *iptablestest.Fake, *metrics.Metrics) {
-		fake := iptablestest.NewFake(v1.IPv4Protocol)
+	newProxier := func() (*userspace.Proxier, *xtablestest.Fake, *metrics.Metrics) {
+		fake := xtablestest.NewFake(v1.IPv4Protocol)
 		m := metrics.New()
 		p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: "node-a", Metrics: m, EndpointFilter: filter},
 			HostIP: netip.MustParseAddr("192.168.50.10")}, userspace.Interfaces{IPTables: fake})

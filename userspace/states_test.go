@@ -12,7 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/userspace"
@@ -24,7 +24,7 @@ var proxyPortRE = regexp.MustCompile(`(--to-ports |--to-destination \S+:|--dport
 // (kernel-chosen, so different between two proxiers) replaced by the
 // service they belong to: the rules and, per socket, service, set and
 // endpoints.
-func canonical(t *testing.T, p *userspace.Proxier, fake *iptablestest.Fake) string {
+func canonical(t *testing.T, p *userspace.Proxier, fake *xtablestest.Fake) string {
 	t.Helper()
 	owner := map[string]string{}
 	var b strings.Builder
@@ -76,8 +76,8 @@ func TestStatesConverge(t *testing.T) {
 			names = append(names, sc.Name+"/"+st.Name)
 		}
 	}
-	newProxier := func() (*userspace.Proxier, *iptablestest.Fake, *proxytest.Feeder) {
-		fake := iptablestest.NewFake(topo.Family)
+	newProxier := func() (*userspace.Proxier, *xtablestest.Fake, *proxytest.Feeder) {
+		fake := xtablestest.NewFake(topo.Family)
 		p, err := userspace.NewProxier(userspace.Config{Common: engine.Common{NodeName: topo.NodeName}, HostIP: topo.NodeIP,
 			ClusterCIDRs: []netip.Prefix{topo.ClusterCIDR}}, userspace.Interfaces{IPTables: fake})
 		if err != nil {

@@ -139,7 +139,7 @@ func kubeProxyNode() *nodeView {
 // TestTraceKubeProxySave: upstream kube-proxy's rules as iptables-nft-save
 // prints them (iptablestest's fixture, saved from a real kernel).
 func TestTraceKubeProxySave(t *testing.T) {
-	save, err := os.ReadFile("../../iptables/iptablestest/testdata/kubeproxy-v4.nft-save")
+	save, err := os.ReadFile("../../iptables/xtables/xtablestest/testdata/kubeproxy-v4.nft-save")
 	if err != nil {
 		t.Fatal(err)
 	}

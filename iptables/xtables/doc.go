@@ -9,7 +9,7 @@
 //
 // It is a leaf: it imports no engine, so an engine needs only this package
 // to drive iptables. Its in-memory fake, with a packet tracer, is
-// iptables/iptablestest.Fake.
+// iptables/xtables/xtablestest.Fake.
 //
 // Guarantees of the real Runner:
 //   - Bounded waits: every iptables and iptables-restore command waits for

@@ -70,7 +70,7 @@ type RestoreError struct {
 	Output string
 	// Err is the underlying error: a *LockError when the xtables lock
 	// was held too long, the exec error otherwise (or, from
-	// iptablestest.Fake, the reason the line was refused).
+	// xtablestest.Fake, the reason the line was refused).
 	Err error
 }
 

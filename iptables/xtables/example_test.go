@@ -9,8 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
@@ -18,7 +18,7 @@ import (
 // rules, and matches local pod traffic with LocalMatch. The fake stands in
 // for xtables.New(xtables.RunnerConfig{Backend: xtables.BackendNFT}).
 func Example() {
-	var ipt xtables.Runner = iptablestest.NewFake(v1.IPv4Protocol)
+	var ipt xtables.Runner = xtablestest.NewFake(v1.IPv4Protocol)
 	ctx := context.Background()
 
 	hooks := []xtables.JumpRule{
@@ -44,7 +44,7 @@ func Example() {
 	if err := xtables.DeleteJumpRules(ctx, ipt, hooks); err != nil {
 		panic(err)
 	}
-	fmt.Print(ipt.(*iptablestest.Fake).Dump())
+	fmt.Print(ipt.(*xtablestest.Fake).Dump())
 	// Output:
 	// true true
 	// *nat

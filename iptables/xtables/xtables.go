@@ -61,7 +61,7 @@ const (
 // single-rule commands for the rules that hook our chains into the
 // built-in ones, iptables-save listings and iptables-restore --noflush
 // transactions for everything else. New returns the real one (exec of the
-// iptables tools, nft or legacy backend); iptables/iptablestest.Fake keeps
+// iptables tools, nft or legacy backend); iptables/xtables/xtablestest.Fake keeps
 // the state in memory and can trace packets through it.
 //
 // Every call that needs the xtables lock waits for it a bounded time

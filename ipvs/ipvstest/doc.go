@@ -15,7 +15,7 @@
 //     of `ipvsadm -Ln`, `ipset list` and `ip addr show`. IPVS.Load seeds a
 //     table from such a dump; the others are seeded through their methods
 //     (Netlink.AddLink for the node's own links). The iptables fake is
-//     iptablestest.Fake.
+//     xtablestest.Fake.
 //   - Every fake embeds proxytest.Faults: it counts calls per method (Calls,
 //     CallsOf, ResetCalls; Mutations and Deletions sum the changing ones)
 //     and injects failures with the verbs every kit shares:

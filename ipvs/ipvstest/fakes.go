@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 )
 
@@ -18,7 +18,7 @@ type Fakes struct {
 	IPVS     *IPVS
 	IPSet    *IPSet
 	Netlink  *Netlink
-	IPTables *iptablestest.Fake
+	IPTables *xtablestest.Fake
 	Sysctl   *Sysctl
 
 	family v1.IPFamily
@@ -35,7 +35,7 @@ func NewFakes(family v1.IPFamily) *Fakes {
 		IPVS:     NewIPVS(),
 		IPSet:    NewIPSet(),
 		Netlink:  NewNetlink(),
-		IPTables: iptablestest.NewFake(family),
+		IPTables: xtablestest.NewFake(family),
 		Sysctl:   NewSysctl(nil),
 		family:   family,
 	}

@@ -211,7 +211,7 @@ func (f *IPSet) Has(set string, e ipvs.Entry) bool {
 
 // Match answers "-m set --match-set set flags" for a packet: addrs and
 // ports hold, per flag, the packet's address and port in that direction.
-// It is what iptablestest.TracerConfig.IPSetMatch needs.
+// It is what xtablestest.TracerConfig.IPSetMatch needs.
 func (f *IPSet) Match(set string, proto v1.Protocol, addrs []netip.Addr, ports []int) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

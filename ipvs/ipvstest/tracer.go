@@ -8,7 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
@@ -17,7 +17,7 @@ import (
 type TracerConfig struct {
 	// Family is the IP family of the proxier ("": the family of the Fakes).
 	Family v1.IPFamily
-	// PodInterface and ExternalInterface as in iptablestest.TracerConfig
+	// PodInterface and ExternalInterface as in xtablestest.TracerConfig
 	// (defaults "cbr0" and "eth0").
 	PodInterface      string
 	ExternalInterface string
@@ -28,7 +28,7 @@ type TracerConfig struct {
 
 // Tracer answers where a packet goes under the state a Proxier programmed
 // into the fakes: the iptables part (filter drops and rejects, masquerade
-// marks) through iptablestest's tracer with -m set answered by the ipset
+// marks) through xtablestest's tracer with -m set answered by the ipset
 // fake; then, for a packet the rules let through to a local address, the
 // IPVS virtual server for its destination: its real servers of weight > 0
 // are the backends, persistence makes it Sticky, and a virtual server with
@@ -41,7 +41,7 @@ type Tracer struct {
 	ipvs  *IPVS
 	ipset *IPSet
 	nl    *Netlink
-	ipt   *iptablestest.Fake
+	ipt   *xtablestest.Fake
 }
 
 var _ proxytest.Tracer = (*Tracer)(nil)
@@ -70,12 +70,12 @@ func (t *Tracer) Dump() string { return t.f.Dump() }
 // Trace implements proxytest.Tracer.
 func (t *Tracer) Trace(p proxytest.Packet) (proxytest.Result, error) {
 	mark := uint32(1) << uint(t.cfg.MasqueradeBit)
-	tr := iptablestest.NewTracer(t.ipt, iptablestest.TracerConfig{
+	tr := xtablestest.NewTracer(t.ipt, xtablestest.TracerConfig{
 		NodeIPs:           t.nl.AllAddresses(),
 		PodInterface:      t.cfg.PodInterface,
 		ExternalInterface: t.cfg.ExternalInterface,
-		MasqueradeMark:    iptablestest.Mark{Value: mark, Mask: mark},
-		IPSetMatch: func(q iptablestest.IPSetQuery) (bool, error) {
+		MasqueradeMark:    xtablestest.Mark{Value: mark, Mask: mark},
+		IPSetMatch: func(q xtablestest.IPSetQuery) (bool, error) {
 			return t.ipset.Match(q.Set, q.Protocol, q.Addrs, q.Ports)
 		},
 	})

@@ -88,7 +88,8 @@ type Result struct {
 }
 
 // Tracer answers where a packet goes under the dataplane state an engine
-// programmed. iptablestest, ipvstest and the userspace engine provide one.
+// programmed. xtablestest (and iptablestest), nftablestest, ipvstest and
+// userspacetest provide one.
 type Tracer interface {
 	Trace(p Packet) (Result, error)
 }

@@ -1,6 +1,6 @@
 // Package userspacetest is the userspace engine's test kit, in the shape
 // every engine's kit has: Fakes (the iptables the capture rules go to, an
-// iptablestest.Fake, and Sockets, the real socket layer with
+// xtablestest.Fake, and Sockets, the real socket layer with
 // proxytest.Faults and an optional redirect of backend dials), NewFakes,
 // Fakes.Interfaces, Fakes.Dump and NewTracer. It answers, for the
 // userspace engine, the question every svcproxy tracer answers: where
@@ -9,7 +9,7 @@
 // Tracer reads what the proxier actually programmed: in CaptureIPTables
 // mode the rules in the proxier's chains as its xtables.Runner reports
 // them (iptables-save of the nat and filter tables, so the same tracer
-// works over iptablestest.Fake and over a real kernel), then the proxy
+// works over xtablestest.Fake and over a real kernel), then the proxy
 // socket the matching rule redirects to, then the endpoints of that
 // socket's balancer; in the other modes the proxy sockets bound at the
 // destination. A rule that redirects to a port where no proxy socket

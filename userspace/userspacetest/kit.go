@@ -11,7 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/userspace"
 )
@@ -22,7 +22,7 @@ import (
 // backend dials elsewhere.
 type Fakes struct {
 	// IPTables is the proxier's iptables (one IP family).
-	IPTables *iptablestest.Fake
+	IPTables *xtablestest.Fake
 	// Sockets opens real sockets, through proxytest.Faults.
 	Sockets *Sockets
 }
@@ -33,7 +33,7 @@ func NewFakes(family v1.IPFamily) *Fakes {
 	if family != v1.IPv6Protocol {
 		family = v1.IPv4Protocol
 	}
-	return &Fakes{IPTables: iptablestest.NewFake(family), Sockets: &Sockets{}}
+	return &Fakes{IPTables: xtablestest.NewFake(family), Sockets: &Sockets{}}
 }
 
 // Interfaces returns the fakes as a userspace.Proxier's Interfaces.

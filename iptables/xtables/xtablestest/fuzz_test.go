@@ -1,4 +1,4 @@
-package iptablestest
+package xtablestest
 
 import (
 	"net/netip"
@@ -41,7 +41,7 @@ func FuzzRestore(f *testing.F) {
 		if again.Dump() != dump {
 			t.Fatalf("Dump does not round-trip:\n%s\nvs\n%s", dump, again.Dump())
 		}
-		tr := NewTracer(&Fakes{IPTables: fake}, TracerConfig{NodeIPs: []netip.Addr{nodeIP}, SourcePort: 40000})
+		tr := NewTracer(fake, TracerConfig{NodeIPs: []netip.Addr{nodeIP}, SourcePort: 40000})
 		for _, o := range []proxytest.Origin{proxytest.FromExternal, proxytest.FromPod, proxytest.FromNode} {
 			_, _ = tr.TraceAll(pkt(o, "10.1.0.1", "10.2.0.1", 80))
 		}

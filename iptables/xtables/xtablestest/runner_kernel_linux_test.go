@@ -1,6 +1,6 @@
 //go:build linux
 
-package iptablestest_test
+package xtablestest_test
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 )
 
 // inScratchNetns runs f on a locked OS thread inside a network namespace
@@ -140,7 +140,7 @@ func TestRunnerMethodsAgreeWithKernel(t *testing.T) {
 		t.Skip("needs root: runs the real iptables in a scratch network namespace")
 	}
 	ctx := context.Background()
-	want := runnerScript(ctx, iptablestest.NewFake(v1.IPv4Protocol))
+	want := runnerScript(ctx, xtablestest.NewFake(v1.IPv4Protocol))
 	for _, backend := range []string{xtables.BackendNFT, xtables.BackendLegacy} {
 		t.Run(backend, func(t *testing.T) {
 			real, err := xtables.New(xtables.RunnerConfig{Family: v1.IPv4Protocol, Backend: backend})

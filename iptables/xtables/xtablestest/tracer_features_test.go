@@ -1,4 +1,4 @@
-package iptablestest
+package xtablestest
 
 import (
 	"errors"
@@ -136,7 +136,7 @@ func TestTraceFeatures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr := NewTracer(&Fakes{IPTables: f}, tc.cfg)
+			tr := NewTracer(f, tc.cfg)
 			all, err := tr.TraceAll(tc.p)
 			if err != nil {
 				t.Fatal(err)
@@ -160,7 +160,7 @@ func TestTraceLocalDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := NewTracer(&Fakes{IPTables: f}, TracerConfig{NodeIPs: []netip.Addr{nodeIP}}).TraceAll(pkt(proxytest.FromExternal, "1.2.3.4", "192.168.0.10", 3000))
+	all, err := NewTracer(f, TracerConfig{NodeIPs: []netip.Addr{nodeIP}}).TraceAll(pkt(proxytest.FromExternal, "1.2.3.4", "192.168.0.10", 3000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestTraceLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = NewTracer(&Fakes{IPTables: f}, TracerConfig{}).Trace(pkt(proxytest.FromPod, "10.1.0.1", "10.2.0.1", 80))
+			_, err = NewTracer(f, TracerConfig{}).Trace(pkt(proxytest.FromPod, "10.1.0.1", "10.2.0.1", 80))
 			if !errors.Is(err, ErrTraceTooLarge) {
 				t.Errorf("err = %v, want ErrTraceTooLarge", err)
 			}
@@ -204,7 +204,7 @@ func TestTraceLimits(t *testing.T) {
 
 func TestTraceWhileRestoring(t *testing.T) {
 	f := loadFixture(t, "kubeproxy-v4.restore", v1.IPv4Protocol)
-	tr := NewTracer(&Fakes{IPTables: f}, testNodes)
+	tr := NewTracer(f, testNodes)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {

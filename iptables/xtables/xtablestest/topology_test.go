@@ -1,4 +1,4 @@
-package iptablestest_test
+package xtablestest_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -160,11 +160,11 @@ func topologyCases(topo proxytest.Topology) []topologyCase {
 func TestTracerOnConformanceTopology(t *testing.T) {
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		topo := proxytest.DefaultTopology(family)
-		fake, err := iptablestest.NewFakeFromDump(family, topologyRuleset(topo))
+		fake, err := xtablestest.NewFakeFromDump(family, topologyRuleset(topo))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := iptablestest.NewTracer(&iptablestest.Fakes{IPTables: fake}, iptablestest.TracerConfigFor(topo))
+		tr := xtablestest.NewTracer(fake, xtablestest.TracerConfigFor(topo))
 		for _, tc := range topologyCases(topo) {
 			got, err := tr.Trace(tc.p)
 			if err != nil {

@@ -1,4 +1,4 @@
-package iptablestest
+package xtablestest
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package iptablestest
+package xtablestest
 
 import (
 	"bytes"
@@ -366,7 +366,7 @@ func (f *Fake) EnsureRule(ctx context.Context, position xtables.RulePosition, ta
 		return false, err
 	}
 	if position != xtables.Prepend && position != xtables.Append {
-		return false, fmt.Errorf("iptablestest: invalid rule position %q", position)
+		return false, fmt.Errorf("xtablestest: invalid rule position %q", position)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -536,7 +536,7 @@ func (f *Fake) SaveAllInto(ctx context.Context, buf *bytes.Buffer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.caps.SaveAll {
-		return fmt.Errorf("iptablestest: SaveAllInto: %w", errors.ErrUnsupported)
+		return fmt.Errorf("xtablestest: SaveAllInto: %w", errors.ErrUnsupported)
 	}
 	for _, name := range tableOrder {
 		if t := f.tables[name]; t != nil {

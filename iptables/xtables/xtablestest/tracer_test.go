@@ -1,4 +1,4 @@
-package iptablestest
+package xtablestest
 
 import (
 	"errors"
@@ -45,7 +45,7 @@ func pkt(origin proxytest.Origin, src, dst string, port int) proxytest.Packet {
 
 func TestTraceKubeProxyRuleset(t *testing.T) {
 	f := loadFixture(t, "kubeproxy-v4.restore", v1.IPv4Protocol)
-	tr := NewTracer(&Fakes{IPTables: f}, testNodes)
+	tr := NewTracer(f, testNodes)
 	fwd := func(masq, sticky bool, backends ...string) proxytest.Result {
 		r := proxytest.Result{Verdict: proxytest.Forwarded, Masquerade: masq, Sticky: sticky}
 		for _, b := range backends {
@@ -141,7 +141,7 @@ func describe(t Trace) string {
 
 func TestTraceAllPaths(t *testing.T) {
 	f := loadFixture(t, "kubeproxy-v4.restore", v1.IPv4Protocol)
-	tr := NewTracer(&Fakes{IPTables: f}, testNodes)
+	tr := NewTracer(f, testNodes)
 	all, err := tr.TraceAll(pkt(proxytest.FromPod, "10.180.0.1", "172.30.0.41", 80))
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ COMMIT
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTracer(&Fakes{IPTables: f}, TracerConfig{})
+	tr := NewTracer(f, TracerConfig{})
 	_, err = tr.Trace(pkt(proxytest.FromPod, "10.1.0.1", "172.30.0.1", 80))
 	var amb *AmbiguousError
 	if !errors.As(err, &amb) {
@@ -231,7 +231,7 @@ func TestTraceErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = NewTracer(&Fakes{IPTables: f}, tc.cfg).Trace(tc.p)
+			_, err = NewTracer(f, tc.cfg).Trace(tc.p)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to mention %q", err, tc.want)
 			}
@@ -266,7 +266,7 @@ COMMIT
 		queries = append(queries, q)
 		return q.Set == "KUBE-CLUSTER-IP" && q.Addrs[0] == netip.MustParseAddr("172.30.0.1") && q.Ports[1] == 80 && q.Protocol == v1.ProtocolTCP, nil
 	}}
-	tr := NewTracer(&Fakes{IPTables: f}, cfg)
+	tr := NewTracer(f, cfg)
 	res, err := tr.Trace(pkt(proxytest.FromExternal, "1.2.3.4", "172.30.0.1", 80))
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +297,7 @@ COMMIT
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTracer(&Fakes{IPTables: f}, TracerConfig{NodeIPs: []netip.Addr{netip.MustParseAddr("fd00::10")}})
+	tr := NewTracer(f, TracerConfig{NodeIPs: []netip.Addr{netip.MustParseAddr("fd00::10")}})
 	p := proxytest.Packet{Origin: proxytest.FromNode, Src: netip.MustParseAddr("fd00::10"), Dst: netip.MustParseAddr("fd00:30::1"), Port: 53, Protocol: v1.ProtocolUDP}
 	res, err := tr.Trace(p)
 	if err != nil {
@@ -328,7 +328,7 @@ COMMIT
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTracer(&Fakes{IPTables: f}, TracerConfig{NodeIPs: []netip.Addr{nodeIP}})
+	tr := NewTracer(f, TracerConfig{NodeIPs: []netip.Addr{nodeIP}})
 	cases := map[string]proxytest.Verdict{
 		"10.3.0.1":    proxytest.Rejected, // A -> B -> REJECT
 		"10.2.0.1":    proxytest.Dropped,  // B returns to A, A falls off: goto returns past INPUT's next rule to the policy

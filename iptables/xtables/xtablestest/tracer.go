@@ -1,4 +1,4 @@
-package iptablestest
+package xtablestest
 
 import (
 	"errors"
@@ -52,6 +52,11 @@ type TracerConfig struct {
 	// (kube-proxy's default is 0x4000/0x4000). By default only MASQUERADE
 	// and SNAT rules the packet hits count.
 	MasqueradeMark Mark
+	// Sysctl, when set, is the node's /proc/sys: the Tracer reads
+	// RouteLocalnet from it at each trace (the kernel's default is off;
+	// the iptables engine turns it on for Config.LocalhostNodePorts).
+	// Nil means route_localnet is on.
+	Sysctl *Sysctl
 }
 
 // Mark is a packet mark value under a mask.
@@ -109,37 +114,20 @@ type IPSetQuery struct {
 
 // Tracer answers where a packet goes under the rules a Fake holds, walking
 // the chains as the kernel does. It implements proxytest.Tracer. A Tracer
-// reads the Fake's current state at each call; it is safe for concurrent
-// use (a trace holds the Fake's lock).
+// reads the Fake's current state (and TracerConfig.Sysctl) at each call;
+// it is safe for concurrent use (a trace holds the Fake's lock).
 type Tracer struct {
 	fake *Fake
 	cfg  TracerConfig
-	// sysctl, when set, says whether route_localnet is on (else it is
-	// assumed on).
-	sysctl *Sysctl
 }
 
 var _ proxytest.Tracer = (*Tracer)(nil)
 
-// NewTracer returns a Tracer over the fakes' iptables for a node described
-// by cfg (the kit's constructor shape, the same in every …test package).
-//
-// Transitional: it also accepts a bare *Fake, as before the kit had
-// Fakes, while the ipvs and userspace kits move to
-// NewTracer(&iptablestest.Fakes{IPTables: fake}, cfg); it then takes
-// *Fakes only.
-func NewTracer[F *Fakes | *Fake](f F, cfg TracerConfig) *Tracer {
-	var fake *Fake
-	var sysctl *Sysctl
-	switch f := any(f).(type) {
-	case *Fakes:
-		fake, sysctl = f.IPTables, f.Sysctl
-	case *Fake:
-		fake = f
-	}
-	tr := newTracer(fake, cfg)
-	tr.sysctl = sysctl
-	return tr
+// NewTracer returns a Tracer over fake for a node described by cfg.
+// iptablestest.NewTracer is the same over the iptables engine's kit
+// (its Fakes bring the Sysctl).
+func NewTracer(fake *Fake, cfg TracerConfig) *Tracer {
+	return newTracer(fake, cfg)
 }
 
 func newTracer(fake *Fake, cfg TracerConfig) *Tracer {
@@ -209,7 +197,7 @@ func (e *AmbiguousError) Error() string {
 		}
 		vs = append(vs, v)
 	}
-	return fmt.Sprintf("iptablestest: packet %s has paths with different verdicts: %s", packetString(e.Trace.Packet), strings.Join(vs, ", "))
+	return fmt.Sprintf("xtablestest: packet %s has paths with different verdicts: %s", packetString(e.Trace.Packet), strings.Join(vs, ", "))
 }
 
 func packetString(p proxytest.Packet) string {
@@ -223,7 +211,7 @@ func packetString(p proxytest.Packet) string {
 func (t Trace) Result() (proxytest.Result, error) {
 	var res proxytest.Result
 	if len(t.Paths) == 0 {
-		return res, fmt.Errorf("iptablestest: no path for packet %s", packetString(t.Packet))
+		return res, fmt.Errorf("xtablestest: no path for packet %s", packetString(t.Packet))
 	}
 	res.Verdict = t.Paths[0].Verdict
 	for _, p := range t.Paths {
@@ -257,7 +245,7 @@ const (
 
 // ErrTraceTooLarge is returned when the rules give a packet more than
 // 10000 possible paths or nest jumps more than 100 deep.
-var ErrTraceTooLarge = errors.New("iptablestest: trace too large")
+var ErrTraceTooLarge = errors.New("xtablestest: trace too large")
 
 // TraceAll returns every path p can take. It fails on packets it cannot
 // describe (invalid or wrong-family addresses, a port out of range),
@@ -267,30 +255,30 @@ var ErrTraceTooLarge = errors.New("iptablestest: trace too large")
 func (tr *Tracer) TraceAll(p proxytest.Packet) (Trace, error) {
 	family := tr.fake.Family()
 	if !p.Src.IsValid() || !p.Dst.IsValid() {
-		return Trace{}, fmt.Errorf("iptablestest: packet needs source and destination addresses")
+		return Trace{}, fmt.Errorf("xtablestest: packet needs source and destination addresses")
 	}
 	src, dst := p.Src.Unmap(), p.Dst.Unmap()
 	if src.Is6() != (family == v1.IPv6Protocol) || dst.Is6() != (family == v1.IPv6Protocol) {
-		return Trace{}, fmt.Errorf("iptablestest: packet %s is not %s, the fake's family", packetString(p), family)
+		return Trace{}, fmt.Errorf("xtablestest: packet %s is not %s, the fake's family", packetString(p), family)
 	}
 	if p.Port < 1 || p.Port > 65535 {
-		return Trace{}, fmt.Errorf("iptablestest: packet port %d out of range", p.Port)
+		return Trace{}, fmt.Errorf("xtablestest: packet port %d out of range", p.Port)
 	}
 	if p.SrcPort < 0 || p.SrcPort > 65535 {
-		return Trace{}, fmt.Errorf("iptablestest: packet source port %d out of range", p.SrcPort)
+		return Trace{}, fmt.Errorf("xtablestest: packet source port %d out of range", p.SrcPort)
 	}
 	proto := strings.ToLower(string(p.Protocol))
 	if proto == "" {
 		proto = "tcp"
 	}
 	if proto != "tcp" && proto != "udp" && proto != "sctp" {
-		return Trace{}, fmt.Errorf("iptablestest: packet protocol %q is not TCP, UDP or SCTP", p.Protocol)
+		return Trace{}, fmt.Errorf("xtablestest: packet protocol %q is not TCP, UDP or SCTP", p.Protocol)
 	}
 	st := &pktState{src: src, dst: dst, origSrc: src, origDst: dst, dport: p.Port, origDport: p.Port, proto: proto}
 
 	tr.fake.mu.Lock()
 	defer tr.fake.mu.Unlock()
-	tc := &traceCtx{cfg: tr.cfg, fake: tr.fake, srcPort: p.SrcPort, routeLocalnet: tr.sysctl == nil || routeLocalnet(tr.sysctl)}
+	tc := &traceCtx{cfg: tr.cfg, fake: tr.fake, srcPort: p.SrcPort, routeLocalnet: tr.cfg.Sysctl == nil || routeLocalnet(tr.cfg.Sysctl)}
 	var ends []*pktState
 	var err error
 	switch p.Origin {
@@ -306,10 +294,10 @@ func (tr *Tracer) TraceAll(p proxytest.Packet) (Trace, error) {
 	case proxytest.FromNode:
 		ends, err = tc.fromNode(st)
 	default:
-		return Trace{}, fmt.Errorf("iptablestest: unknown packet origin %d", p.Origin)
+		return Trace{}, fmt.Errorf("xtablestest: unknown packet origin %d", p.Origin)
 	}
 	if err != nil {
-		return Trace{}, fmt.Errorf("iptablestest: tracing %s: %w", packetString(p), err)
+		return Trace{}, fmt.Errorf("xtablestest: tracing %s: %w", packetString(p), err)
 	}
 	t := Trace{Packet: p}
 	for _, e := range ends {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package iptablestest_test
+package xtablestest_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package iptablestest
+package xtablestest
 
 import (
 	"fmt"
@@ -77,7 +77,7 @@ func TestGeneratedRulesetTraces(t *testing.T) {
 	if err := f.Restore(ctx, []byte(partialSync(299, 3, 100))); err != nil {
 		t.Fatal(err)
 	}
-	res, err := NewTracer(&Fakes{IPTables: f}, TracerConfig{}).Trace(pkt(proxytest.FromPod, "10.99.0.1", "172.30.1.43", 80))
+	res, err := NewTracer(f, TracerConfig{}).Trace(pkt(proxytest.FromPod, "10.99.0.1", "172.30.1.43", 80))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func BenchmarkTrace(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr := NewTracer(&Fakes{IPTables: f}, TracerConfig{})
+	tr := NewTracer(f, TracerConfig{})
 	p := pkt(proxytest.FromPod, "10.99.0.1", "172.30.19.136", 80) // service 5000
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -1,4 +1,4 @@
-package iptablestest_test
+package xtablestest_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/iptables/iptablestest"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -17,7 +17,7 @@ import (
 // iptables-save does.
 func ExampleFake() {
 	ctx := context.Background()
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fake := xtablestest.NewFake(v1.IPv4Protocol)
 	var runner xtables.Runner = fake // what the engine is given
 
 	err := runner.Restore(ctx, []byte(`*nat
@@ -51,7 +51,7 @@ COMMIT
 
 // Seed a Fake from iptables-save text, then trace packets through it.
 func ExampleTracer() {
-	fake, err := iptablestest.NewFakeFromDump(v1.IPv4Protocol, `*nat
+	fake, err := xtablestest.NewFakeFromDump(v1.IPv4Protocol, `*nat
 :KUBE-SERVICES - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-POSTROUTING - [0:0]
@@ -77,7 +77,7 @@ COMMIT
 		fmt.Println(err)
 		return
 	}
-	tracer := iptablestest.NewTracer(&iptablestest.Fakes{IPTables: fake}, iptablestest.TracerConfig{
+	tracer := xtablestest.NewTracer(fake, xtablestest.TracerConfig{
 		NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")},
 	})
 	for _, p := range []proxytest.Packet{
@@ -100,7 +100,7 @@ COMMIT
 
 // TraceAll explains a trace: every path, with the rules it hit.
 func ExampleTracer_TraceAll() {
-	fake, err := iptablestest.NewFakeFromDump(v1.IPv4Protocol, `*nat
+	fake, err := xtablestest.NewFakeFromDump(v1.IPv4Protocol, `*nat
 :KUBE-SVC-DNS - [0:0]
 -A PREROUTING -d 172.30.0.10/32 -p udp -m udp --dport 53 -j KUBE-SVC-DNS
 -A KUBE-SVC-DNS -p udp -m statistic --mode random --probability 0.5 -j DNAT --to-destination 10.180.0.5:53
@@ -111,7 +111,7 @@ COMMIT
 		fmt.Println(err)
 		return
 	}
-	trace, err := iptablestest.NewTracer(&iptablestest.Fakes{IPTables: fake}, iptablestest.TracerConfig{}).TraceAll(proxytest.Packet{
+	trace, err := xtablestest.NewTracer(fake, xtablestest.TracerConfig{}).TraceAll(proxytest.Packet{
 		Origin: proxytest.FromPod, Src: netip.MustParseAddr("10.180.0.9"),
 		Dst: netip.MustParseAddr("172.30.0.10"), Port: 53, Protocol: v1.ProtocolUDP,
 	})
@@ -140,7 +140,7 @@ COMMIT
 // proxytest.Faults) and check what was written.
 func ExampleFake_FailOn() {
 	ctx := context.Background()
-	fake := iptablestest.NewFake(v1.IPv4Protocol)
+	fake := xtablestest.NewFake(v1.IPv4Protocol)
 	fake.FailOn("Restore", 1, errors.New("xtables lock held"))
 
 	rules := []byte("*nat\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\nCOMMIT\n")

@@ -1,6 +1,6 @@
 //go:build linux
 
-package iptablestest
+package xtablestest
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package iptablestest_test
+package xtablestest_test
 
 import (
 	"os"
