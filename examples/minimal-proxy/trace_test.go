@@ -127,7 +127,7 @@ func cannedTools(t *testing.T, outputs map[string]string) toolRunner {
 	}
 }
 
-// kubeProxyNode is the node of iptablestest's kube-proxy fixture.
+// kubeProxyNode is the node of xtablestest's kube-proxy fixture.
 func kubeProxyNode() *nodeView {
 	return &nodeView{
 		Addrs:             []netip.Addr{netip.MustParseAddr("192.168.0.10")},
@@ -137,7 +137,7 @@ func kubeProxyNode() *nodeView {
 }
 
 // TestTraceKubeProxySave: upstream kube-proxy's rules as iptables-nft-save
-// prints them (iptablestest's fixture, saved from a real kernel).
+// prints them (xtablestest's fixture, saved from a real kernel).
 func TestTraceKubeProxySave(t *testing.T) {
 	save, err := os.ReadFile("../../iptables/xtables/xtablestest/testdata/kubeproxy-v4.nft-save")
 	if err != nil {
