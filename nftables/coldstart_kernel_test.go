@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -23,16 +24,7 @@ func (tw *twin) coldStart(name string, cfg nftables.Config, objs proxytest.Objec
 	var lists [2]string
 	var batches int64
 	start := func(i int) *nftables.Proxier {
-		ifs, err := nftables.NewInterfaces(tw.fam)
-		if err != nil {
-			tw.t.Fatal(err)
-		}
-		if i == 0 {
-			ifs.Netlink = nil
-		} else {
-			ifs.Netlink = tw.nl
-		}
-		p, err := nftables.NewProxier(cfg, ifs)
+		p, err := nftables.NewProxier(cfg, tw.ifs[i])
 		if err != nil {
 			tw.t.Fatal(err)
 		}
@@ -82,12 +74,7 @@ func refusedChunk(tw *twin, cfg nftables.Config, objs proxytest.Objects) {
 	want := tw.list(0)
 	tw.enter(1)
 	_ = exec.Command("nft", "delete", "table", string(nftables.Family(tw.fam)), nftables.TableName).Run()
-	ifs, err := nftables.NewInterfaces(tw.fam)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ifs.Netlink = tw.nl
-	p, err := nftables.NewProxier(cfg, ifs)
+	p, err := nftables.NewProxier(cfg, tw.ifs[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,16 +112,7 @@ func flushedRepair(tw *twin, cfg nftables.Config, objs proxytest.Objects) int64 
 	for i := range tw.p {
 		tw.enter(i)
 		nft(t, "flush", "table", string(nftables.Family(tw.fam)), nftables.TableName)
-		ifs, err := nftables.NewInterfaces(tw.fam)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			ifs.Netlink = nil
-		} else {
-			ifs.Netlink = tw.nl
-		}
-		p, err := nftables.NewProxier(cfg, ifs)
+		p, err := nftables.NewProxier(cfg, tw.ifs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +175,9 @@ func TestKernelNetlinkColdStart(t *testing.T) {
 					var total int64
 					for _, sc := range scs {
 						for _, st := range sc.Steps {
+							start := time.Now()
 							total += tw.coldStart(sc.Name+"/"+st.Name, cfg, st.Objects)
+							t.Logf("%s/%s: %v", sc.Name, st.Name, time.Since(start).Round(time.Millisecond))
 						}
 					}
 					if total == 0 {

@@ -72,11 +72,17 @@ func (c *countingWriter) WriteBatch(ctx context.Context, msgs []netlink.Message)
 // syncs over netlink, each in a network namespace of its own, fed the same
 // objects.
 type twin struct {
-	t        *testing.T
-	fam      v1.IPFamily
-	ns       [2]netns.NsHandle
-	p        [2]*nftables.Proxier
-	feed     [2]*proxytest.Feeder
+	t    *testing.T
+	fam  v1.IPFamily
+	ns   [2]netns.NsHandle
+	p    [2]*nftables.Proxier
+	feed [2]*proxytest.Feeder
+	// ifs are the Interfaces each side's engines use, built once in
+	// its namespace (NewInterfaces probes nft a dozen times, seconds
+	// under qemu's emulation): a later engine on that side (a cold
+	// start, a restart) is a new Proxier over the same handles, which
+	// keep no state of their own between calls.
+	ifs      [2]nftables.Interfaces
 	nl       *countingWriter
 	partials int // partial syncs with writes on the netlink side
 }
@@ -120,6 +126,7 @@ func withTwin(t *testing.T, fam v1.IPFamily, cfg nftables.Config, f func(tw *twi
 		} else {
 			ifs.Netlink = tw.nl
 		}
+		tw.ifs[i] = ifs
 		p, err := nftables.NewProxier(cfg, ifs)
 		if err != nil {
 			t.Fatal(err)
