@@ -28,7 +28,9 @@
 //     versions they were verified with, read back their first write and
 //     every full sync's, and switch themselves off on a difference or
 //     repeated refusals (README: the fast writers; the
-//     kubeproxy_fast_writer_* metrics count it).
+//     kubeproxy_fast_writer_* metrics count it). --init-only writes no
+//     table, by either writer or its tool, whatever the switches say
+//     (TestInitOnlyHonoursWriterSwitches).
 //   - serve.go: /healthz and /livez on the healthz address
 //     (proxy/healthcheck), /metrics, /proxyMode and /configz on the metrics
 //     address (proxy/metrics), health-check node ports for
