@@ -47,7 +47,10 @@
 //     with the standard tools (iptables-nft-save / iptables-legacy-save,
 //     whichever holds kube-proxy's chains; nft list table for the
 //     nftables mode; for the ipvs mode the IPVS table, KUBE- ipsets and
-//     kube-ipvs0's addresses over netlink, with the iptables rules),
+//     kube-ipvs0's addresses over netlink, with the iptables rules; for
+//     the kernelspace mode the HNS network, endpoints and load balancers
+//     on Windows, or on any system an HNS dump, --from-dump, in
+//     winkerneltest's format; trace_winkernel.go),
 //     whether a proxy runs or not and whoever wrote the
 //     rules, loads it into the shipped fake and traces one new connection
 //     with the shipped tracer: the backends with their probabilities,

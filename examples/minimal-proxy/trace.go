@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -25,7 +26,7 @@ import (
 const traceUsage = `Usage: minimal-proxy trace --to ADDR:PORT[/PROTO] [--from ADDR|node] [flags]
 
 Reads this node's current service-proxy dataplane read-only (iptables-save,
-nft list table, IPVS over netlink), whether the proxy runs or not and whoever wrote the
+nft list table, IPVS over netlink, HNS on Windows), whether the proxy runs or not and whoever wrote the
 rules (svcproxy or kube-proxy), loads it into svcproxy's fake of that
 dataplane and traces one new connection through it: which backends it may
 reach and with what probability, whether it is masqueraded, dropped or
@@ -37,6 +38,7 @@ Examples:
   minimal-proxy trace --from 10.244.1.5 --to 10.96.0.10:80/tcp
   minimal-proxy trace --proxy-mode nftables --from 203.0.113.7 --to 192.168.1.10:30080
   minimal-proxy trace --from node --to 10.96.0.10:53/udp -o json
+  minimal-proxy trace --from-dump hns.txt --node-ip 192.168.1.10 --to 10.96.0.10:80
 
 Flags:
 `
@@ -48,6 +50,11 @@ type traceOptions struct {
 	from, to string
 	origin   string // "", pod, node, external
 	output   string // text, json
+	// The kernelspace (HNS) mode: a dump to trace instead of the node's
+	// HNS, the HNS network, the node's addresses (node ports).
+	fromDump string
+	network  string
+	nodeIPs  []netip.Addr
 }
 
 // parseTraceOptions parses the trace subcommand's arguments.
@@ -63,11 +70,25 @@ func parseTraceOptions(args []string, stderr io.Writer) (*traceOptions, proxytes
 	fs.StringVar(&o.to, "to", "", "The packet's destination, ADDR:PORT[/tcp|udp|sctp] (IPv6: [ADDR]:PORT/tcp). Required.")
 	fs.StringVar(&o.from, "from", "", "The packet's source address, or 'node' for a process on this node (its first address of the destination's family). Empty: 'node'.")
 	fs.StringVar(&o.origin, "origin", "", "Where the packet comes from: 'pod' (a pod on this node), 'node' or 'external'. Empty: 'node' when --from is a local address, else the interface the node routes --from through says where it arrives.")
-	fs.StringVar(&o.mode, "proxy-mode", "", "The dataplane to read: 'iptables', 'nftables' or 'ipvs'. Empty: detected from what is on the node (the nftables kube-proxy table, else IPVS virtual servers, else iptables).")
+	fs.StringVar(&o.mode, "proxy-mode", "", "The dataplane to read: 'iptables', 'nftables', 'ipvs' or 'kernelspace' (Windows HNS). Empty: kernelspace on Windows; elsewhere detected from what is on the node (the nftables kube-proxy table, else IPVS virtual servers, else iptables).")
 	fs.StringVar(&o.backend, "iptables-backend", "", "For the iptables mode: 'nft' or 'legacy'. Empty: the one holding kube-proxy's chains.")
+	fs.StringVar(&o.fromDump, "from-dump", "", "For the kernelspace mode: trace the HNS state in this file (as winkerneltest's FakeHNS.Dump writes it) instead of the node's HNS; works on any system.")
+	fs.StringVar(&o.network, "network-name", "", "For the kernelspace mode: the HNS network of the pods. Empty: $KUBE_NETWORK.")
+	var nodeIPs []string
+	fs.StringSliceVar(&nodeIPs, "node-ip", nil, "For the kernelspace mode: the node's addresses, on which node-port load balancers answer (repeatable). Empty: this host's addresses.")
 	fs.StringVarP(&o.output, "output", "o", "text", "'text' for people, 'json' for scripts.")
 	if err := fs.Parse(args); err != nil {
 		return nil, proxytest.Packet{}, err
+	}
+	for _, s := range nodeIPs {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, proxytest.Packet{}, fmt.Errorf("trace: --node-ip: %w", err)
+		}
+		o.nodeIPs = append(o.nodeIPs, a.Unmap())
+	}
+	if o.mode == "winkernel" || (o.mode == "" && (runtime.GOOS == "windows" || o.fromDump != "")) {
+		o.mode = modeKernelspace // winkernel: kube-proxy's old name, as the proxy accepts it
 	}
 	if fs.NArg() > 0 {
 		return nil, proxytest.Packet{}, fmt.Errorf("trace: unexpected arguments %q", fs.Args())
@@ -78,9 +99,12 @@ func parseTraceOptions(args []string, stderr io.Writer) (*traceOptions, proxytes
 		return nil, proxytest.Packet{}, fmt.Errorf("trace: --output %q: want text or json", o.output)
 	}
 	switch o.mode {
-	case "", modeIPTables, modeNFTables, modeIPVS:
+	case "", modeIPTables, modeNFTables, modeIPVS, modeKernelspace:
 	default:
-		return nil, proxytest.Packet{}, fmt.Errorf("trace: --proxy-mode %q: want iptables, nftables or ipvs", o.mode)
+		return nil, proxytest.Packet{}, fmt.Errorf("trace: --proxy-mode %q: want iptables, nftables, ipvs or kernelspace", o.mode)
+	}
+	if o.mode != modeKernelspace && (o.fromDump != "" || o.network != "" || len(o.nodeIPs) > 0) {
+		return nil, proxytest.Packet{}, errors.New("trace: --from-dump, --network-name and --node-ip are for the kernelspace mode")
 	}
 	switch o.backend {
 	case "", "nft", "legacy":
@@ -438,16 +462,22 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "minimal-proxy: %v\n", err)
 		return exitUsage
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintf(stderr, "minimal-proxy trace: %v\n", errNotRoot)
-		return exitFailed
+	var rep *traceReport
+	if o.mode == modeKernelspace {
+		// HNS (Windows), or a dump of it anywhere: no root, no netlink
+		rep, err = traceWinkernel(o, p)
+	} else {
+		if os.Geteuid() != 0 {
+			fmt.Fprintf(stderr, "minimal-proxy trace: %v\n", errNotRoot)
+			return exitFailed
+		}
+		node, err := readNodeView(p.Dst.Is6())
+		if err != nil {
+			fmt.Fprintf(stderr, "minimal-proxy trace: reading the node's addresses and routes: %v\n", err)
+			return exitFailed
+		}
+		rep, err = traceNode(ctx, o, p, node, execTool)
 	}
-	node, err := readNodeView(p.Dst.Is6())
-	if err != nil {
-		fmt.Fprintf(stderr, "minimal-proxy trace: reading the node's addresses and routes: %v\n", err)
-		return exitFailed
-	}
-	rep, err := traceNode(ctx, o, p, node, execTool)
 	if err != nil {
 		fmt.Fprintf(stderr, "minimal-proxy trace: %v\n", err)
 		return exitFailed
