@@ -49,6 +49,10 @@ type nlEncoder struct {
 	// once the batch is written (encodedBatch.release).
 	pooled bool
 	arenas []*[]byte
+	// segs are the arenas filled before the current one; lastHdr is the
+	// netlink header of the last message kept.
+	segs    [][]byte
+	lastHdr []byte
 }
 
 // arenaPool holds the arenas of written batches: the chunks of a cold
@@ -74,7 +78,13 @@ func (e *nlEncoder) ipLen() int {
 type encodedBatch struct {
 	msgs   []netlink.Message
 	arenas []*[]byte // where msgs' data lives, from arenaPool
-	err    error
+	// wire is msgs in netlink's wire format, sequence numbers from 2 on
+	// (the arenas themselves: the header of each message lies before its
+	// Data); lastHdr is the last message's header, where the writer sets
+	// the acknowledgement flag.
+	wire    [][]byte
+	lastHdr []byte
+	err     error
 }
 
 // release gives b's arenas back to the pool: only once nothing refers to
@@ -84,7 +94,7 @@ func (b *encodedBatch) release() {
 		*a = (*a)[:0]
 		arenaPool.Put(a)
 	}
-	b.arenas, b.msgs = nil, nil
+	b.arenas, b.msgs, b.wire, b.lastHdr = nil, nil, nil, nil
 }
 
 // encoded returns cs's netlink encoding: the one startEncode began, else
@@ -103,7 +113,7 @@ func encodePooled(family byte, cs *changeSet) encodedBatch {
 	e := newNLEncoder(family)
 	e.pooled = true
 	msgs, err := e.changeSet(cs)
-	b := encodedBatch{msgs: msgs, arenas: e.arenas, err: err}
+	b := encodedBatch{msgs: msgs, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr, err: err}
 	if err != nil {
 		b.release()
 	}
@@ -172,14 +182,30 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 
 func (e *nlEncoder) add(msgType uint16, flags netlink.HeaderFlags, attrs func(*attrWriter)) {
 	w := &e.w
-	w.b = append(w.b[:0], e.family, unix.NFNETLINK_V0, 0, 0)
+	// The netlink header first (filled below), so that the arenas hold the
+	// batch in netlink's wire format: the writer sends them as they are
+	// (wireSegments) instead of copying every message into one buffer.
+	w.b = append(w.b[:0], make([]byte, unix.NLMSG_HDRLEN)...)
+	w.b = append(w.b, e.family, unix.NFNETLINK_V0, 0, 0)
 	attrs(w)
+	for len(w.b)%4 != 0 {
+		w.b = append(w.b, 0)
+	}
+	typ := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | int(msgType))
+	fl := netlink.Request | flags
+	h := w.b[:unix.NLMSG_HDRLEN]
+	binary.NativeEndian.PutUint32(h[0:], uint32(len(w.b)))
+	binary.NativeEndian.PutUint16(h[4:], uint16(typ))
+	binary.NativeEndian.PutUint16(h[6:], uint16(fl))
+	// Sequence numbers as WriteBatch numbers them: the batch's begin is
+	// 1, its messages 2 on, its end last.
+	binary.NativeEndian.PutUint32(h[8:], uint32(len(e.msgs)+2))
+	binary.NativeEndian.PutUint32(h[12:], 0) // port id
+	m := e.keep(w.b)
+	e.lastHdr = m[:unix.NLMSG_HDRLEN:unix.NLMSG_HDRLEN]
 	e.msgs = append(e.msgs, netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | int(msgType)),
-			Flags: netlink.Request | flags,
-		},
-		Data: e.keep(w.b),
+		Header: netlink.Header{Type: typ, Flags: fl},
+		Data:   m[unix.NLMSG_HDRLEN:],
 	})
 }
 
@@ -189,6 +215,9 @@ func (e *nlEncoder) add(msgType uint16, flags netlink.HeaderFlags, attrs func(*a
 // built in is reused from message to message.
 func (e *nlEncoder) keep(b []byte) []byte {
 	if cap(e.arena)-len(e.arena) < len(b) {
+		if len(e.arena) > 0 {
+			e.segs = append(e.segs, e.arena)
+		}
 		if e.pooled && len(b) <= arenaSize {
 			a := arenaPool.Get().(*[]byte)
 			e.arenas = append(e.arenas, a)
@@ -200,6 +229,18 @@ func (e *nlEncoder) keep(b []byte) []byte {
 	off := len(e.arena)
 	e.arena = append(e.arena, b...)
 	return e.arena[off:len(e.arena):len(e.arena)]
+}
+
+// wireSegments returns the arenas holding the encoded messages, each in
+// netlink's wire format (header, padded data), in order: their
+// concatenation between a batch begin and end is the batch nft would
+// send, but for the acknowledgement flag of the last message (the
+// writer's; see lastHdr).
+func (e *nlEncoder) wireSegments() [][]byte {
+	if len(e.arena) == 0 {
+		return e.segs
+	}
+	return append(e.segs, e.arena)
 }
 
 const arenaSize = 256 << 10

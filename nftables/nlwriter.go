@@ -53,6 +53,15 @@ func NewNetlinkWriter() NetlinkWriter { return netlinkWriter{} }
 
 type netlinkWriter struct{}
 
+// writeEncoded writes b with w: as it lies in the encoder's arenas when w
+// is the real writer, else (a test's writer, a wrapper) by WriteBatch.
+func writeEncoded(ctx context.Context, w NetlinkWriter, b *encodedBatch) error {
+	if nw, ok := w.(netlinkWriter); ok && b.wire != nil {
+		return nw.writeWire(ctx, b)
+	}
+	return w.WriteBatch(ctx, b.msgs)
+}
+
 const nlReplyTimeout = 30 * time.Second
 
 func (netlinkWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
@@ -63,6 +72,65 @@ func (netlinkWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) err
 		return err
 	}
 	buf, first, last := encodeBatch(msgs, 1)
+	return sendBatch([][]byte{buf}, len(buf), msgs, first, last)
+}
+
+// maxWireSegments bounds the iovecs of one sendmsg (the kernel's
+// UIO_MAXIOV is 1024); a batch in more arenas is copied (WriteBatch).
+const maxWireSegments = 1000
+
+// writeWire sends b without copying it: one sendmsg whose buffers are the
+// batch begin, the encoder's arenas as they are (each message's header
+// already in front of it, sequence numbers as encodeBatch numbers them)
+// and the batch end. The kernel reads the same bytes as WriteBatch's
+// (TestWireSegmentsAreTheBatch). A cold start's chunk is tens of MiB,
+// which WriteBatch holds twice while it is sent.
+func (w netlinkWriter) writeWire(ctx context.Context, b *encodedBatch) error {
+	n := len(b.msgs)
+	if n == 0 {
+		return nil
+	}
+	if len(b.wire)+2 > maxWireSegments || len(b.lastHdr) != unix.NLMSG_HDRLEN {
+		return w.WriteBatch(ctx, b.msgs)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	bufs, size := wireBuffers(b)
+	return sendBatch(bufs, size, b.msgs, 1, uint32(n+1))
+}
+
+// wireBuffers lays b out as WriteBatch's batch: the begin (sequence
+// number 1), b's arenas (its messages numbered 2 on, the last asking for
+// an acknowledgement, set here) and the end.
+func wireBuffers(b *encodedBatch) (bufs [][]byte, size int) {
+	flags := binary.NativeEndian.Uint16(b.lastHdr[6:])
+	binary.NativeEndian.PutUint16(b.lastHdr[6:], flags|unix.NLM_F_ACK)
+	bufs = make([][]byte, 0, len(b.wire)+2)
+	bufs = append(bufs, batchControl(unix.NFNL_MSG_BATCH_BEGIN, 1))
+	size = 2 * len(bufs[0])
+	for _, s := range b.wire {
+		bufs = append(bufs, s)
+		size += len(s)
+	}
+	bufs = append(bufs, batchControl(unix.NFNL_MSG_BATCH_END, uint32(len(b.msgs)+2)))
+	return bufs, size
+}
+
+// batchControl is a batch begin or end message.
+func batchControl(typ uint16, seq uint32) []byte {
+	h := make([]byte, unix.NLMSG_HDRLEN+4)
+	binary.NativeEndian.PutUint32(h[0:], uint32(len(h)))
+	binary.NativeEndian.PutUint16(h[4:], typ)
+	binary.NativeEndian.PutUint16(h[6:], unix.NLM_F_REQUEST)
+	binary.NativeEndian.PutUint32(h[8:], seq)
+	copy(h[unix.NLMSG_HDRLEN:], []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES})
+	return h
+}
+
+// sendBatch sends the batch laid out in bufs (size bytes in all) as one
+// datagram and reads the kernel's verdict.
+func sendBatch(bufs [][]byte, size int, msgs []netlink.Message, first, last uint32) error {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
@@ -74,16 +142,16 @@ func (netlinkWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) err
 	// The whole batch goes in one datagram (the kernel reads one batch per
 	// datagram), so the send buffer must hold it; errors for many messages
 	// may come back, so the receive buffer is sized likewise.
-	size := len(buf) + 64<<10
-	if size < 1<<20 {
-		size = 1 << 20
+	sock := size + 64<<10
+	if sock < 1<<20 {
+		sock = 1 << 20
 	}
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size)
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4*size)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sock)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4*sock)
 	tv := unix.NsecToTimeval(nlReplyTimeout.Nanoseconds())
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	if err := unix.Sendto(fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("netlink send of a %d-byte batch: %w", len(buf), err)
+	if _, err := unix.SendmsgBuffers(fd, bufs, nil, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}, 0); err != nil {
+		return fmt.Errorf("netlink send of a %d-byte batch: %w", size, err)
 	}
 	return readBatchReplies(fd, msgs, first, last)
 }

@@ -161,7 +161,7 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 	}
 	if p.nl.on.Load() {
 		if b := cs.encoded(p.family()); b.err == nil {
-			err := p.ifs.Netlink.WriteBatch(ctx, b.msgs)
+			err := writeEncoded(ctx, p.ifs.Netlink, &b)
 			var be *BatchError
 			switch {
 			case errors.As(err, &be):
