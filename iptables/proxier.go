@@ -91,6 +91,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		Apply:           p.apply,
 		DryRun:          p.dryRun,
 		Drifted:         p.drifted,
+		Unchanged:       p.lastWriteHolds,
 		Cleanup:         p.cleanup,
 		MakeServicePort: makeServicePort,
 		MakeEndpoint:    makeEndpoint,

@@ -43,8 +43,9 @@ import (
 //     default FullSyncPeriod of an hour, at least every few hours), and
 //     the drift check's canaries still catch a flushed table at any time.
 //
-// A periodic, node-change, engine-chosen or requested full sync that finds
-// the proof intact (generation or every table's digest unchanged) skips
+// A periodic, node-change, engine-chosen or requested full sync (the base
+// decides which may trust the last write: engine.Request.Unchanged) that
+// finds the proof intact (generation or every table's digest unchanged) skips
 // iptables-save and the jump-rule and canary checks, and diffs the full
 // render against the carried digests: a fault in the engine's own state
 // is still written out. A start, a failure, drift, cleanup, or any doubt
@@ -93,13 +94,11 @@ func (rs *resyncState) lose() {
 	rs.custody.Lose()
 }
 
-// resyncReason reports whether a full sync for reason may skip the listing.
-func resyncReason(reason engine.Reason) bool {
-	switch reason {
-	case engine.ReasonPeriodic, engine.ReasonNode, engine.ReasonEngine, engine.ReasonRequested:
-		return true
-	}
-	return false
+// lastWriteHolds is the Unchanged hook: the tables are as our last write
+// left them (see above). engine.Request.Unchanged asks it only for a full
+// sync whose reason allows skipping the listing.
+func (p *Proxier) lastWriteHolds(*engine.Request) bool {
+	return p.wrote && p.resync.known != nil && p.unchanged(p.resyncWatch())
 }
 
 // ensureBaseOrSkip is ensureBase (list, check jump rules and canaries), or
@@ -107,14 +106,14 @@ func resyncReason(reason engine.Reason) bool {
 // p.kernel is the carried digest. It returns the nat chains the kernel has
 // (nil when unknown).
 func (p *Proxier) ensureBaseOrSkip(ctx context.Context, req *engine.Request) (tableSums, error) {
-	w := p.resyncWatch()
 	rs := &p.resync
-	if p.wrote && rs.known != nil && resyncReason(req.Reason) && p.unchanged(w) {
+	if req.Unchanged() {
 		p.log.V(2).Info("Full sync: the tables are as our last write left them; not listing them", "reason", req.Reason)
 		p.kernel = rs.known
 		rs.skips++
 		return rs.known[xtables.TableNAT], nil
 	}
+	w := p.resyncWatch()
 	rs.skips = 0
 	// Bracket the listing and the commands ensureBase may run.
 	rs.lose()

@@ -87,6 +87,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		Apply:           p.apply,
 		DryRun:          p.dryRun,
 		Drifted:         p.drifted,
+		Unchanged:       p.lastCommitHolds,
 		Cleanup:         p.cleanup,
 		Close:           p.close,
 		MakeServicePort: makeServicePort,
@@ -272,7 +273,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		}
 	}
 	st := p.state
-	if !p.skipsListing(req) {
+	if !req.Unchanged() {
 		var err error
 		if st, err = p.listStateTracked(ctx, known); err != nil {
 			return engine.Result{}, fmt.Errorf("listing table %s: %w", TableName, err)

@@ -35,7 +35,8 @@ func NewGenerationReader() GenerationReader { return netlinkGeneration{} }
 // just before and just after it, keeps custody only if the generation
 // moved by exactly one (no other transaction committed in between; a
 // foreign commit racing ours shows as a move of two or more). A periodic,
-// node-change, engine-chosen or requested full resync that finds the
+// node-change, engine-chosen or requested full resync (the reasons the base
+// lets trust the last write: engine.Request.Unchanged) that finds the
 // generation still at the recorded value skips the listing and diffs the
 // plan against the in-memory state (the plan is still computed in full,
 // so a fault in the engine's own record is still written out). Any doubt
@@ -48,14 +49,10 @@ func NewGenerationReader() GenerationReader { return netlinkGeneration{} }
 // (or this engine's other family) commit between two resyncs, the resync
 // lists: the skip is an optimisation, never a risk.
 
-// skipsListing reports whether a full sync for req may diff against the
-// in-memory state without listing the table.
-func (p *proxier) skipsListing(req *engine.Request) bool {
-	switch req.Reason {
-	case engine.ReasonPeriodic, engine.ReasonNode, engine.ReasonEngine, engine.ReasonRequested:
-	default:
-		return false
-	}
+// lastCommitHolds is the Unchanged hook: the generation is still the one
+// custody recorded (see above). engine.Request.Unchanged asks it only for
+// a full sync whose reason allows skipping the listing.
+func (p *proxier) lastCommitHolds(req *engine.Request) bool {
 	if p.ifs.Generation == nil || p.static == nil {
 		return false
 	}

@@ -46,6 +46,14 @@ type Hooks struct {
 	// concurrently with the other hooks; true makes the next sync full and
 	// starts it at once.
 	Drifted func(ctx context.Context) (bool, error)
+	// Unchanged, if set, reports whether the node still holds exactly what
+	// this engine's last write left: nobody changed it since (a generation
+	// id that moved only by the engine's own commits, a table digest
+	// recorded after its last write). Only Request.Unchanged calls it, on
+	// a full sync whose reason casts no doubt on the node, from within
+	// Apply (so never concurrently with the other hooks). Any doubt is
+	// false: the engine then lists the node as on any full sync.
+	Unchanged func(req *Request) bool
 	// Cleanup removes everything this engine's mode may have left on the
 	// node, ours or an earlier run's; nil means there is nothing to clean.
 	Cleanup func(ctx context.Context) error
@@ -86,6 +94,23 @@ type Request struct {
 	Reason Reason
 	// Now is when the sync started (from Common.Clock).
 	Now time.Time
+
+	unchanged func(req *Request) bool // Hooks.Unchanged
+}
+
+// Unchanged reports whether Apply may trust that the node is as the
+// engine's last write left it, and diff a full sync against its own record
+// instead of listing the node: only for a full sync whose Reason casts no
+// doubt on the node (ReasonPeriodic, ReasonNode, ReasonEngine,
+// ReasonRequested; never the first sync, one after a failure, drift, a dry
+// run or a cleanup), and only if Hooks.Unchanged says so. Apply asks where
+// it would list (each call asks the hook again).
+func (r *Request) Unchanged() bool {
+	switch r.Reason {
+	case ReasonPeriodic, ReasonNode, ReasonEngine, ReasonRequested:
+		return r.unchanged != nil && r.unchanged(r)
+	}
+	return false
 }
 
 // Result is what Hooks.Apply reports of one sync.
@@ -469,7 +494,7 @@ func (b *Base) syncLocked(ctx context.Context) SyncOutcome {
 	u := b.tracker.Update()
 	b.setPendingMetrics()
 	b.pendingCT = StaleUDPFilters(&u, b.pendingCT)
-	req := Request{Update: &u, Now: start}
+	req := Request{Update: &u, Now: start, unchanged: b.hooks.Unchanged}
 	req.Full, req.Reason = b.decideFull(&u, start)
 
 	res, err := b.hooks.Apply(ctx, &req)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -516,4 +517,52 @@ func runInBackground(b *Base) (stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
 	return func() { cancel(); <-done }
+}
+
+// TestRequestUnchanged: a full sync may trust the engine's last write
+// (Hooks.Unchanged) only for a reason that casts no doubt on the node; the
+// base hands the hook to every sync's Request, and a Request without one
+// (a dry run's) never trusts.
+func TestRequestUnchanged(t *testing.T) {
+	asked := 0
+	yes := func(*Request) bool { asked++; return true }
+	for reason, want := range map[Reason]bool{
+		ReasonInitial: false, ReasonFailure: false, ReasonDrift: false, ReasonDryRun: false,
+		ReasonCleanup: false, ReasonNone: false,
+		ReasonPeriodic: true, ReasonNode: true, ReasonEngine: true, ReasonRequested: true,
+	} {
+		asked = 0
+		req := &Request{Full: reason != ReasonNone, Reason: reason, unchanged: yes}
+		if got := req.Unchanged(); got != want || asked != map[bool]int{false: 0, true: 1}[want] {
+			t.Errorf("reason %q: Unchanged() = %v (hook asked %d times), want %v", reason, got, asked, want)
+		}
+		if (&Request{Full: true, Reason: reason}).Unchanged() {
+			t.Errorf("reason %q: Unchanged() without a hook = true", reason)
+		}
+	}
+
+	r := &recorder{}
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	h := r.hooks()
+	var got []bool
+	apply := h.Apply
+	h.Apply = func(ctx context.Context, req *Request) (Result, error) {
+		got = append(got, req.Unchanged())
+		return apply(ctx, req)
+	}
+	h.Unchanged = func(req *Request) bool { return req.Reason == ReasonPeriodic }
+	b, err := New(Common{Logger: testr.New(t), Clock: clk, FullSyncPeriod: time.Hour}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced(b)
+	mustSync(t, b) // initial
+	mustSync(t, b) // partial
+	clk.Step(time.Hour)
+	mustSync(t, b) // periodic
+	b.RequestFullSync()
+	mustSync(t, b) // requested: the hook says no
+	if want := []bool{false, false, true, false}; !slices.Equal(got, want) {
+		t.Fatalf("Request.Unchanged() per sync (initial, partial, periodic, requested) = %v, want %v", got, want)
+	}
 }

@@ -16,6 +16,10 @@
 //     the engine's drift check (Hooks.Drifted, run every
 //     DriftCheckInterval) finds the node changed behind our back; every
 //     other sync, the periodic ones included, is partial;
+//   - whether a full sync may trust the engine's last write and skip
+//     listing the node (Request.Unchanged): never at start, after a
+//     failure, drift, a dry run or a cleanup; otherwise as the engine's
+//     Hooks.Unchanged says (nobody changed the node since its last write);
 //   - kube-proxy's sync metrics (durations, last queued and last synced
 //     timestamps, service and endpoint changes, pending gauges, conntrack
 //     reconciliation), the proxy health updater and the service health
@@ -30,7 +34,8 @@
 // has the constructor NewProxier(cfg Config, ifs Interfaces) (*Proxier,
 // error), where Interfaces bundles what it drives (fakes in tests).
 //
-// Guarantees: Apply, DryRun, Drifted and Cleanup never run concurrently;
+// Guarantees: Apply, DryRun, Drifted, Unchanged and Cleanup never run
+// concurrently;
 // a failed Apply never loses tracker state (the next sync is full and
 // recomputes everything); Run returns only when its context ends.
 package engine
