@@ -14,7 +14,7 @@ import (
 func subcommands() []subcommand {
 	return []subcommand{
 		{"diff", "what a sync would change on this node now, as the commands it would run (exit 3 when the node differs from the plan); takes the proxy's flags", runDiff},
-		{"trace", "trace one packet through this node's current rules (iptables, nftables, ipvs): backends, probabilities, masquerade, the rules that decided", runTrace},
+		{"trace", "trace one packet through this node's current rules (iptables, nftables, ipvs, HNS on Windows or an HNS dump): backends, probabilities, masquerade, the rules that decided", runTrace},
 	}
 }
 

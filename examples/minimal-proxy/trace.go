@@ -26,13 +26,14 @@ import (
 const traceUsage = `Usage: minimal-proxy trace --to ADDR:PORT[/PROTO] [--from ADDR|node] [flags]
 
 Reads this node's current service-proxy dataplane read-only (iptables-save,
-nft list table, IPVS over netlink, HNS on Windows), whether the proxy runs or not and whoever wrote the
-rules (svcproxy or kube-proxy), loads it into svcproxy's fake of that
-dataplane and traces one new connection through it: which backends it may
-reach and with what probability, whether it is masqueraded, dropped or
-rejected, and the rules that decided it, with the Service each belongs to.
-Needs root (the tools do). Exit status 0 when traced, 1 when the dataplane
-could not be read or traced, 2 on bad flags.
+nft list table, IPVS over netlink, HNS on Windows), whether the proxy runs
+or not and whoever wrote the rules (svcproxy or kube-proxy), loads it into
+svcproxy's fake of that dataplane and traces one new connection through
+it: which backends it may reach and with what probability, whether it is
+masqueraded, dropped or rejected, and the rules that decided it, with the
+Service each belongs to. Needs root on Linux (the tools do); an HNS dump
+(--from-dump) is traced anywhere. Exit status 0 when traced, 1 when the
+dataplane could not be read or traced, 2 on bad flags.
 
 Examples:
   minimal-proxy trace --from 10.244.1.5 --to 10.96.0.10:80/tcp
