@@ -94,9 +94,10 @@ type Interfaces struct {
 	// OtherFamily, if set, is the same table in the other family:
 	// Cleanup removes it too (so --cleanup removes every leftover).
 	OtherFamily knftables.Interface
-	// Comments, if set, lists the first rule's comment of every chain
-	// for full syncs in one netlink dump (NewNetlinkRuleLister), instead
-	// of knftables' ListRules. NewInterfaces sets it.
+	// Comments, if set, reads the table for full syncs over netlink
+	// (NewNetlinkRuleLister: chain names, each chain's first rule's
+	// comment, set and map elements), instead of knftables' listings.
+	// NewInterfaces sets it.
 	Comments ChainCommentLister
 	// Generation, if set, reads the ruleset generation id, so a full
 	// resync of a table unchanged since our last transaction skips the

@@ -23,16 +23,26 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// ChainCommentLister reads, for full syncs, the comment of the first rule
-// of each chain (where the engine keeps the chain's content hash) faster
-// than knftables' ListRules, which parses nft's JSON listing of the whole
-// table (a full sync's listing: BenchmarkKernelResync's listed-s).
+// ChainCommentLister is what a full sync reads of the table over netlink,
+// faster than knftables (whose ListRules, ListAll and ListElements parse
+// nft's JSON listing: a full sync's listing, BenchmarkKernelResync's
+// listed-s): whether the table exists, the comment of the first rule of
+// each chain (where the engine keeps the chain's content hash), the chain
+// names, and the elements of the engine's sets and maps. Every method is
+// required: a wrapper forwards all of them (or embeds the interface) and
+// the engine reads the table the same way through it.
 type ChainCommentLister interface {
 	// TableExists reports whether the kube-proxy table exists.
 	TableExists(ctx context.Context) (bool, error)
 	// ChainHeads returns, for each of the named chains that has rules,
 	// its first rule's comment and its number of rules.
 	ChainHeads(ctx context.Context, chains []string) (map[string]ChainHead, error)
+	// ListChainNames returns the names of the table's chains.
+	ListChainNames(ctx context.Context) ([]string, error)
+	// ListContainer returns the elements of the named set or map: keys
+	// and values as nft writes them ("10.96.0.1 . tcp . 80",
+	// "goto service-…").
+	ListContainer(ctx context.Context, name string) (map[string]string, error)
 }
 
 // ChainHead is what a full sync reads of a chain: the first rule's comment
@@ -249,15 +259,7 @@ func parseRuleMessage(b []byte) (chain string, comment *string, err error) {
 	return chain, comment, ad.Err()
 }
 
-// ElementLister is implemented by a ChainCommentLister that also lists
-// the elements of the engine's sets and maps faster than knftables'
-// ListElements (nft's JSON): keys and values as nft writes them
-// ("10.96.0.1 . tcp . 80", "goto service-…").
-type ElementLister interface {
-	ListContainer(ctx context.Context, name string) (map[string]string, error)
-}
-
-var _ ElementLister = (*netlinkRuleLister)(nil)
+var _ ChainCommentLister = (*netlinkRuleLister)(nil)
 
 func (l *netlinkRuleLister) ListContainer(_ context.Context, name string) (map[string]string, error) {
 	c, err := gnft.New()

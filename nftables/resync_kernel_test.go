@@ -34,13 +34,11 @@ func (c *countingLister) ChainHeads(ctx context.Context, chains []string) (map[s
 }
 
 func (c *countingLister) ListContainer(ctx context.Context, name string) (map[string]string, error) {
-	return c.real.(nftables.ElementLister).ListContainer(ctx, name)
+	return c.real.ListContainer(ctx, name)
 }
 
 func (c *countingLister) ListChainNames(ctx context.Context) ([]string, error) {
-	return c.real.(interface {
-		ListChainNames(context.Context) ([]string, error)
-	}).ListChainNames(ctx)
+	return c.real.ListChainNames(ctx)
 }
 
 // TestKernelResyncOfUnchangedTable: on a real kernel, the periodic resync

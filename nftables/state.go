@@ -51,25 +51,10 @@ func newTableState() *tableState {
 	return st
 }
 
-// listState reads the table once: object names, every rule's comment (the
-// first rule of each chain carries the chain's content hash), and the
-// elements of the engine's containers. A missing table is an empty state.
-//
-// known, when not nil, is the state the engine recorded (a periodic
-// resync): chains that still exist keep their recorded content hashes and
-// only object names and elements are listed, which is far cheaper than
-// reading every chain's first rule.
-// chainNameLister lists the table's chain names faster than knftables'
-// ListAll (the netlink lister does).
-type chainNameLister interface {
-	ListChainNames(ctx context.Context) ([]string, error)
-}
-
 // listNames returns the names of the table's chains, sets and maps, as
-// knftables' ListAll does, with chain names from lister when it can.
+// knftables' ListAll does, with chain names from lister when set.
 func listNames(ctx context.Context, nft knftables.Interface, lister ChainCommentLister) (map[string][]string, error) {
-	cl, ok := lister.(chainNameLister)
-	if !ok {
+	if lister == nil {
 		return nft.ListAll(ctx)
 	}
 	all := map[string][]string{}
@@ -80,7 +65,7 @@ func listNames(ctx context.Context, nft knftables.Interface, lister ChainComment
 		}
 		all[kind] = names
 	}
-	chains, err := cl.ListChainNames(ctx)
+	chains, err := lister.ListChainNames(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +73,14 @@ func listNames(ctx context.Context, nft knftables.Interface, lister ChainComment
 	return all, nil
 }
 
+// listState reads the table once: object names, every rule's comment (the
+// first rule of each chain carries the chain's content hash), and the
+// elements of the engine's containers. A missing table is an empty state.
+//
+// known, when not nil, is the state the engine recorded (a periodic
+// resync): chains that still exist keep their recorded content hashes and
+// only object names and elements are listed, which is far cheaper than
+// reading every chain's first rule.
 func listState(ctx context.Context, nft knftables.Interface, lister ChainCommentLister, known *tableState) (*tableState, error) {
 	st := newTableState()
 	var rules []*knftables.Rule
@@ -184,8 +177,8 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 		if containerIsSet(c) {
 			typ = "set"
 		}
-		if el, ok := lister.(ElementLister); ok {
-			m, err := el.ListContainer(ctx, c)
+		if lister != nil {
+			m, err := lister.ListContainer(ctx, c)
 			if err != nil {
 				return nil, err
 			}
