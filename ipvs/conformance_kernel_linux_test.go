@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
-	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
@@ -25,22 +24,12 @@ func kernelConformanceHarness(topo proxytest.Topology) netnstest.KernelHarness {
 			var ifs ipvs.Interfaces
 			err := netnstest.Exec(env.Node, func() error {
 				var err error
-				if ifs.IPVS, err = ipvskernel.New(ipvskernel.Options{}); err != nil {
-					return err
-				}
-				if ifs.IPSet, err = ipvskernel.NewIPSet(ipvskernel.Options{}); err != nil {
-					return err
-				}
-				if ifs.Netlink, err = ipvskernel.NewNetlink(ipvskernel.Options{}); err != nil {
-					return err
-				}
-				ifs.IPTables, err = xtables.New(xtables.RunnerConfig{Family: env.Topo.Family, Backend: xtables.BackendAuto})
-				return err
+				ifs, err = ipvskernel.NewInterfaces(ipvskernel.InterfacesOptions{Family: env.Topo.Family})
+				return err // Sync runs inside the node namespace, where Sysctl and iptables act
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ifs.Sysctl = ipvskernel.NewSysctl() // Sync runs inside the node namespace
 			t.Cleanup(func() { _ = ifs.IPVS.Close() })
 			p, err := ipvs.NewProxier(ipvs.Config{
 				Common:        engine.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},

@@ -292,22 +292,12 @@ func TestTraceKernelIPVS(t *testing.T) {
 				var ifs ipvs.Interfaces
 				err := netnstest.Exec(env.Node, func() error {
 					var err error
-					if ifs.IPVS, err = ipvskernel.New(ipvskernel.Options{}); err != nil {
-						return err
-					}
-					if ifs.IPSet, err = ipvskernel.NewIPSet(ipvskernel.Options{}); err != nil {
-						return err
-					}
-					if ifs.Netlink, err = ipvskernel.NewNetlink(ipvskernel.Options{}); err != nil {
-						return err
-					}
-					ifs.IPTables, err = xtables.New(xtables.RunnerConfig{Family: env.Topo.Family, Backend: xtables.BackendAuto})
-					return err
+					ifs, err = ipvskernel.NewInterfaces(ipvskernel.InterfacesOptions{Family: env.Topo.Family})
+					return err // Sync runs inside the node namespace, where Sysctl and iptables act
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
-				ifs.Sysctl = ipvskernel.NewSysctl()
 				t.Cleanup(func() { _ = ifs.IPVS.Close() })
 				p, err := ipvs.NewProxier(ipvs.Config{
 					Common:        enginebase.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},

@@ -6,7 +6,9 @@
 // ipvs.Sysctl over /proc/sys. Each works in the network namespace that
 // Options.NetNSPath names (the caller's when empty) and bounds every
 // kernel call by Options.SocketTimeout, so a stuck kernel call cannot hang
-// a sync.
+// a sync. NewInterfaces builds them all, with an iptables runner, as one
+// ipvs.Interfaces (what an embedder, the kernel conformance tests and
+// minimal-proxy's trace tests hand to ipvs.NewProxier).
 //
 // Errors wrap ipvs.ErrNotFound, ipvs.ErrExists and ipvs.ErrNotSupported
 // (use errors.Is) together with the kernel's error; their text is built
