@@ -3,10 +3,10 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/sysctl"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -171,7 +171,7 @@ type Entry struct {
 // Render formats e the way `ipset list` shows it in a set of type t:
 // "10.0.0.1,tcp:80", "10.0.0.1,tcp:80,10.244.0.5", "10.0.0.0/8", "30080".
 func (e Entry) Render(t SetType) string {
-	proto := strings.ToLower(string(e.Protocol))
+	proto := proxy.LowerProtocol(e.Protocol)
 	ipport := func() string { return e.IP.String() + "," + proto + ":" + strconv.Itoa(int(e.Port)) }
 	switch t {
 	case HashIP:

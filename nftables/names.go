@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/proxy"
@@ -110,7 +109,7 @@ func hashAndTruncate(name string) string {
 
 // serviceNameBase is "HASH-namespace/name/proto/port".
 func serviceNameBase(spn proxy.ServicePortName) string {
-	return hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + protoLower(spn.Protocol) + "/" + spn.Port)
+	return hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + proxy.LowerProtocol(spn.Protocol) + "/" + spn.Port)
 }
 
 // endpointNameBase is "HASH-namespace/name/proto/port__ip/port" (colons of
@@ -118,24 +117,12 @@ func serviceNameBase(spn proxy.ServicePortName) string {
 func endpointNameBase(spn proxy.ServicePortName, endpoint string) string {
 	ip, port, _ := net.SplitHostPort(endpoint)
 	ip = strings.ReplaceAll(ip, ":", ".")
-	return hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + protoLower(spn.Protocol) + "/" + spn.Port + "__" + ip + "/" + port)
+	return hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + proxy.LowerProtocol(spn.Protocol) + "/" + spn.Port + "__" + ip + "/" + port)
 }
 
 // isServiceObjectName reports a per-service chain or set name (all hold a
 // "/"; the fixed names hold none).
 func isServiceObjectName(name string) bool { return strings.Contains(name, "/") }
-
-func protoLower(p v1.Protocol) string {
-	switch p {
-	case v1.ProtocolTCP:
-		return "tcp"
-	case v1.ProtocolUDP:
-		return "udp"
-	case v1.ProtocolSCTP:
-		return "sctp"
-	}
-	return strings.ToLower(string(p))
-}
 
 // hashPrefix starts the comment of the first rule of every chain the engine
 // writes; the rest of it is a hash of the chain's content, so a full sync

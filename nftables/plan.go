@@ -186,7 +186,7 @@ func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, sv
 	pp := &portPlan{
 		spn:   spn,
 		svc:   svc,
-		proto: protoLower(svc.Protocol()),
+		proto: proxy.LowerProtocol(svc.Protocol()),
 		port:  strconv.Itoa(svc.Port()),
 		names: namesFor(spn, svc),
 	}

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
+
+	"github.com/svcproxy/svcproxy/proxy"
 )
 
 // Localhost node ports (Config.LocalhostNodePorts, upstream's
@@ -46,14 +48,14 @@ var localhostRejectableProtocols = []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP,
 // LocalhostRejectChain names the chain that counts and rejects localhost
 // node-port traffic of protocol (upstream's name).
 func LocalhostRejectChain(protocol v1.Protocol) string {
-	return prefixLocalhostRejectChain + protoLower(protocol)
+	return prefixLocalhostRejectChain + proxy.LowerProtocol(protocol)
 }
 
 // LocalhostRejectCounter names the named counter of the packets rejected
 // on localhost node ports of protocol (upstream's
 // metrics.LocalhostNodePortRejectedCounterName).
 func LocalhostRejectCounter(protocol v1.Protocol) string {
-	return prefixLocalhostRejectCounter + protoLower(protocol)
+	return prefixLocalhostRejectCounter + proxy.LowerProtocol(protocol)
 }
 
 // localhostMode is what the gate and the node-port addresses make of

@@ -105,7 +105,7 @@ type captureRule struct {
 
 // args renders the rule as iptables arguments (after "-A chain").
 func (r captureRule) args() []string {
-	proto := strings.ToLower(string(r.protocol))
+	proto := proxy.LowerProtocol(r.protocol)
 	a := []string{"-m", "comment", "--comment", r.service.String()}
 	if r.src.IsValid() {
 		a = append(a, "-s", r.src.String())

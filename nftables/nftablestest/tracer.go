@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -93,9 +94,9 @@ func (t *Tracer) Trace(p proxytest.Packet) (proxytest.Result, error) {
 	t.fake.RLock()
 	defer t.fake.RUnlock()
 	tab := t.fake.Table
-	start := pkt{src: p.Src.Unmap(), dst: p.Dst.Unmap(), port: p.Port, proto: strings.ToLower(string(p.Protocol))}
+	start := pkt{src: p.Src.Unmap(), dst: p.Dst.Unmap(), port: p.Port, proto: proxy.LowerProtocol(p.Protocol)}
 	if start.proto == "" {
-		start.proto = strings.ToLower(string(v1.ProtocolTCP))
+		start.proto = proxy.LowerProtocol(v1.ProtocolTCP)
 	}
 	switch p.Origin {
 	case proxytest.FromPod:

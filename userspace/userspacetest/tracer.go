@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 	"github.com/svcproxy/svcproxy/userspace"
 )
@@ -105,7 +106,7 @@ func (t *Tracer) Route(pkt proxytest.Packet) (socket netip.AddrPort, res proxyte
 	if pkt.Origin == proxytest.FromNode {
 		hook = xtables.ChainOutput
 	}
-	proto := strings.ToLower(string(pkt.Protocol))
+	proto := proxy.LowerProtocol(pkt.Protocol)
 	// nat: the hook's jumps into our chains, in order.
 	for _, j := range tb.nat[string(hook)] {
 		if !isOurChain(j.target) || (j.localDst && !t.isLocal(dst)) {

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -267,7 +268,7 @@ func (tr *Tracer) TraceAll(p proxytest.Packet) (Trace, error) {
 	if p.SrcPort < 0 || p.SrcPort > 65535 {
 		return Trace{}, fmt.Errorf("xtablestest: packet source port %d out of range", p.SrcPort)
 	}
-	proto := strings.ToLower(string(p.Protocol))
+	proto := proxy.LowerProtocol(p.Protocol)
 	if proto == "" {
 		proto = "tcp"
 	}
