@@ -94,6 +94,28 @@ type planner struct {
 	nodeName     string
 	nodeLabels   map[string]string
 	localhost    localhostMode // plan_localhost.go
+	// slabRules, when set (a full sync's planner), has ruleBuf carve the
+	// DNAT rules of the services out of shared slabs of that many rules:
+	// one allocation per slab, not one per policy chain (10,000 at
+	// 10,000 services). A chunk's commit drops its plans' rules, so a
+	// slab lives about as long as the chunk that used it.
+	slabRules int
+	ruleSlab  []ruleSpec
+}
+
+// ruleBuf returns an empty slice with room for n rules (and no more: an
+// append beyond n reallocates rather than writing over the next chain's
+// rules in the slab).
+func (p *planner) ruleBuf(n int) []ruleSpec {
+	if p.slabRules == 0 || n > p.slabRules/8 {
+		return make([]ruleSpec, 0, n)
+	}
+	if cap(p.ruleSlab)-len(p.ruleSlab) < n {
+		p.ruleSlab = make([]ruleSpec, 0, p.slabRules)
+	}
+	l := len(p.ruleSlab)
+	p.ruleSlab = p.ruleSlab[:l+n]
+	return p.ruleSlab[l : l : l+n]
 }
 
 func newPlanner(cfg *Config) *planner {

@@ -45,7 +45,7 @@ func (p *planner) planPolicyChains(sp *servicePlan, pp *portPlan) {
 			}
 			rules = append(rules, dispatchRules(pp.spn, c.eps)...)
 		} else {
-			rules = dnatRules(protoNum(pp.proto), c.eps)
+			rules = dnatRules(p.ruleBuf(len(c.eps)), protoNum(pp.proto), c.eps)
 		}
 		sp.addChain(chainSpec{name: c.name, rules: rules})
 	}
@@ -72,8 +72,8 @@ func numgenStep(i, n int) int {
 // sscanf per set): with one per service a cold start is quadratic in the
 // number of services (measured in doc.go and BENCHMARKS.md). One endpoint
 // is a plain "dnat to", as upstream writes it.
-func dnatRules(proto uint8, eps []proxy.Endpoint) []ruleSpec {
-	rules := make([]ruleSpec, 0, len(eps))
+// The rules are appended to rules (ruleBuf's, room for len(eps)).
+func dnatRules(rules []ruleSpec, proto uint8, eps []proxy.Endpoint) []ruleSpec {
 	for i, ep := range eps {
 		rules = append(rules, dnatRule(numgenStep(i, len(eps)), proto, epAddrPort(ep)))
 	}

@@ -279,9 +279,19 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 			return engine.Result{}, fmt.Errorf("listing table %s: %w", TableName, err)
 		}
 	}
-	p.state, p.plans = st, map[types.NamespacedName]*servicePlan{}
+	// The maps this sync fills are sized from the service ports (about a
+	// chain and an element in cluster-ips and service-ips each, at most
+	// two claimed keys): built without a size they are rehashed a dozen
+	// times over a cold start.
+	nPorts := 0
+	for _, ports := range u.ServicePorts {
+		nPorts += len(ports)
+	}
+	p.state, p.plans = st, make(map[types.NamespacedName]*servicePlan, len(u.ServicePorts))
 	st.refs = map[string]int{} // counted again as the plans are recorded
+	st.reserve(nPorts)
 	pl := p.planner(u)
+	pl.slabRules = 1024
 	nodePortIPs, matchAll := p.nodePortAddresses()
 	static := pl.planStatic(nodePortIPs, matchAll, p.cfg.ServiceCIDRs)
 	// Services are planned one at a time as the chunks are filled (not
@@ -299,6 +309,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	// service's new chains are in place: an adopted table's services keep
 	// their old chains (and those chains' targets) until then.
 	first := newChangeSet()
+	first.claimed = make(map[containerKey]string, 2*nPorts+len(static.elems))
 	if !st.declared {
 		first.declare = static
 	}
@@ -352,7 +363,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 			if err := runPrev(); err != nil {
 				return engine.Result{}, err
 			}
-			prev, cs = cs, cs.next()
+			prev, cs = cs, cs.nextChunk()
 		}
 		cs.diffService(p.state, n, nil, sp)
 	}

@@ -51,6 +51,21 @@ func newTableState() *tableState {
 	return st
 }
 
+// reserve gives the empty maps a full sync of nPorts service ports fills
+// the room it needs (about a chain per port, an element per port in
+// cluster-ips and service-ips): a map filled from empty is rehashed at
+// every doubling. Maps already holding a listing are left alone.
+func (st *tableState) reserve(nPorts int) {
+	if len(st.chains) == 0 {
+		st.chains = make(map[string]string, nPorts+nPorts/8+64)
+	}
+	for _, c := range [...]string{setClusterIPs, mapServiceIPs} {
+		if m, ok := st.elems[c]; ok && len(m) == 0 {
+			st.elems[c] = make(map[string]string, nPorts)
+		}
+	}
+}
+
 // listNames returns the names of the table's chains, sets and maps, as
 // knftables' ListAll does, with chain names from lister when set.
 func listNames(ctx context.Context, nft knftables.Interface, lister ChainCommentLister) (map[string][]string, error) {
@@ -251,6 +266,22 @@ func newChangeSet() *changeSet {
 // next returns an empty change set for the next chunk of the same sync.
 func (cs *changeSet) next() *changeSet {
 	n := newChangeSet()
+	n.claimed, n.conflicts = cs.claimed, cs.conflicts
+	return n
+}
+
+// nextChunk is next, sized as cs: the service chunks of a full sync are
+// alike (each about MaxTransactionOps), and filling each from empty
+// regrows its slices and maps a dozen times.
+func (cs *changeSet) nextChunk() *changeSet {
+	n := &changeSet{
+		plans:       make(map[types.NamespacedName]*servicePlan, len(cs.plans)),
+		seenWritten: make(map[string]bool, len(cs.seenWritten)),
+		writes:      make([]chainWrite, 0, len(cs.writes)),
+		elemAdds:    make([]elemSpec, 0, len(cs.elemAdds)),
+		deleted:     map[containerKey]bool{},
+		hairpin:     map[string]int{},
+	}
 	n.claimed, n.conflicts = cs.claimed, cs.conflicts
 	return n
 }
