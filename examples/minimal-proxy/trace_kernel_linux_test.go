@@ -41,6 +41,54 @@ type liveTracer struct {
 	opts      traceOptions
 	dataplane string // the Dataplane the report must name
 	checks    int    // traces compared with real packets
+
+	// The standard tools' listings, read once per state of the dataplane:
+	// the engine changes it only in Sync (syncNoting drops them), and
+	// every check of a step traces over the same listing. Each exec costs
+	// little on the host but much in the IPVS test's qemu guest (TCG),
+	// where reading them again at each of ~270 checks was most of the run.
+	tools map[string]toolOutput
+	reads int // tool runs, against checks in the log
+}
+
+type toolOutput struct {
+	out []byte
+	err error
+}
+
+// tool is the toolRunner trace uses: execTool, remembered until the next
+// sync.
+func (l *liveTracer) tool(ctx context.Context, name string, args ...string) ([]byte, error) {
+	key := name + "\x00" + strings.Join(args, "\x00")
+	if o, ok := l.tools[key]; ok {
+		return o.out, o.err
+	}
+	out, err := execTool(ctx, name, args...)
+	if l.tools == nil {
+		l.tools = map[string]toolOutput{}
+	}
+	l.tools[key] = toolOutput{out, err}
+	l.reads++
+	return out, err
+}
+
+// syncNoting drops the tracer's remembered listings whenever the engine
+// syncs or runs (before and after: a failed sync may have written part).
+type syncNoting struct {
+	proxy.Provider
+	l *liveTracer
+}
+
+func (s syncNoting) Sync(ctx context.Context) error {
+	s.l.tools = nil
+	defer func() { s.l.tools = nil }()
+	return s.Provider.Sync(ctx)
+}
+
+func (s syncNoting) Run(ctx context.Context) error {
+	s.l.tools = nil
+	defer func() { s.l.tools = nil }()
+	return s.Provider.Run(ctx)
 }
 
 func (l *liveTracer) live(p proxytest.Packet) (proxytest.Result, *traceReport, error) {
@@ -52,7 +100,7 @@ func (l *liveTracer) live(p proxytest.Packet) (proxytest.Result, *traceReport, e
 		}
 		o := l.opts
 		o.origin = map[proxytest.Origin]string{proxytest.FromPod: "pod", proxytest.FromNode: "node", proxytest.FromExternal: "external"}[p.Origin]
-		rep, err = traceNode(context.Background(), &o, p, node, execTool)
+		rep, err = traceNode(context.Background(), &o, p, node, l.tool)
 		return err
 	})
 	if err != nil {
@@ -113,9 +161,9 @@ func runTraceKernel(t *testing.T, family v1.IPFamily, opts traceOptions, datapla
 				if lt.checks == 0 && !t.Skipped() {
 					t.Error("trace was never compared with real packets")
 				}
-				t.Logf("trace agreed with real packets on %d checks", lt.checks)
+				t.Logf("trace agreed with real packets on %d checks (%d tool runs)", lt.checks, lt.reads)
 			})
-			return netnstest.InNamespace(p, env.Node), lt
+			return syncNoting{netnstest.InNamespace(p, env.Node), lt}, lt
 		},
 		Quirks: quirks,
 	})
