@@ -15,7 +15,9 @@
 #   hack/vmtest/run-minimal-proxy-ipvs.sh [extra test flags...]
 #
 # Environment: SVCPROXY_IPVS_GUEST_TESTS (the tests to run, default all
-# three), SVCPROXY_E2E_VM_MEM (MB, default 4096), SVCPROXY_E2E_VM_CPUS
+# three), SVCPROXY_E2E_VM_MEM (MB, default 6144:
+# the e2e's control plane beside the trace test's namespaces; the binaries
+# and tmpfs count too), SVCPROXY_E2E_VM_CPUS
 # (default 2), SVCPROXY_E2E_VM_TIMEOUT (seconds, default 2100), and
 # SVCPROXY_E2E_SLOWDOWN (the factor the e2e stretches its waits by in the
 # guest, default 5: TCG emulation is that much slower than the host).
@@ -59,7 +61,7 @@ timeout=${SVCPROXY_E2E_VM_TIMEOUT:-2100}
 cd examples/minimal-proxy
 rc=0
 "$root/hack/vmtest/vmtest.sh" \
-  --mem "${SVCPROXY_E2E_VM_MEM:-4096}" --cpus "${SVCPROXY_E2E_VM_CPUS:-2}" --timeout "$timeout" \
+  --mem "${SVCPROXY_E2E_VM_MEM:-6144}" --cpus "${SVCPROXY_E2E_VM_CPUS:-2}" --timeout "$timeout" \
   "${args[@]}" \
   -- "$out/minimal-proxy.test" -test.v -test.count=1 -test.run "$pattern" \
   -test.timeout "$((timeout - 60))s" "$@" |
