@@ -4,10 +4,12 @@ package nftables
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,4 +51,54 @@ func TestWireSegmentsAreTheBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forwardingWriter is what an embedder writes to log or count batches: it
+// hands ctx and msgs on as it got them.
+type forwardingWriter struct{ NetlinkWriter }
+
+// wireSeen records whether the writer was handed the encoder's layout.
+type wireSeen struct{ got *encodedBatch }
+
+func (w *wireSeen) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
+	w.got = wireOf(ctx, msgs)
+	return nil
+}
+
+// TestWireLayoutReachesWrappedWriter: the encoder's layout reaches the
+// writer through a plain forwarding wrapper (no capability is asked of
+// the writer by assertion), and not when a wrapper hands on other
+// messages than the encoder's.
+func TestWireLayoutReachesWrappedWriter(t *testing.T) {
+	e := newNLEncoder(unix.NFPROTO_IPV4)
+	e.pooled = true
+	for i := range 3 {
+		e.chainMsg(unix.NFT_MSG_NEWCHAIN, 0, fmt.Sprintf("c%d", i))
+	}
+	b := encodedBatch{msgs: e.msgs, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr}
+	defer b.release()
+
+	inner := &wireSeen{}
+	if err := writeEncoded(context.Background(), forwardingWriter{inner}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if inner.got != &b {
+		t.Errorf("through a forwarding wrapper the writer saw layout %p, want the batch's %p", inner.got, &b)
+	}
+
+	dropping := writerFunc(func(ctx context.Context, msgs []netlink.Message) error {
+		return inner.WriteBatch(ctx, msgs[1:])
+	})
+	if err := writeEncoded(context.Background(), dropping, &b); err != nil {
+		t.Fatal(err)
+	}
+	if inner.got != nil {
+		t.Errorf("a wrapper that dropped a message still handed on the encoder's layout")
+	}
+}
+
+type writerFunc func(ctx context.Context, msgs []netlink.Message) error
+
+func (f writerFunc) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
+	return f(ctx, msgs)
 }

@@ -53,48 +53,68 @@ func NewNetlinkWriter() NetlinkWriter { return netlinkWriter{} }
 
 type netlinkWriter struct{}
 
-// writeEncoded writes b with w: as it lies in the encoder's arenas when w
-// is the real writer, else (a test's writer, a wrapper) by WriteBatch.
+// writeEncoded writes b with w. The context it hands WriteBatch carries
+// b's wire layout (the encoder's arenas, each message's header in front of
+// it), which the real writer sends as it lies, without a copy. A writer
+// that wraps another and passes ctx and msgs on as it got them keeps that
+// path by construction; any other writer just sees msgs. Nothing asks what
+// w is.
 func writeEncoded(ctx context.Context, w NetlinkWriter, b *encodedBatch) error {
-	if nw, ok := w.(netlinkWriter); ok && b.wire != nil {
-		return nw.writeWire(ctx, b)
+	if b.wire != nil && len(b.msgs) > 0 {
+		ctx = context.WithValue(ctx, wireKey{}, b)
 	}
 	return w.WriteBatch(ctx, b.msgs)
 }
 
+// wireKey is the context key of writeEncoded's *encodedBatch.
+type wireKey struct{}
+
+// wireOf is the wire layout ctx carries for msgs: nil unless it is the
+// encoder's batch of exactly these messages (a writer between may have
+// dropped, added or replaced some).
+func wireOf(ctx context.Context, msgs []netlink.Message) *encodedBatch {
+	b, _ := ctx.Value(wireKey{}).(*encodedBatch)
+	if b == nil || len(msgs) == 0 || len(b.msgs) != len(msgs) || &b.msgs[0] != &msgs[0] {
+		return nil
+	}
+	return b
+}
+
 const nlReplyTimeout = 30 * time.Second
 
-func (netlinkWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
+func (w netlinkWriter) WriteBatch(ctx context.Context, msgs []netlink.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if b := wireOf(ctx, msgs); b != nil {
+		return w.writeWire(b)
+	}
+	return writeCopy(msgs)
+}
+
+// writeCopy sends msgs copied into one buffer.
+func writeCopy(msgs []netlink.Message) error {
 	buf, first, last := encodeBatch(msgs, 1)
 	return sendBatch([][]byte{buf}, len(buf), msgs, first, last)
 }
 
 // maxWireSegments bounds the iovecs of one sendmsg (the kernel's
-// UIO_MAXIOV is 1024); a batch in more arenas is copied (WriteBatch).
+// UIO_MAXIOV is 1024); a batch in more arenas is copied (writeCopy).
 const maxWireSegments = 1000
 
 // writeWire sends b without copying it: one sendmsg whose buffers are the
 // batch begin, the encoder's arenas as they are (each message's header
 // already in front of it, sequence numbers as encodeBatch numbers them)
-// and the batch end. The kernel reads the same bytes as WriteBatch's
+// and the batch end. The kernel reads the same bytes as writeCopy's
 // (TestWireSegmentsAreTheBatch). A cold start's chunk is tens of MiB,
-// which WriteBatch holds twice while it is sent.
-func (w netlinkWriter) writeWire(ctx context.Context, b *encodedBatch) error {
+// which writeCopy holds twice while it is sent.
+func (w netlinkWriter) writeWire(b *encodedBatch) error {
 	n := len(b.msgs)
-	if n == 0 {
-		return nil
-	}
 	if len(b.wire)+2 > maxWireSegments || len(b.lastHdr) != unix.NLMSG_HDRLEN {
-		return w.WriteBatch(ctx, b.msgs)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
+		return writeCopy(b.msgs)
 	}
 	bufs, size := wireBuffers(b)
 	return sendBatch(bufs, size, b.msgs, 1, uint32(n+1))
