@@ -43,7 +43,8 @@ type liveTracer struct {
 
 	// The standard tools' listings, read once per state of the dataplane:
 	// the conformance harness changes it only through Sync (syncNoting
-	// drops them), and every check of a step traces over the same
+	// drops them), runUpstreamKernel only when it loads a step (and drops
+	// them there), and every check of a step traces over the same
 	// listing. Reading them at every check was about 30% of the trace
 	// test's CPU on the host, and each exec is slower in the IPVS test's
 	// qemu guest.
@@ -303,6 +304,7 @@ func runUpstreamKernel(t *testing.T, dir, ext, dataplane string, load ...string)
 				if err != nil {
 					t.Fatalf("step %s: %v", st.Name, err)
 				}
+				lt.tools = nil // this step's rules, not the listing of the last
 				for _, c := range st.Checks {
 					real, err := lt.prober.TraceSample(c.Packet, c.Want)
 					if err != nil {

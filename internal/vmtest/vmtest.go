@@ -58,7 +58,8 @@ type Shared struct {
 
 // Check skips t as Run does, runs the guest once (see Shared), and fails
 // t unless the guest's output has "--- PASS: <t.Name()> " and no SKIP line
-// of t or its subtests. The test that started the guest logs its report.
+// of t or its subtests. The test that started the guest logs its report,
+// and so does any other that fails (the first one's log may not be shown).
 func (s *Shared) Check(t *testing.T) {
 	t.Helper()
 	skipUnlessRunnable(t, s.What, s.Takes)
@@ -67,10 +68,16 @@ func (s *Shared) Check(t *testing.T) {
 		s.out, s.err = runScript(t, s.Script, s.Limit, s.Args...)
 		t.Log("in the VM:\n" + Report(s.out))
 	})
+	why := testOutcome(s.out, t.Name())
 	if s.by != t.Name() {
-		t.Logf("in the VM: see %s's log for the guest's report", s.by)
+		if why == "" {
+			t.Logf("in the VM: see %s's log for the guest's report", s.by)
+		} else {
+			// that test's log may never be printed (it passed)
+			t.Log("in the VM:\n" + Report(s.out))
+		}
 	}
-	if why := testOutcome(s.out, t.Name()); why != "" {
+	if why != "" {
 		if s.err != nil {
 			t.Fatalf("%s: %s (the run: %v)", s.What, why, s.err)
 		}
