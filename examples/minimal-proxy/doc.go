@@ -152,7 +152,7 @@
 // families in parallel); TestE2EKubeAPIServerIPVS runs the ipvs mode;
 // where the host's kernel has no IPVS, the
 // last runs itself with etcd, kube-apiserver and the binary inside a qemu
-// guest that has it (hack/vmtest/run-minimal-proxy-ipvs.sh, its waits stretched by
+// guest that has it (hack/vmtest/run-e2e-ipvs.sh, its waits stretched by
 // $SVCPROXY_E2E_SLOWDOWN for the emulation). $SVCPROXY_E2E_ETCD and
 // $SVCPROXY_E2E_KUBE_APISERVER name prebuilt binaries instead;
 // $SVCPROXY_E2E_CACHE moves the cache; $SVCPROXY_MINIMAL_PROXY names a

@@ -39,8 +39,7 @@ var ipvsE2EMode = e2eMode{
 // API (with the IPVS engine's explained quirks), real connections, and a
 // restart over its own IPVS state. Where this kernel has no IPVS, the test
 // runs itself, with etcd, kube-apiserver and the binary, inside a qemu
-// guest whose kernel has it (hack/vmtest/run-minimal-proxy-ipvs.sh, with
-// TestTraceKernelIPVS: ipvsGuest).
+// guest whose kernel has it (hack/vmtest/run-e2e-ipvs.sh).
 func TestE2EKubeAPIServerIPVS(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	t.Parallel() // beside the other modes' e2e: the guest is mostly one busy core
@@ -58,15 +57,6 @@ func TestE2EKubeAPIServerIPVS(t *testing.T) {
 
 // runE2EIPVSInVM runs TestE2EKubeAPIServerIPVS in the VM and fails when it
 // fails or skips there.
-func runE2EIPVSInVM(t *testing.T) { ipvsGuest.Check(t) }
-
-// ipvsGuest is the one qemu guest (a kernel with IPVS) in which this
-// package's IPVS tests run where the host has none: the ipvs-mode e2e and
-// trace over real IPVS, side by side, in one boot
-// (hack/vmtest/run-minimal-proxy-ipvs.sh).
-var ipvsGuest = &vmtest.Shared{
-	What:   "the IPVS tests in the VM (this kernel has no IPVS)",
-	Takes:  "about fifteen minutes",
-	Script: "run-minimal-proxy-ipvs.sh",
-	Limit:  38 * time.Minute,
+func runE2EIPVSInVM(t *testing.T) {
+	vmtest.Run(t, "the ipvs-mode e2e (this kernel has no IPVS)", "about four minutes", "run-e2e-ipvs.sh", 35*time.Minute)
 }

@@ -78,7 +78,7 @@ func buildProxyBinary(t *testing.T) string {
 			return
 		}
 		proxyBinaryPath = filepath.Join(testBinDir, "minimal-proxy")
-		// Static, as hack/vmtest/run-minimal-proxy-ipvs.sh builds it for the guest:
+		// Static, as hack/vmtest/run-e2e-ipvs.sh builds it for the guest:
 		// one build configuration, so the guest's build is a cache hit.
 		cmd := exec.Command("go", "build", "-o", proxyBinaryPath, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/vmtest"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
@@ -323,7 +325,7 @@ func runUpstreamKernel(t *testing.T, dir, ext, dataplane string, load ...string)
 // there (mode detected from the IPVS table) agrees with real packets on
 // every check of the conformance table. Where this kernel has no IPVS,
 // the test runs itself inside a qemu guest whose kernel has it
-// (hack/vmtest/run-minimal-proxy-ipvs.sh), in the ipvs e2e's boot (ipvsGuest).
+// (hack/vmtest/run-trace-ipvs.sh), as the ipvs e2e does.
 func TestTraceKernelIPVS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-kernel conformance takes minutes; skipped with -short")
@@ -331,7 +333,7 @@ func TestTraceKernelIPVS(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	t.Parallel() // beside the other trace tests: the guest is mostly one busy core
 	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
-		ipvsGuest.Check(t)
+		vmtest.Run(t, "trace over real IPVS (this kernel has no IPVS)", "about fifteen minutes", "run-trace-ipvs.sh", 40*time.Minute)
 		return
 	}
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -29,83 +28,6 @@ import (
 // needs (apt-get, dpkg, go) is missing.
 func Run(t *testing.T, what, takes, script string, limit time.Duration, args ...string) {
 	t.Helper()
-	skipUnlessRunnable(t, what, takes)
-	out, err := runScript(t, script, limit, args...)
-	t.Log("in the VM:\n" + Report(out))
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
-// Shared is one guest run of a hack/vmtest script whose guest runs several
-// tests of the calling package (the script's -test.run names them all):
-// one boot and one copy of the binaries instead of one per test. Each of
-// those tests calls Check; the first to call starts the guest, the others
-// wait for it, and each passes or fails on its own lines of the guest's
-// `go test -v` output.
-type Shared struct {
-	What   string        // names the run in messages
-	Takes  string        // how long it usually takes, for the skip messages
-	Script string        // under hack/vmtest
-	Limit  time.Duration // bounds the run (and the first caller's deadline, less a minute)
-	Args   []string      // for the script
-
-	once sync.Once
-	by   string // the test that ran the guest and logged its report
-	out  string
-	err  error
-}
-
-// Check skips t as Run does, runs the guest once (see Shared), and fails
-// t unless the guest's output has "--- PASS: <t.Name()> " and no SKIP line
-// of t or its subtests. The test that started the guest logs its report,
-// and so does any other that fails (the first one's log may not be shown).
-func (s *Shared) Check(t *testing.T) {
-	t.Helper()
-	skipUnlessRunnable(t, s.What, s.Takes)
-	s.once.Do(func() {
-		s.by = t.Name()
-		s.out, s.err = runScript(t, s.Script, s.Limit, s.Args...)
-		t.Log("in the VM:\n" + Report(s.out))
-	})
-	why := testOutcome(s.out, t.Name())
-	if s.by != t.Name() {
-		if why == "" {
-			t.Logf("in the VM: see %s's log for the guest's report", s.by)
-		} else {
-			// that test's log may never be printed (it passed)
-			t.Log("in the VM:\n" + Report(s.out))
-		}
-	}
-	if why != "" {
-		if s.err != nil {
-			t.Fatalf("%s: %s (the run: %v)", s.What, why, s.err)
-		}
-		t.Fatalf("%s: %s", s.What, why)
-	}
-}
-
-// testOutcome is "" when out (a `go test -v` output) shows test passed
-// and neither it nor a subtest of it skipped; otherwise what went wrong.
-func testOutcome(out, test string) string {
-	passed := false
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "--- PASS: "+test+" "):
-			passed = true
-		case strings.HasPrefix(line, "--- SKIP: "+test+" "), strings.HasPrefix(line, "--- SKIP: "+test+"/"):
-			return "skipped inside the VM: " + line
-		}
-	}
-	if !passed {
-		return test + " did not pass inside the VM"
-	}
-	return ""
-}
-
-func skipUnlessRunnable(t *testing.T, what, takes string) {
-	t.Helper()
 	if testing.Short() {
 		t.Skipf("%s: runs in a qemu guest (%s under TCG); skipped with -short", what, takes)
 	}
@@ -117,14 +39,9 @@ func skipUnlessRunnable(t *testing.T, what, takes string) {
 			t.Skipf("%s: the VM runner needs %s, not found: %v", what, tool, err)
 		}
 	}
-}
-
-// runScript runs hack/vmtest/<script> bounded by limit and t's deadline
-// (less a minute) and returns its output; the error says why it failed.
-func runScript(t *testing.T, script string, limit time.Duration, args ...string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", err
+		t.Fatal(err)
 	}
 	if d, ok := t.Deadline(); ok && time.Until(d)-time.Minute < limit {
 		limit = time.Until(d) - time.Minute
@@ -139,13 +56,13 @@ func runScript(t *testing.T, script string, limit time.Duration, args ...string)
 	// processes may hold the pipe a moment after the kill.
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
+	t.Log("in the VM:\n" + Report(string(out)))
 	if ctx.Err() != nil {
-		return string(out), fmt.Errorf("hack/vmtest/%s did not finish within %v", script, limit.Round(time.Second))
+		t.Fatalf("%s: hack/vmtest/%s did not finish within %v", what, script, limit.Round(time.Second))
 	}
 	if err != nil {
-		return string(out), fmt.Errorf("in the VM: %v", err)
+		t.Fatalf("%s in the VM: %v", what, err)
 	}
-	return string(out), nil
 }
 
 // Report is a `go test -v` output without its RUN, PAUSE and CONT lines.

@@ -23,28 +23,3 @@ func TestModuleRoot(t *testing.T) {
 		t.Errorf("moduleRoot() = %s, which has no hack/vmtest/vmtest.sh: %v", root, err)
 	}
 }
-
-func TestTestOutcome(t *testing.T) {
-	out := "=== RUN   TestA\n" +
-		"--- PASS: TestAB (1.00s)\n" +
-		"    --- PASS: TestA/IPv4 (1.00s)\n" +
-		"    --- SKIP: TestC/IPv6 (0.00s)\n" +
-		"--- PASS: TestA (2.00s)\n" +
-		"--- PASS: TestC (2.00s)\n" +
-		"--- FAIL: TestD (2.00s)\n"
-	for _, tc := range []struct {
-		test string
-		ok   bool
-	}{
-		{"TestA", true},
-		{"TestAB", true},
-		{"TestC", false}, // a subtest skipped
-		{"TestD", false}, // failed
-		{"TestE", false}, // never ran
-	} {
-		why := testOutcome(out, tc.test)
-		if (why == "") != tc.ok {
-			t.Errorf("testOutcome(%s) = %q, want ok=%v", tc.test, why, tc.ok)
-		}
-	}
-}
