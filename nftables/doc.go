@@ -175,7 +175,7 @@
 //     write everything; by default the writer is on only where the nft
 //     that NewInterfaces found (Interfaces.NFTVersion) and the running
 //     kernel are within the versions it was verified with
-//     (internal/fastpath: today nft 1.0.6 to 1.1.3 on kernels from 6.18),
+//     (internal/fastpath: today nft 1.0.6 to 1.1.3 on kernels from 6.1),
 //     and SVCPROXY_NFTABLES_NETLINK=1 turns it on elsewhere. NewProxier
 //     logs one line saying which writes and why. Cleanup always deletes
 //     the table through nft.

@@ -70,13 +70,13 @@ type Range struct {
 // Verified ranges: what the kernel tests and the same-result checks have
 // passed on: the development kernel 6.18 with iptables 1.8.9 and nft
 // 1.0.6 (nft 0.9.8 to 1.1.3 listing what the netlink writer wrote), and
-// the version matrix's legacy same-result cells (hack/matrix.sh --ci,
-// 2026-12-02): kernel 6.1 with iptables 1.8.9 (bookworm), kernel 6.12
-// with iptables 1.8.11 (trixie). The netlink writer's same-result cells
-// had not finished on 6.1 and 6.12 under qemu's emulation: its kernels
-// stay from 6.18 until they do. Bullseye (5.10, iptables 1.8.7, nft
-// 0.9.8) is below both: the encoder needs 1.8.9's rules and the nftables
-// mode refuses that kernel.
+// the version matrix (hack/matrix.sh, README's table): its legacy
+// same-result cells on kernel 6.1 with iptables 1.8.9 (bookworm) and 6.12
+// with iptables 1.8.11 (trixie); the whole nftables cell with the netlink
+// writer on, kernel 6.1 with nft 1.0.6 (bookworm, 85 passed), and the
+// netlink same-result cell on 6.12 with nft 1.1.3 (trixie). Bullseye
+// (5.10, iptables 1.8.7, nft 0.9.8) is below both: the encoder needs
+// 1.8.9's rules and the nftables mode refuses that kernel.
 var (
 	LegacyInProcess = Range{
 		Writer: "iptables-legacy tables written in process", Tool: "iptables-legacy",
@@ -85,7 +85,7 @@ var (
 	}
 	NFTablesNetlink = Range{
 		Writer: "nftables rules written over netlink", Tool: "nft",
-		ToolMin: Version{1, 0, 6}, ToolMax: Version{1, 1, 3}, KernelMin: Version{6, 18, 0},
+		ToolMin: Version{1, 0, 6}, ToolMax: Version{1, 1, 3}, KernelMin: Version{6, 1, 0},
 		Where: "internal/fastpath",
 	}
 )
