@@ -185,8 +185,10 @@
 //   - self-check: the first batch written over netlink, and the first of
 //     every full sync, is read back with nft's listing of a sample of the
 //     chains it wrote (4: the first of each kind, then spread over the
-//     batch, one `nft --json list chain` each; the whole table's listing
-//     took 28 s and 1 GB of nft's memory at 10,000 services): each sampled
+//     batch; one nft process lists them, `nft --json -i` reading one
+//     "list chain" per line, where it was one process per chain; the
+//     whole table's listing took 28 s and 1 GB of nft's memory at 10,000
+//     services): each sampled
 //     chain must exist and hold the planned number of rules, each with its
 //     planned comment (the first carries the chain's content hash). A
 //     difference (rules missing, added, replaced or reordered by another

@@ -2,7 +2,11 @@
 
 package nftables
 
-import "context"
+import (
+	"context"
+
+	"sigs.k8s.io/knftables"
+)
 
 // nftablesDrifted runs the drift hook (tests only).
 func NftablesDriftedForTest(p *Proxier) (bool, error) { return p.p.drifted(context.Background()) }
@@ -60,4 +64,24 @@ func sameMessages(a, b *nlEncoder) bool {
 		}
 	}
 	return true
+}
+
+// ListChainsNFT is nftListChains with "nft" from PATH (kernel tests).
+func ListChainsNFT(ctx context.Context, family, table string, chains []string) (map[string][]string, error) {
+	got, err := nftListChains(ctx, "nft", knftables.Family(family), table, chains)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for c, rules := range got {
+		out[c] = []string{}
+		for _, r := range rules {
+			comment := "-"
+			if r.Comment != nil {
+				comment = *r.Comment
+			}
+			out[c] = append(out[c], comment)
+		}
+	}
+	return out, nil
 }

@@ -34,9 +34,12 @@ import (
 // engine believed: the next sync, a full one, lists it).
 //
 // Self-check: the first batch written over netlink, and the first of each
-// full sync, is read back with nft's listing (knftables ListRules: nft
-// --json list chain) of a sample of the chains it wrote (selfCheckChains:
-// the first of each kind, then spread over the batch): each must hold as
+// full sync, is read back with nft's listing of a sample of the chains it
+// wrote (selfCheckChains: the first of each kind, then spread over the
+// batch; all of them with one nft process, nftListChains, when the
+// Interfaces come from NewInterfaces; otherwise, and for a chain that
+// process did not list, knftables ListRules: nft --json list chain, one
+// process per chain): each must hold as
 // many rules as planned, each with its planned comment (the first rule's
 // carries the chain's content hash). A difference turns the netlink
 // writer off (logged at error level, counted) and fails the sync with an
@@ -218,9 +221,27 @@ func (p *proxier) selfCheckNetlink(ctx context.Context, cs *changeSet) error {
 		return nil
 	}
 	want = selfCheckSample(want, selfCheckChains)
-	byChain := make(map[string][]*knftables.Rule, len(want))
+	byChain := map[string][]*knftables.Rule{}
+	if p.ifs.chainRules != nil && p.ifs.chainRulesOf == p.nft {
+		names := make([]string, len(want))
+		for i, c := range want {
+			names[i] = c.name
+		}
+		listed, err := p.ifs.chainRules(ctx, names)
+		if err != nil {
+			// One listing per chain below, as without the lister.
+			p.log.V(2).Info("Could not list the sampled chains with one nft process", "err", err.Error())
+		} else {
+			byChain = listed
+		}
+	}
 	missing := map[string]bool{}
 	for _, c := range want {
+		if _, listed := byChain[c.name]; listed {
+			continue
+		}
+		// Not listed yet (no lister, or it did not list this chain):
+		// alone, which tells a missing chain from a failed listing.
 		rules, err := p.nft.ListRules(ctx, c.name)
 		switch {
 		case knftables.IsNotFound(err):

@@ -1,0 +1,44 @@
+//go:build linux
+
+package nftables_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/svcproxy/svcproxy/nftables"
+)
+
+// TestKernelListChainsNFT: the self-check's one nft process for several
+// chains (nft --json -i) lists each chain's rules in order with their
+// comments, an empty chain as empty, and leaves out a chain the table
+// lacks without failing the chains listed after it.
+func TestKernelListChainsNFT(t *testing.T) {
+	inFreshNetns(t, func() {
+		nft(t, "add", "table", "ip", "kube-proxy")
+		for _, cmd := range [][]string{
+			{"add", "chain", "ip", "kube-proxy", "service-A/ns/tcp/p"},
+			{"add", "chain", "ip", "kube-proxy", "endpoint-B__10.0.0.1/80"},
+			{"add", "chain", "ip", "kube-proxy", "empty"},
+			{"add", "rule", "ip", "kube-proxy", "service-A/ns/tcp/p", "numgen", "random", "mod", "2", "0", "meta", "l4proto", "tcp", "dnat", "to", "10.0.0.1:80", "comment", `"svcproxy:H1"`},
+			{"add", "rule", "ip", "kube-proxy", "service-A/ns/tcp/p", "meta", "l4proto", "tcp", "dnat", "to", "10.0.0.2:80"},
+			{"add", "rule", "ip", "kube-proxy", "endpoint-B__10.0.0.1/80", "meta", "l4proto", "tcp", "dnat", "to", "10.0.0.1:80", "comment", `"svcproxy:H2"`},
+		} {
+			nft(t, cmd...)
+		}
+		got, err := nftables.ListChainsNFT(context.Background(), "ip", "kube-proxy",
+			[]string{"service-A/ns/tcp/p", "missing", "endpoint-B__10.0.0.1/80", "empty"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string][]string{
+			"service-A/ns/tcp/p":      {"svcproxy:H1", "-"},
+			"endpoint-B__10.0.0.1/80": {"svcproxy:H2"},
+			"empty":                   {},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("listed %v, want %v", got, want)
+		}
+	})
+}
