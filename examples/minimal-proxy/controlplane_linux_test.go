@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -316,17 +317,34 @@ func startProcess(t *testing.T, inNS inNamespace, name, logPath, path string, ar
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, and killed if the test binary dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// The child inherits the namespace of the OS thread that forks it.
-	if err := inNS(cmd.Start); err != nil {
-		logFile.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		// Pdeathsig fires when the OS thread that forked the child ends,
+		// not the process. Go ends a thread when a goroutine exits locked
+		// to it, which this package's code does on purpose (diff's scratch
+		// namespace for nft, a namespace it cannot leave): had the fork's
+		// thread gone back to the scheduler, such a goroutine could later
+		// take it and end it, and the child would be killed without a
+		// word in its log (an e2e proxy was once seen to vanish so). The
+		// thread stays locked to this goroutine until the child exits.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		// The child inherits the namespace of the OS thread that forks it;
+		// inNS locks this same thread again and puts it back after.
+		if err := inNS(cmd.Start); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		p.err = cmd.Wait()
 		logFile.Close()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		logFile.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
 	t.Cleanup(func() {
 		if p.exited() {
 			return

@@ -104,10 +104,12 @@ func TestBinaryWithoutPrivileges(t *testing.T) {
 }
 
 // execAsNobody prepares bin to run as user and group 65534, which drops
-// every capability.
+// every capability. No Pdeathsig: it would fire when the forking OS thread
+// ends, which other goroutines of this package can cause (startProcess);
+// ctx ends the child.
 func execAsNobody(ctx context.Context, bin string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	cmd.Dir = "/"
 	return cmd
 }
