@@ -129,8 +129,8 @@ type Interfaces struct {
 	// NewInterfaces sets it; "" (fakes, an embedder's own writer) leaves
 	// the versions unchecked.
 	NFTVersion string
-	// chainRules, set by NewInterfaces, lists several chains with one nft
-	// process (nftlist_linux.go) for the self-check, while NFTables is
+	// chainRules, set by NewInterfaces, reads the self-check's sample of
+	// chains over netlink (selfcheck_lister_linux.go), while NFTables is
 	// still chainRulesOf (the Interface it lists the table of: an embedder
 	// that puts another NFTables in place gets one knftables ListRules per
 	// chain, as without it).

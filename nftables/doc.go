@@ -44,7 +44,15 @@
 //     endpoint": the method and the figures), upstream's inline maps are
 //     the slowest at every size from 10,000 services on, most of it in the
 //     kernel; named maps per service would be cheaper still than these
-//     rules (not adopted yet). One endpoint is a plain "dnat to", as upstream.
+//     rules to load, and an endpoint change would replace elements of the
+//     service's data map without the kernel's validation of the table
+//     (below), but nft (1.0.6) reads every set's elements to list a
+//     chain, and the kernel finds each set by name in a list: one `nft
+//     --json list chain` of a table of 10,000 named maps took 10 s of
+//     kernel CPU (25 s wall), which the self-check's and the drift
+//     check's listings would pay (BENCHMARKS.md, 2026-12-02, "what makes
+//     a partial sync validate the table"). Not adopted. One endpoint is a plain "dnat to", as
+//     upstream.
 //   - The nodeport-ips set exists (empty) when node ports match every
 //     local address, where upstream deletes it.
 //   - The first rule of every chain carries a content hash in its comment
@@ -86,9 +94,15 @@
 //     refuses it too, the sync fails and the next one is full. The
 //     writer's switch, fallback and self-check are below. What remains O(table) is the
 //     kernel's own check of the table at commit (loop and hook
-//     validation of every chain reachable from the base chains), which
-//     any transaction adding a jump, goto or verdict element pays
-//     (BENCHMARKS.md);
+//     validation of every rule of every chain reachable from the base
+//     chains), which a transaction pays when it adds a jump or goto
+//     element to a verdict map or a rule holding any expression the
+//     kernel validates: an immediate value (a verdict, but also a DNAT
+//     address or a mark), nat, masquerade, reject, fib, a set lookup.
+//     Every "dnat to" rule is one, so a partial sync that rewrites a
+//     policy chain pays it (about three quarters of its CPU at 10,000
+//     services); flushing a chain, deleting rules and adding or deleting
+//     elements of sets and data maps do not (BENCHMARKS.md);
 //   - a full sync lists the table once and writes only the chains, sets
 //     and elements that differ: the first rule of every chain the engine
 //     writes carries a hash of the chain's content in its comment. At
@@ -183,20 +197,20 @@
 //     nft took that the kernel refused over netlink, the writer is off for
 //     the life of the Proxier, logged at error level.
 //   - self-check: the first batch written over netlink, and the first of
-//     every full sync, is read back with nft's listing of a sample of the
-//     chains it wrote (4: the first of each kind, then spread over the
-//     batch; one nft process lists them, `nft --json -i` reading one
-//     "list chain" per line, where it was one process per chain; the
-//     whole table's listing took 28 s and 1 GB of nft's memory at 10,000
-//     services): each sampled
+//     every full sync, is read back: a sample of the chains it wrote (4:
+//     the first of each kind, then spread over the batch), over netlink (a
+//     get and a rule dump per chain; nft's listing of one chain reads the
+//     elements of every set of the table, 0.5 s of CPU per chain at 40,000
+//     services, and the whole table's listing took 28 s and 1 GB of nft's
+//     memory at 10,000): each sampled
 //     chain must exist and hold the planned number of rules, each with its
 //     planned comment (the first carries the chain's content hash). A
 //     difference (rules missing, added, replaced or reordered by another
-//     writer, rules nft cannot read back) turns the writer off, is logged
-//     at error level and fails the sync with ErrSelfCheck; the next sync,
-//     a full one through nft, repairs the table. The rules' expressions
-//     are not compared at run time; the kernel tests compare nft's
-//     listing of tables written both ways.
+//     writer) turns the writer off, is logged at error level and fails
+//     the sync with ErrSelfCheck; the next sync, a full one through nft,
+//     repairs the table. The rules' expressions are not compared, nor
+//     parsed by nft, at run time; the kernel tests compare nft's listing
+//     of tables written both ways.
 //   - NetlinkStatsOf(p) says whether the writer is on, why it was
 //     switched off, and counts the refusals and read-backs; with
 //     Config.Metrics, kubeproxy_fast_writer_active,

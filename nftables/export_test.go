@@ -5,7 +5,7 @@ package nftables
 import (
 	"context"
 
-	"sigs.k8s.io/knftables"
+	v1 "k8s.io/api/core/v1"
 )
 
 // nftablesDrifted runs the drift hook (tests only).
@@ -66,9 +66,10 @@ func sameMessages(a, b *nlEncoder) bool {
 	return true
 }
 
-// ListChainsNFT is nftListChains with "nft" from PATH (kernel tests).
-func ListChainsNFT(ctx context.Context, family, table string, chains []string) (map[string][]string, error) {
-	got, err := nftListChains(ctx, "nft", knftables.Family(family), table, chains)
+// RuleCommentsNetlink is the self-check's netlink lister of family
+// (kernel tests): each listed chain's rules' comments ("-" for none).
+func RuleCommentsNetlink(ctx context.Context, family v1.IPFamily, chains []string) (map[string][]string, error) {
+	got, err := netlinkChainRulesLister(family)(ctx, chains)
 	if err != nil {
 		return nil, err
 	}

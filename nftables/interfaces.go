@@ -35,7 +35,7 @@ func NewInterfaces(family v1.IPFamily) (Interfaces, error) {
 		return Interfaces{}, fmt.Errorf("nftables: %w", err)
 	}
 	ifs := Interfaces{NFTables: nft, Comments: NewNetlinkRuleLister(family), Generation: NewGenerationReader(),
-		Netlink: NewNetlinkWriter(), NFTVersion: nftVersion(), chainRules: nftChainRulesLister(Family(family)), chainRulesOf: nft}
+		Netlink: NewNetlinkWriter(), NFTVersion: nftVersion(), chainRules: netlinkChainRulesLister(family), chainRulesOf: nft}
 	if o, err := knftables.New(Family(other), TableName, knftables.UseNetlink); err == nil {
 		ifs.OtherFamily = o
 	}

@@ -144,19 +144,134 @@ func (l *netlinkRuleLister) ChainHeads(ctx context.Context, chains []string) (ma
 }
 
 // perChain dumps the rules of each chain in turn on fd and keeps the first
-// one's comment, counting the chain's rules. It talks to the socket directly, one request and its
-// reply in one buffer reused throughout, several times faster on a large
-// table than the same requests through mdlayher/netlink's Conn (which
-// allocates per message and reads the end of each dump separately): the
-// restart of BenchmarkKernelColdStartBench measures it (BENCHMARKS.md).
+// one's comment, counting the chain's rules (dumpRules).
 func (l *netlinkRuleLister) perChain(ctx context.Context, fd int, chains []string) (map[string]ChainHead, error) {
 	out := make(map[string]ChainHead, len(chains))
+	err := l.dumpRules(ctx, fd, chains, func(chain string, first bool, data []byte) error {
+		head := out[chain]
+		head.Rules++
+		if first {
+			_, comment, err := parseRuleMessage(data)
+			if err != nil {
+				return err
+			}
+			head.Comment = comment
+		}
+		out[chain] = head
+		return nil
+	})
+	return out, err
+}
+
+// ruleComments returns every rule's comment (nil: none) of each of chains
+// that exists, in order, from one rule dump per chain on a socket of the
+// calling thread's network namespace; a chain with no rules maps to an
+// empty slice, a missing chain to nothing. The netlink self-check reads
+// its sample with it (fastpath.go).
+func (l *netlinkRuleLister) ruleComments(ctx context.Context, chains []string) (map[string][]*string, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("netlink bind: %w", err)
+	}
+	// A chain's dump does not say whether the chain exists (an empty
+	// chain and a missing one both end at once): a get of each says.
+	exists := make(map[string]bool, len(chains))
+	for _, c := range chains {
+		ok, err := l.chainExists(fd, c)
+		if err != nil {
+			return nil, err
+		}
+		exists[c] = ok
+	}
+	out := make(map[string][]*string, len(chains))
+	err = l.dumpRules(ctx, fd, chains, func(chain string, _ bool, data []byte) error {
+		_, comment, err := parseRuleMessage(data)
+		if err != nil {
+			return err
+		}
+		out[chain] = append(out[chain], comment)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for c, ok := range exists {
+		if _, listed := out[c]; ok && !listed {
+			out[c] = []*string{}
+		}
+		if !ok {
+			delete(out, c)
+		}
+	}
+	return out, nil
+}
+
+// chainExists gets the chain (NFT_MSG_GETCHAIN, not a dump) on fd.
+func (l *netlinkRuleLister) chainExists(fd int, chain string) (bool, error) {
+	const seq = 1 << 31
+	req := make([]byte, unix.NLMSG_HDRLEN, 512)
+	req = append(req, l.family, unix.NFNETLINK_V0, 0, 0)
+	req = appendStringAttr(req, unix.NFTA_CHAIN_TABLE, l.table)
+	req = appendStringAttr(req, unix.NFTA_CHAIN_NAME, chain)
+	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:], uint16(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETCHAIN))
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST)
+	binary.NativeEndian.PutUint32(req[8:], seq)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return false, fmt.Errorf("netlink get chain %s: %w", chain, err)
+	}
+	buf := make([]byte, 16<<10)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			return false, fmt.Errorf("netlink get chain %s: %w", chain, err)
+		}
+		b := buf[:n]
+		for len(b) >= unix.NLMSG_HDRLEN {
+			size := int(binary.NativeEndian.Uint32(b[0:]))
+			if size < unix.NLMSG_HDRLEN || size > len(b) {
+				return false, fmt.Errorf("netlink get chain %s: malformed message", chain)
+			}
+			if binary.NativeEndian.Uint32(b[8:]) == seq {
+				data := b[unix.NLMSG_HDRLEN:size]
+				switch binary.NativeEndian.Uint16(b[4:]) {
+				case unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWCHAIN:
+					return true, nil
+				case unix.NLMSG_ERROR:
+					if len(data) < 4 {
+						return false, fmt.Errorf("netlink get chain %s: malformed error", chain)
+					}
+					switch e := unix.Errno(-int32(binary.NativeEndian.Uint32(data))); e {
+					case unix.ENOENT:
+						return false, nil
+					default:
+						return false, fmt.Errorf("netlink get chain %s: %w", chain, e)
+					}
+				}
+			}
+			b = b[min(len(b), (size+3)&^3):]
+		}
+	}
+}
+
+// dumpRules dumps the rules of each chain in turn on fd, calling rule for
+// each rule message (its nfgenmsg stripped; first for the chain's first
+// rule). It talks to the socket directly, one request and its reply in
+// one buffer reused throughout, several times faster on a large table
+// than the same requests through mdlayher/netlink's Conn (which allocates
+// per message and reads the end of each dump separately): the restart of
+// BenchmarkKernelColdStartBench measures it (BENCHMARKS.md).
+func (l *netlinkRuleLister) dumpRules(ctx context.Context, fd int, chains []string, rule func(chain string, first bool, data []byte) error) error {
 	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
 	buf := make([]byte, 64<<10)
 	req := make([]byte, 0, 512)
 	for i, chain := range chains {
 		if i%1024 == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		seq := uint32(i + 1)
 		req = append(req[:0], make([]byte, unix.NLMSG_HDRLEN)...)
@@ -168,19 +283,19 @@ func (l *netlinkRuleLister) perChain(ctx context.Context, fd int, chains []strin
 		binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 		binary.NativeEndian.PutUint32(req[8:], seq)
 		if err := unix.Sendto(fd, req, 0, sa); err != nil {
-			return nil, fmt.Errorf("netlink rule dump of %s: %w", chain, err)
+			return fmt.Errorf("netlink rule dump of %s: %w", chain, err)
 		}
 		first, done := true, false
 		for !done {
 			n, _, err := unix.Recvfrom(fd, buf, 0)
 			if err != nil {
-				return nil, fmt.Errorf("netlink rule dump of %s: %w", chain, err)
+				return fmt.Errorf("netlink rule dump of %s: %w", chain, err)
 			}
 			b := buf[:n]
 			for len(b) >= unix.NLMSG_HDRLEN {
 				size := int(binary.NativeEndian.Uint32(b[0:]))
 				if size < unix.NLMSG_HDRLEN || size > len(b) {
-					return nil, fmt.Errorf("netlink rule dump of %s: malformed message", chain)
+					return fmt.Errorf("netlink rule dump of %s: malformed message", chain)
 				}
 				typ := binary.NativeEndian.Uint16(b[4:])
 				if binary.NativeEndian.Uint32(b[8:]) == seq {
@@ -192,28 +307,23 @@ func (l *netlinkRuleLister) perChain(ctx context.Context, fd int, chains []strin
 						done = true
 						if len(data) >= 4 {
 							if e := unix.Errno(-int32(binary.NativeEndian.Uint32(data))); e != 0 && e != unix.ENOENT {
-								return nil, fmt.Errorf("netlink rule dump of %s: %w", chain, e)
+								return fmt.Errorf("netlink rule dump of %s: %w", chain, e)
 							} // ENOENT: the chain went meanwhile
 						}
 					case unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE:
-						head := out[chain]
-						head.Rules++
-						if first && len(data) >= 4 {
-							first = false
-							_, comment, err := parseRuleMessage(data[4:])
-							if err != nil {
-								return nil, err
+						if len(data) >= 4 {
+							if err := rule(chain, first, data[4:]); err != nil {
+								return err
 							}
-							head.Comment = comment
+							first = false
 						}
-						out[chain] = head
 					}
 				}
 				b = b[min(len(b), (size+3)&^3):]
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // appendStringAttr appends a NUL-terminated string netlink attribute,

@@ -39,25 +39,3 @@ func TestSelfCheckSample(t *testing.T) {
 		}
 	}
 }
-
-// parseChainListings reads nft -i's documents, one per chain listed, and
-// fails on output that is not JSON (a prompt, say) rather than reporting
-// chains as missing.
-func TestParseChainListings(t *testing.T) {
-	out := `{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"chain": {"family": "ip", "table": "kube-proxy", "name": "a", "handle": 1}}, {"rule": {"family": "ip", "table": "kube-proxy", "chain": "a", "handle": 4, "comment": "svcproxy:H", "expr": []}}, {"rule": {"family": "ip", "table": "kube-proxy", "chain": "a", "handle": 5, "expr": []}}]}
-{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"chain": {"family": "ip", "table": "kube-proxy", "name": "c", "handle": 3}}]}
-`
-	got, err := parseChainListings([]byte(out), []string{"a", "b", "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || len(got["a"]) != 2 || got["c"] == nil || len(got["c"]) != 0 {
-		t.Fatalf("got %v, want a with 2 rules and c empty (b not listed)", got)
-	}
-	if r := got["a"][0]; r.Comment == nil || *r.Comment != "svcproxy:H" || r.Handle == nil || *r.Handle != 4 || got["a"][1].Comment != nil {
-		t.Errorf("rules of a: %+v %+v", got["a"][0], got["a"][1])
-	}
-	if _, err := parseChainListings([]byte("nft> "+out), []string{"a"}); err == nil {
-		t.Error("output with a prompt parsed")
-	}
-}

@@ -7,14 +7,15 @@ import (
 	"reflect"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/svcproxy/svcproxy/nftables"
 )
 
-// TestKernelListChainsNFT: the self-check's one nft process for several
-// chains (nft --json -i) lists each chain's rules in order with their
-// comments, an empty chain as empty, and leaves out a chain the table
-// lacks without failing the chains listed after it.
-func TestKernelListChainsNFT(t *testing.T) {
+// TestKernelRuleCommentsNetlink: the self-check's netlink read-back lists
+// each chain's rules in order with their comments, an empty chain as
+// empty, and leaves out a chain the table lacks.
+func TestKernelRuleCommentsNetlink(t *testing.T) {
 	inFreshNetns(t, func() {
 		nft(t, "add", "table", "ip", "kube-proxy")
 		for _, cmd := range [][]string{
@@ -27,7 +28,7 @@ func TestKernelListChainsNFT(t *testing.T) {
 		} {
 			nft(t, cmd...)
 		}
-		got, err := nftables.ListChainsNFT(context.Background(), "ip", "kube-proxy",
+		got, err := nftables.RuleCommentsNetlink(context.Background(), v1.IPv4Protocol,
 			[]string{"service-A/ns/tcp/p", "missing", "endpoint-B__10.0.0.1/80", "empty"})
 		if err != nil {
 			t.Fatal(err)
