@@ -19,8 +19,9 @@ type chainRulesLister func(ctx context.Context, chains []string) (map[string][]*
 // table of family over netlink (netlinkRuleLister.ruleComments: a get and
 // a rule dump per chain), in the calling thread's network namespace. It
 // replaced one `nft --json list chain` process per sampled chain: nft
-// reads the elements of every set of the table to list one chain, 0.5 s
-// of CPU per chain at 40,000 services (BENCHMARKS.md, 2026-12-02).
+// reads the elements of every set of the table to list one chain: the
+// four took 2 s of a cold start at 40,000 services (BENCHMARKS.md,
+// 2026-12-02).
 func netlinkChainRulesLister(family v1.IPFamily) chainRulesLister {
 	l := NewNetlinkRuleLister(family).(*netlinkRuleLister)
 	return func(ctx context.Context, chains []string) (map[string][]*knftables.Rule, error) {
