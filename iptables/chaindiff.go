@@ -179,19 +179,22 @@ func splitChain(s []byte) (chain, rest []byte) {
 // not listed, in which case its section is kept whole). Table sections
 // left with nothing to do are dropped (with legacy an empty section still
 // reloads and re-commits the whole table). It returns the reduced payload
-// (nil: nothing to write) and how many declared chains were kept and
-// skipped.
+// (empty: nothing to write), its text and ops reduced in place, and how
+// many declared chains were kept and skipped. It reads the payload's ops
+// (ops.go), not its text, for what each line is.
 //
 // A steady resync compares the 110,000 chains of 10,000 services, so the
 // work per chain is kept to one map lookup (a small cache catches the
 // rules that follow their chain's declaration and the shared chains'
-// runs) and a hash of its lines; a rule is parsed only for a chain whose
-// raw hash the kernel side does not know (after a listing).
+// runs) and a hash of its lines; a rule's normal form is computed only
+// for a chain whose raw hash the kernel side does not know (after a
+// listing).
 //
 // hints, when not nil, are the render's: the offset in payload of each
 // ":" line it wrote for a chain of kernel's nat table, with that chain's
 // digest, in payload order (renderer.declHints).
-func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainDiffer, hints []declHint) (out []byte, written, skipped int) {
+func reducePayload(pl restorePayload, kernel map[xtables.Table]tableSums, d *chainDiffer, hints []declHint) (out restorePayload, written, skipped int) {
+	payload := pl.text
 	d.pass++
 	if d.pass == 0 {
 		d.pass = 1
@@ -257,29 +260,24 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 	var curChain []byte
 	curSlot := int32(-1)
 	inSection := false
-	for pos := 0; pos < len(payload); {
-		line, next := payload[pos:], len(payload)
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line, next = line[:i], pos+i+1
-		}
+	pos := 0
+	for _, o := range pl.ops {
+		next := int(o.end)
+		line := payload[pos : next-1]
 		switch {
-		case len(line) > 1 && line[0] == '*':
-			table = xtables.Table(line[1:])
+		case o.kind == opTable:
+			table = sectionTable(line, o)
 			sums, inSection = kernel[table], true
 			section++
 			curChain = nil
 			addRun(pos, next, -1, runHeader)
-		case bytes.Equal(line, []byte("COMMIT")):
+		case o.kind == opCommit:
 			inSection = false
 			addRun(pos, next, -1, runCommit)
-		case len(line) > 1 && line[0] == ':':
-			name := line[1:]
-			if j := bytes.IndexByte(name, ' '); j >= 0 {
-				name = name[:j]
-			}
+		case o.kind == opDeclare:
 			slot := int32(-1)
 			if sums != nil {
-				slot = slotOf(name, hinted(pos))
+				slot = slotOf(opName(line, o), hinted(pos))
 			}
 			if slot >= 0 {
 				slots[slot].declared = true
@@ -287,8 +285,8 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 				written++ // a chain the kernel lacks, or a table not listed
 			}
 			addRun(pos, next, slot, runLines)
-		case sums != nil && len(line) > 3 && line[0] == '-' && line[1] == 'A' && line[2] == ' ':
-			chain, _ := splitChain(line[3:])
+		case sums != nil && o.kind == opAppend:
+			chain := opName(line, o)
 			if curChain == nil || !bytes.Equal(chain, curChain) {
 				curChain, curSlot = chain, slotOf(chain, nil)
 			}
@@ -298,8 +296,8 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 				sl.raw = rawStep(sl.raw, d.lineHash(line))
 			}
 			addRun(pos, next, curSlot, runLines)
-		case sums != nil && len(line) > 3 && line[0] == '-' && line[1] == 'X' && line[2] == ' ':
-			if slot := slotOf(bytes.TrimSpace(line[3:]), nil); slot >= 0 {
+		case sums != nil && o.kind == opDeleteChain:
+			if slot := slotOf(opName(line, o), nil); slot >= 0 {
 				slots[slot].deleted = true
 			}
 			addRun(pos, next, -1, runLines)
@@ -328,17 +326,26 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 		}
 	}
 	if needNorm {
+		// The runs and the ops are both in payload order: one cursor
+		// walks the ops of each run.
+		oi, pos := 0, 0
 		for _, r := range runs {
+			for oi < len(pl.ops) && pl.ops[oi].end <= r.start {
+				pos = int(pl.ops[oi].end)
+				oi++
+			}
 			if r.slot < 0 || !slots[r.slot].norm {
 				continue
 			}
 			sl := &slots[r.slot]
-			eachLine(payload[r.start:r.end], func(line []byte) {
-				if len(line) > 3 && line[0] == '-' && line[1] == 'A' && line[2] == ' ' {
-					_, rest := splitChain(line[3:])
-					sl.normSum.add(ruleHash(rest), sl.unordered)
+			for oi < len(pl.ops) && pl.ops[oi].end <= r.end {
+				o := pl.ops[oi]
+				if o.kind == opAppend {
+					sl.normSum.add(ruleHash(opSpec(payload[pos:o.end-1], o)), sl.unordered)
 				}
-			})
+				pos = int(o.end)
+				oi++
+			}
 		}
 		for i := range slots {
 			sl := &slots[i]
@@ -356,18 +363,26 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 		}
 	}
 	if skipped == 0 {
-		return payload, written, 0
+		return pl, written, 0
 	}
-	// Pass 2: copy what is kept, in place (the payload only shrinks).
-	out = payload[:0]
-	sectionStart, sectionLines := 0, 0
+	// Pass 2: copy what is kept, text and ops, in place (the payload only
+	// shrinks).
+	text, ops := payload[:0], pl.ops[:0]
+	sectionStart, sectionOps, sectionLines := 0, 0, 0
+	oi := 0
 	for _, r := range runs {
+		// The run's ops: those ending in (r.start, r.end].
+		first := oi
+		for oi < len(pl.ops) && pl.ops[oi].end <= r.end {
+			oi++
+		}
 		switch r.kind {
 		case runHeader:
-			sectionStart, sectionLines = len(out), 0
+			sectionStart, sectionOps, sectionLines = len(text), len(ops), 0
 		case runCommit:
 			if sectionLines == 0 {
-				out = out[:sectionStart] // nothing left in this table
+				// Nothing left in this table.
+				text, ops = text[:sectionStart], ops[:sectionOps]
 				continue
 			}
 		default:
@@ -376,14 +391,19 @@ func reducePayload(payload []byte, kernel map[xtables.Table]tableSums, d *chainD
 			}
 			sectionLines++
 		}
-		// The run lies at or after len(out) in the same array: copy is
-		// safe.
-		out = append(out, payload[r.start:r.end]...)
+		// The run lies at or after len(text) in the same array, its ops
+		// at or after len(ops): copy is safe.
+		shift := r.start - uint32(len(text))
+		text = append(text, payload[r.start:r.end]...)
+		for _, o := range pl.ops[first:oi] {
+			o.end -= shift
+			ops = append(ops, o)
+		}
 	}
-	if len(out) == 0 {
-		return nil, written, skipped
+	if len(text) == 0 {
+		return restorePayload{}, written, skipped
 	}
-	return out, written, skipped
+	return restorePayload{text: text, ops: ops}, written, skipped
 }
 
 // declHint is where a full render declared a chain the kernel has, with

@@ -14,3 +14,10 @@ func SetChunkChains(p *Proxier, n int) { p.chunk = n }
 // ChunkChainsOf is the most new nat chains one restore of p's full syncs
 // creates (0: no limit), as NewProxier chose it from the Runner.
 func ChunkChainsOf(p *Proxier) int { return p.chunk }
+
+// Every sync of the package's tests checks its payload's ops against its
+// text (ops.go); benchmarks turn it off (TestMain).
+func init() { checkOps = true }
+
+// SetCheckOps turns the check of every payload's ops on or off.
+func SetCheckOps(on bool) { checkOps = on }

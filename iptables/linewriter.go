@@ -8,26 +8,54 @@ import (
 
 // lineWriter appends iptables-restore lines to a reused byte slice without
 // formatting through fmt (a full sync at 10,000 services writes ~400,000
-// lines, so every allocation per line shows).
+// lines, so every allocation per line shows), and types each line as it
+// goes (ops, one per line: ops.go).
 type lineWriter struct {
 	buf   []byte
 	lines int
+	ops   []restoreOp
+	// cur is the op of the line being written, from offset start.
+	cur   restoreOp
+	start int
 }
 
 func (w *lineWriter) reset() {
 	w.buf = w.buf[:0]
 	w.lines = 0
+	w.ops = w.ops[:0]
+}
+
+// begin starts a line of kind on name.
+func (w *lineWriter) begin(kind opKind, name string) {
+	w.start = len(w.buf)
+	w.cur = restoreOp{kind: kind, name: uint8(len(name))}
+	if len(name) > 255 {
+		w.cur = restoreOp{}
+	}
 }
 
 // rule starts "-A chain".
 func (w *lineWriter) rule(chain xtables.Chain) *lineWriter {
+	w.begin(opAppend, string(chain))
 	w.buf = append(w.buf, "-A "...)
 	w.buf = append(w.buf, chain...)
 	return w
 }
 
-// op starts "<op> chain", op being -A, -I or -D.
+// op starts "<op> chain", op being -A, -I, -D or -X.
 func (w *lineWriter) op(op string, chain xtables.Chain) *lineWriter {
+	kind := opOther
+	switch op {
+	case "-A":
+		kind = opAppend
+	case "-I":
+		kind = opInsert
+	case "-D":
+		kind = opDelete
+	case "-X":
+		kind = opDeleteChain
+	}
+	w.begin(kind, string(chain))
 	w.buf = append(w.buf, op...)
 	w.buf = append(w.buf, ' ')
 	w.buf = append(w.buf, chain...)
@@ -85,28 +113,75 @@ func (w *lineWriter) proto(p string) *lineWriter {
 // jump appends "-j target" and ends the line.
 func (w *lineWriter) jump(target string) {
 	w.buf = append(w.buf, " -j "...)
+	w.setTarget(target)
 	w.buf = append(w.buf, target...)
 	w.end()
 }
 
-func (w *lineWriter) end() {
-	w.buf = append(w.buf, '\n')
-	w.lines++
+// jumpWith appends "-j target" and the target's options, and ends the
+// line.
+func (w *lineWriter) jumpWith(target string, opts ...string) {
+	w.buf = append(w.buf, " -j "...)
+	w.setTarget(target)
+	w.buf = append(w.buf, target...)
+	w.w(opts...)
+	w.end()
 }
 
-// raw appends a whole line (without its newline).
+// setTarget notes that the target starts at the end of the buffer.
+func (w *lineWriter) setTarget(target string) {
+	if len(target) <= 255 {
+		w.cur.target, w.cur.tlen = uint32(len(w.buf)-w.start), uint8(len(target))
+	}
+}
+
+// end ends the line and records its op. A rule written without jump
+// (its target among the words) has its target found here.
+func (w *lineWriter) end() {
+	if w.cur.target == 0 && w.cur.kind >= opAppend && w.cur.kind <= opDelete {
+		w.cur.target, w.cur.tlen = findTarget(w.buf[w.start:])
+	}
+	w.buf = append(w.buf, '\n')
+	w.lines++
+	w.cur.end = uint32(len(w.buf))
+	w.ops = append(w.ops, w.cur)
+	w.cur = restoreOp{}
+	w.start = len(w.buf)
+}
+
+// raw appends a whole line (without its newline), typed from its text.
 func (w *lineWriter) raw(line string) {
+	start := len(w.buf)
 	w.buf = append(w.buf, line...)
-	w.end()
+	w.buf = append(w.buf, '\n')
+	w.lines++
+	w.ops = append(w.ops, typeLine(w.buf[start:len(w.buf)-1], len(w.buf)))
+	w.cur = restoreOp{}
+	w.start = len(w.buf)
 }
 
 // chainLine appends ":chain - [0:0]", which creates the chain, or flushes
 // it when it exists (iptables-restore --noflush).
 func (w *lineWriter) chainLine(chain xtables.Chain) {
+	w.begin(opDeclare, string(chain))
 	w.buf = append(w.buf, ':')
 	w.buf = append(w.buf, chain...)
 	w.buf = append(w.buf, " - [0:0]"...)
 	w.end()
+}
+
+// appendWriter appends what src wrote to w, its ops moved to their new
+// offsets.
+func (w *lineWriter) appendWriter(src *lineWriter) {
+	base := uint32(len(w.buf))
+	w.buf = append(w.buf, src.buf...)
+	w.lines += src.lines
+	n := len(w.ops)
+	w.ops = append(w.ops, src.ops...)
+	for i := n; i < len(w.ops); i++ {
+		w.ops[i].end += base
+	}
+	w.start = len(w.buf)
 }
 
 // spec is a helper that renders one rule's match+target (no "-A chain")
@@ -115,6 +190,9 @@ type specBuilder struct{ lineWriter }
 
 func (b *specBuilder) start() *lineWriter {
 	b.buf = b.buf[:0]
+	b.ops = b.ops[:0]
+	b.lineWriter.start = 0
+	b.cur = restoreOp{}
 	return &b.lineWriter
 }
 

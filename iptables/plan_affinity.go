@@ -61,7 +61,7 @@ func planEndpointChain(env *planEnv, svc *servicePortInfo, ep proxy.Endpoint, ru
 	if svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
 		w.w("-m", "recent", "--name", string(epChain), "--set")
 	}
-	w.proto(svc.protocol).w("-j", "DNAT", "--to-destination", epStr).end()
+	w.proto(svc.protocol).jumpWith("DNAT", "--to-destination", epStr)
 	return epChain
 }
 

@@ -132,7 +132,7 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 			full, res.Full = true, true
 		}
 	}
-	var payload []byte
+	var payload restorePayload
 	if full {
 		if p.r.env.localhostNodePorts {
 			if err := ensureRouteLocalnet(p.sysctl); err != nil {
@@ -143,14 +143,14 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 		p.r.randomFull = true // always, as kube-proxy v1.37 (see doc.go)
 		early := p.renderEarly(u)
 		existing, err := p.ensureBaseOrSkip(ctx, req)
-		payload = early.wait(existing)
-		usedEarly := payload != nil
+		var usedEarly bool
+		payload, usedEarly = early.wait(existing)
 		if err != nil {
 			p.r.discard()
 			p.r.releaseLarge()
 			return engine.Result{}, fmt.Errorf("ensure chains: %w", err)
 		}
-		if payload == nil {
+		if !usedEarly {
 			payload = p.r.renderFull(u.Services, u.Endpoints, existing)
 		}
 		// On a node without service chains nothing of note can be
@@ -169,11 +169,16 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	} else {
 		payload = p.r.renderPartial(u.Services, u.Endpoints, u.ChangedServices, u.ServicePorts)
 	}
+	if checkOps {
+		if m := opsMismatch(payload); m != "" {
+			panic("iptables: the payload's ops are not its text's: " + m)
+		}
+	}
 	var before map[xtables.Table]uint64
-	if !full && len(payload) > 0 {
+	if !full && !payload.empty() {
 		before = p.tableStamps()
 	}
-	if len(payload) > 0 {
+	if !payload.empty() {
 		if full {
 			// The in-process writer reads back what this sync writes.
 			p.ipt.CheckNextRestore()
@@ -187,28 +192,28 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 			}
 			return engine.Result{}, fmt.Errorf("restore: %w", err)
 		}
-		res.Writes = bytes.Count(payload, []byte("\n"))
+		res.Writes = len(payload.ops)
 	}
 	p.r.commit()
 	p.r.releaseLarge()
 	if full {
 		p.wrote = true
 	}
-	if full || len(payload) > 0 {
+	if full || !payload.empty() {
 		p.recordStamps(full, before)
 	}
 	m, fam := p.cfg.Metrics, p.cfg.IPFamily
 	m.SetIPTablesRulesLastSync(fam, string(xtables.TableNAT), p.r.natLines)
 	m.SetIPTablesRulesLastSync(fam, string(xtables.TableFilter), p.r.filterLines)
-	p.log.V(4).Info("Restored iptables rules", "full", full, "lines", p.r.out.lines, "bytes", len(payload))
+	p.log.V(4).Info("Restored iptables rules", "full", full, "lines", p.r.out.lines, "bytes", len(payload.text))
 	return res, nil
 }
 
 // restore applies a payload: one iptables-restore, or for a full payload
 // that creates more than p.chunk nat chains, one per chunk (chunk.go).
-func (p *Proxier) restore(ctx context.Context, payload []byte, full bool) error {
+func (p *Proxier) restore(ctx context.Context, payload restorePayload, full bool) error {
 	if !full || p.chunk <= 0 {
-		return p.ipt.Restore(ctx, payload)
+		return p.ipt.Restore(ctx, payload.text)
 	}
 	return p.restoreChunks(ctx, payload)
 }
@@ -302,7 +307,7 @@ func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error)
 	p.r.setTail(p.cfg.IPFamily, p.cfg.NodePortAddresses, p.localAddresses())
 	p.r.randomFull = true
 	p.r.env.terse = countEndpoints(u.Endpoints) > largeClusterEndpoints
-	out := string(p.r.renderFull(u.Services, u.Endpoints, nil))
+	out := string(p.r.renderFull(u.Services, u.Endpoints, nil).text)
 	p.r.discard()
 	p.r.releaseLarge()
 	return out, nil
@@ -447,5 +452,5 @@ func Render(cfg Config, services changetracker.ServicePortMap, endpoints changet
 	r.randomFull = randomFully
 	r.env.terse = countEndpoints(endpoints) > largeClusterEndpoints
 	r.setTail(cfg.IPFamily, cfg.NodePortAddresses, localAddresses)
-	return bytes.Clone(r.renderFull(services, endpoints, nil)), nil
+	return bytes.Clone(r.renderFull(services, endpoints, nil).text), nil
 }

@@ -86,7 +86,7 @@ type renderStats struct {
 // renderFull writes every service. existing are the nat chains known to
 // exist in the kernel (from iptables-save, or the digests carried since);
 // the service chains among them that are not wanted are deleted.
-func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing tableSums) []byte {
+func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing tableSums) restorePayload {
 	r.out.reset()
 	size := r.sizeHint
 	if size == 0 {
@@ -97,6 +97,10 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 	}
 	if cap(r.out.buf) < size {
 		r.out.buf = make([]byte, 0, size+size/8)
+	}
+	// About one op per 64 bytes (a line is 76 on average).
+	if n := size / 64; cap(r.out.ops) < n {
+		r.out.ops = make([]restoreOp, 0, n)
 	}
 	r.filter.reset()
 	r.decl = r.decl[:0]
@@ -172,7 +176,7 @@ func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints c
 		r.deleteChain(c)
 	}
 	r.pendingFull = plans
-	return r.finish(true)
+	return r.payload(r.finish(true))
 }
 
 // fullPayloadEstimate is about the size of a full payload: per endpoint
@@ -188,7 +192,7 @@ func fullPayloadEstimate(servicePorts, endpoints int) int {
 // rewritten, chains they no longer need deleted, and their rules in the
 // shared chains added or deleted one by one. Nothing else is touched, so
 // the payload is proportional to the change, not to the number of services.
-func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, changed sets.Set[types.NamespacedName], ports map[types.NamespacedName][]proxy.ServicePortName) []byte {
+func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, changed sets.Set[types.NamespacedName], ports map[types.NamespacedName][]proxy.ServicePortName) restorePayload {
 	r.out.reset()
 	r.filter.reset()
 	r.decl = r.decl[:0]
@@ -196,7 +200,7 @@ func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoint
 	r.pendingFull = nil
 	r.pendingChanged = r.pendingChanged[:0]
 	if len(changed) == 0 {
-		return nil
+		return restorePayload{}
 	}
 	r.out.raw("*nat")
 	r.filter.raw("*filter")
@@ -237,7 +241,7 @@ func (r *renderer) renderPartial(services changetracker.ServicePortMap, endpoint
 		r.writeService(name, svc, endpoints[name], p, old)
 		r.pendingChanged = append(r.pendingChanged, pendingService{name: name, plan: p})
 	}
-	return r.finish(false)
+	return r.payload(r.finish(false))
 }
 
 // writeService plans one service port and writes it: its chain
@@ -270,8 +274,7 @@ func (r *renderer) writeService(name proxy.ServicePortName, svc proxy.ServicePor
 				r.decl = append(r.decl, c)
 			}
 		}
-		r.out.buf = append(r.out.buf, r.svcOut.buf...)
-		r.out.lines += r.svcOut.lines
+		r.out.appendWriter(&r.svcOut)
 	} else {
 		planService(&r.env, info, eps, p, &r.out)
 		r.decl = append(r.decl, p.decl...)
@@ -367,16 +370,22 @@ func (r *renderer) finish(full bool) []byte {
 	if natEmpty && !full {
 		r.out.reset()
 	} else {
-		r.out.buf = append(r.out.buf, r.staleX.buf...)
-		r.out.lines += r.staleX.lines
+		r.out.appendWriter(&r.staleX)
 		r.out.raw("COMMIT")
 	}
 	if !filterEmpty || full {
-		r.out.buf = append(r.out.buf, r.filter.buf...)
-		r.out.lines += r.filter.lines
+		r.out.appendWriter(&r.filter)
 		r.out.raw("COMMIT")
 	}
 	return r.out.buf
+}
+
+// payload is the text and ops of the last render (finish's).
+func (r *renderer) payload(text []byte) restorePayload {
+	if text == nil {
+		return restorePayload{}
+	}
+	return restorePayload{text: text, ops: r.out.ops}
 }
 
 // releaseLarge drops a payload buffer too large to be worth keeping for
@@ -389,6 +398,7 @@ func (r *renderer) releaseLarge() {
 	}
 	r.sizeHint = len(r.out.buf)
 	r.out.buf = nil
+	r.out.ops = nil
 }
 
 // insertDecls writes the declarations block right after "*nat".
@@ -414,6 +424,20 @@ func (r *renderer) insertDecls() {
 		d = append(d, " - [0:0]\n"...)
 	}
 	r.out.lines += len(r.decl)
+	// Their ops, after the header's, and every later op moved by size.
+	ops := r.out.ops
+	n = len(ops)
+	ops = slices.Grow(ops, len(r.decl))[:n+len(r.decl)]
+	copy(ops[1+len(r.decl):], ops[1:n])
+	for i := 1 + len(r.decl); i < len(ops); i++ {
+		ops[i].end += uint32(size)
+	}
+	end := uint32(at)
+	for i, c := range r.decl {
+		end += uint32(len(c) + len(": - [0:0]\n"))
+		ops[1+i] = restoreOp{end: end, kind: opDeclare, name: uint8(len(c))}
+	}
+	r.out.ops = ops
 	r.decl = r.decl[:0]
 	for i := range r.declHints {
 		r.declHints[i].off += uint32(size) // every one lies after the block

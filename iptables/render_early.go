@@ -7,7 +7,7 @@ import (
 // earlyRender is a full render started before the listing of the tables
 // (renderEarly), on the first full sync of a Proxier.
 type earlyRender struct {
-	done <-chan []byte
+	done <-chan restorePayload
 }
 
 // renderEarly starts the first full sync's render on another goroutine,
@@ -21,22 +21,22 @@ func (p *Proxier) renderEarly(u *changetracker.Update) earlyRender {
 	if p.wrote {
 		return earlyRender{}
 	}
-	done := make(chan []byte, 1)
+	done := make(chan restorePayload, 1)
 	go func() { done <- p.r.renderFull(u.Services, u.Endpoints, nil) }()
 	return earlyRender{done: done}
 }
 
-// wait returns the early render once it is done, or nil when there was
+// wait returns the early render once it is done, or false when there was
 // none or when existing (the nat chains listed) holds a service chain: the
 // render then depends on them (chains declared in place, stale ones
 // deleted) and is redone by the caller.
-func (e earlyRender) wait(existing tableSums) []byte {
+func (e earlyRender) wait(existing tableSums) (restorePayload, bool) {
 	if e.done == nil {
-		return nil
+		return restorePayload{}, false
 	}
 	payload := <-e.done
 	if hasServiceChain(existing) {
-		return nil
+		return restorePayload{}, false
 	}
-	return payload
+	return payload, true
 }

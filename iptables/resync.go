@@ -245,7 +245,7 @@ func (p *Proxier) readDigests(w tableWatch, tables []xtables.Table) (map[xtables
 // restoreTracked is restore, carrying the proof through it: the digests
 // of what the payload writes are applied to the known ones, and the
 // generation or the tables' digests checked around it.
-func (p *Proxier) restoreTracked(ctx context.Context, payload []byte, full bool) error {
+func (p *Proxier) restoreTracked(ctx context.Context, payload restorePayload, full bool) error {
 	rs := &p.resync
 	w := p.resyncWatch()
 	if rs.known == nil {
@@ -333,41 +333,36 @@ func tableEntries(t xtables.Table, sums tableSums) int {
 // deletes (the shared dispatch chains, whose digest is a multiset), -X
 // deletes the chain. A chain the payload declares and fills gets the raw
 // hash of its lines and no normal form (lazy), except the shared chains,
-// whose digest later -I and -D lines must follow: rules are parsed only
-// for those (a cold start at 10,000 services writes 434,000 lines). It
-// reports false for a line it cannot follow (the digests are then not to
-// be trusted).
-func applyPayload(known map[xtables.Table]tableSums, payload []byte, d *chainDiffer) bool {
+// whose digest later -I and -D lines must follow: rules are normalised
+// only for those (a cold start at 10,000 services writes 434,000 lines).
+// It reads the payload's ops (ops.go) for what each line is. It reports
+// false for a line it cannot follow (the digests are then not to be
+// trusted).
+func applyPayload(known map[xtables.Table]tableSums, pl restorePayload, d *chainDiffer) bool {
 	var sums tableSums
 	var table xtables.Table
 	var slab []chainSum
 	var cur []byte
 	var cs *chainSum
 	var unordered, tailLast bool
-	for len(payload) > 0 {
-		line := payload
-		if i := bytes.IndexByte(payload, '\n'); i >= 0 {
-			line, payload = payload[:i], payload[i+1:]
-		} else {
-			payload = nil
-		}
+	pos := 0
+	for _, o := range pl.ops {
+		line := pl.text[pos : o.end-1]
+		pos = int(o.end)
 		switch {
-		case len(line) == 0 || line[0] == '#':
-		case line[0] == '*':
-			table = xtables.Table(line[1:])
+		case o.kind == opOther && (len(line) == 0 || line[0] == '#'):
+		case o.kind == opTable:
+			table = sectionTable(line, o)
 			sums, cs = known[table], nil
 			if sums == nil {
 				return false
 			}
-		case bytes.Equal(line, []byte("COMMIT")):
+		case o.kind == opCommit:
 			sums, cs = nil, nil
 		case sums == nil:
 			return false
-		case line[0] == ':':
-			name := line[1:]
-			if j := bytes.IndexByte(name, ' '); j >= 0 {
-				name = name[:j]
-			}
+		case o.kind == opDeclare:
+			name := opName(line, o)
 			u, _ := unorderedChain(table, name)
 			s := sums[string(name)]
 			if s == nil {
@@ -383,14 +378,11 @@ func applyPayload(known map[xtables.Table]tableSums, payload []byte, d *chainDif
 			if cs == s {
 				cs = nil
 			}
-		case len(line) > 3 && line[0] == '-' && line[2] == ' ':
-			chain, rest := splitChain(line[3:])
-			op := line[1]
-			if op == 'X' {
-				delete(sums, string(chain))
-				cs = nil
-				continue
-			}
+		case o.kind == opDeleteChain:
+			delete(sums, string(opName(line, o)))
+			cs = nil
+		case o.kind == opAppend || o.kind == opInsert || o.kind == opDelete:
+			chain := opName(line, o)
 			if cs == nil || !bytes.Equal(chain, cur) {
 				if cs = sums[string(chain)]; cs == nil {
 					return false
@@ -400,25 +392,25 @@ func applyPayload(known map[xtables.Table]tableSums, payload []byte, d *chainDif
 			}
 			s := cs
 			switch {
-			case op == 'A':
+			case o.kind == opAppend:
 				if s.lazy {
 					s.n++
 				} else {
-					s.add(ruleHash(rest), unordered)
+					s.add(ruleHash(opSpec(line, o)), unordered)
 				}
 				if s.rawOK {
 					s.raw = rawStep(s.raw, d.lineHash(line))
 				}
-			case op == 'I' && unordered && !s.lazy:
-				rh := ruleHash(rest)
+			case o.kind == opInsert && unordered && !s.lazy:
+				rh := ruleHash(opSpec(line, o))
 				s.h += mix(rh)
 				s.n++
 				if s.n == 1 {
 					s.last = rh
 				}
 				s.rawOK = false
-			case op == 'D' && unordered && !s.lazy && s.n > 0:
-				rh := ruleHash(rest)
+			case o.kind == opDelete && unordered && !s.lazy && s.n > 0:
+				rh := ruleHash(opSpec(line, o))
 				if tailLast && rh == s.last {
 					return false
 				}

@@ -63,7 +63,7 @@ COMMIT
 		xtables.TableFilter: {},
 	}
 	n0 := tableEntries(xtables.TableNAT, known[xtables.TableNAT])
-	if !applyPayload(known, []byte(payload), &d) {
+	if !applyText(known, []byte(payload), &d) {
 		t.Fatal("applyPayload refused the payload")
 	}
 	want := sumListing([]byte(after), xtables.TableNAT, &d)
@@ -97,14 +97,14 @@ COMMIT
 	}
 	// Deleting the rule that must stay last (the node-port tail) is not
 	// followed: the digest keeps only the last rule's hash.
-	if applyPayload(known, []byte("*nat\n-D KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS\nCOMMIT\n"), &d) {
+	if applyText(known, []byte("*nat\n-D KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS\nCOMMIT\n"), &d) {
 		t.Error("applyPayload followed the tail rule's deletion")
 	}
 	// A line it cannot follow refuses the payload.
-	if applyPayload(known, []byte("*nat\n-R KUBE-SVC-A 1 -j RETURN\nCOMMIT\n"), &d) {
+	if applyText(known, []byte("*nat\n-R KUBE-SVC-A 1 -j RETURN\nCOMMIT\n"), &d) {
 		t.Error("applyPayload accepted -R")
 	}
-	if applyPayload(known, []byte("*raw\n:X - [0:0]\nCOMMIT\n"), &d) {
+	if applyText(known, []byte("*raw\n:X - [0:0]\nCOMMIT\n"), &d) {
 		t.Error("applyPayload accepted a table it does not carry")
 	}
 }
@@ -164,7 +164,7 @@ COMMIT
 		xtables.TableFilter: {},
 	}
 	for round := range 2 {
-		out, written, skipped := reducePayload([]byte(payload), kernel, &d, nil)
+		out, written, skipped := reduceText(t, []byte(payload), kernel, &d, nil)
 		if out != nil || written != 0 || skipped != 3 {
 			t.Fatalf("round %d: written %d, skipped %d, out %q; want all skipped, nothing out", round, written, skipped, out)
 		}
@@ -175,7 +175,7 @@ COMMIT
 		}
 	}
 	changed := strings.Replace(payload, "10.1.0.1:80", "10.1.0.2:80", 1)
-	out, written, skipped := reducePayload([]byte(changed), kernel, &d, nil)
+	out, written, skipped := reduceText(t, []byte(changed), kernel, &d, nil)
 	want := "*nat\n:KUBE-SEP-A1 - [0:0]\n-A KUBE-SEP-A1 -m tcp -p tcp -j DNAT --to-destination 10.1.0.2:80\nCOMMIT\n"
 	if string(out) != want || written != 1 || skipped != 2 {
 		t.Errorf("changed endpoint: written %d, skipped %d, out\n%s\nwant\n%s", written, skipped, out, want)
@@ -183,17 +183,17 @@ COMMIT
 
 	// A chain our restore wrote is compared by raw hash only: the same
 	// lines are skipped, other lines (even of the same rules) rewritten.
-	if !applyPayload(kernel, []byte(changed), &d) {
+	if !applyText(kernel, []byte(changed), &d) {
 		t.Fatal("applyPayload refused the payload")
 	}
 	if s := kernel[xtables.TableNAT]["KUBE-SEP-A1"]; !s.lazy || !s.rawOK {
 		t.Fatalf("KUBE-SEP-A1 after our restore: %+v, want lazy with a raw hash", s)
 	}
-	if out, written, skipped := reducePayload([]byte(changed), kernel, &d, nil); out != nil || written != 0 || skipped != 3 {
+	if out, written, skipped := reduceText(t, []byte(changed), kernel, &d, nil); out != nil || written != 0 || skipped != 3 {
 		t.Errorf("same lines again: written %d, skipped %d, out %q", written, skipped, out)
 	}
 	respelled := strings.Replace(changed, "-A KUBE-SEP-A1 -m tcp -p tcp", "-A KUBE-SEP-A1 -p tcp -m tcp", 1)
-	if _, written, skipped := reducePayload([]byte(respelled), kernel, &d, nil); written != 1 || skipped != 2 {
+	if _, written, skipped := reduceText(t, []byte(respelled), kernel, &d, nil); written != 1 || skipped != 2 {
 		t.Errorf("respelled lines of a chain we wrote: written %d, skipped %d; want it rewritten", written, skipped)
 	}
 }
@@ -209,7 +209,7 @@ func TestReducePayloadHints(t *testing.T) {
 	for _, wrong := range []bool{false, true} {
 		d := newChainDiffer()
 		kernel := map[xtables.Table]tableSums{xtables.TableNAT: sumListing([]byte(listing), xtables.TableNAT, &d)}
-		want, ww, ws := reducePayload([]byte(payload), kernel, &d, nil)
+		want, ww, ws := reduceText(t, []byte(payload), kernel, &d, nil)
 		want = bytes.Clone(want)
 		kernel = map[xtables.Table]tableSums{xtables.TableNAT: sumListing([]byte(listing), xtables.TableNAT, &d)}
 		var hints []declHint
@@ -220,9 +220,25 @@ func TestReducePayloadHints(t *testing.T) {
 			}
 			hints = append(hints, declHint{off: uint32(strings.Index(payload, ":"+c+" ")), sum: sum})
 		}
-		got, gw, gs := reducePayload([]byte(payload), kernel, &d, hints)
+		got, gw, gs := reduceText(t, []byte(payload), kernel, &d, hints)
 		if string(got) != string(want) || gw != ww || gs != ws || gw != 1 {
 			t.Errorf("wrong hint %v: got written %d skipped %d\n%s\nwant written %d skipped %d\n%s", wrong, gw, gs, got, ww, ws, want)
 		}
 	}
+}
+
+// reduceText is reducePayload over a payload written as text; the ops of
+// what it returns must be those of its text.
+func reduceText(t *testing.T, text []byte, kernel map[xtables.Table]tableSums, d *chainDiffer, hints []declHint) ([]byte, int, int) {
+	t.Helper()
+	out, written, skipped := reducePayload(typePayload(text), kernel, d, hints)
+	if m := opsMismatch(out); m != "" {
+		t.Errorf("reducePayload's ops: %s", m)
+	}
+	return out.text, written, skipped
+}
+
+// applyText is applyPayload over a payload written as text.
+func applyText(known map[xtables.Table]tableSums, text []byte, d *chainDiffer) bool {
+	return applyPayload(known, typePayload(text), d)
 }
