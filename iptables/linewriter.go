@@ -1,9 +1,11 @@
 package iptables
 
 import (
-	"github.com/svcproxy/svcproxy/iptables/xtables"
+	"math"
 	"strconv"
 	"strings"
+
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // lineWriter appends iptables-restore lines to a reused byte slice without
@@ -130,8 +132,8 @@ func (w *lineWriter) jumpWith(target string, opts ...string) {
 
 // setTarget notes that the target starts at the end of the buffer.
 func (w *lineWriter) setTarget(target string) {
-	if len(target) <= 255 {
-		w.cur.target, w.cur.tlen = uint32(len(w.buf)-w.start), uint8(len(target))
+	if at := len(w.buf) - w.start; at <= math.MaxUint16 {
+		w.cur.target = uint16(at)
 	}
 }
 
@@ -139,7 +141,7 @@ func (w *lineWriter) setTarget(target string) {
 // (its target among the words) has its target found here.
 func (w *lineWriter) end() {
 	if w.cur.target == 0 && w.cur.kind >= opAppend && w.cur.kind <= opDelete {
-		w.cur.target, w.cur.tlen = findTarget(w.buf[w.start:])
+		w.cur.target = findTarget(w.buf[w.start:])
 	}
 	w.buf = append(w.buf, '\n')
 	w.lines++

@@ -3,6 +3,7 @@ package iptables
 import (
 	"bytes"
 	"fmt"
+	"math"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
@@ -48,11 +49,12 @@ type restoreOp struct {
 	// end is the offset just past the line's newline.
 	end uint32
 	// target is the offset in the line of the rule's jump (-j) or goto
-	// (-g) target, 0: none.
-	target uint32
+	// (-g) target, which runs to the next space or the line's end; 0:
+	// none. (iptables-restore takes no line near 64 KiB long.)
+	target uint16
 	kind   opKind
-	// name and tlen are the lengths of the name and of the target.
-	name, tlen uint8
+	// name is the length of the name.
+	name uint8
 }
 
 // nameAt is the offset in the line of an op's name.
@@ -86,7 +88,8 @@ func opTarget(line []byte, o restoreOp) []byte {
 	if o.target == 0 {
 		return nil
 	}
-	return line[o.target : o.target+uint32(o.tlen)]
+	t, _ := splitChain(line[o.target:])
+	return t
 }
 
 // restorePayload is a rendered payload: its text and its operations, one
@@ -136,7 +139,7 @@ func typeLine(line []byte, end int) restoreOp {
 		}
 		o.name = uint8(len(chain))
 		if o.kind != opDeleteChain {
-			o.target, o.tlen = findTarget(line)
+			o.target = findTarget(line)
 		}
 	}
 	return o
@@ -144,19 +147,15 @@ func typeLine(line []byte, end int) restoreOp {
 
 // findTarget finds the jump or goto target of a rule line written without
 // lineWriter.jump.
-func findTarget(line []byte) (at uint32, n uint8) {
+func findTarget(line []byte) uint16 {
 	i := bytes.LastIndex(line, []byte(" -j "))
 	if i < 0 {
 		i = bytes.LastIndex(line, []byte(" -g "))
 	}
-	if i < 0 {
-		return 0, 0
+	if i < 0 || i+4 >= len(line) || i+4 > math.MaxUint16 {
+		return 0
 	}
-	t, _ := splitChain(line[i+4:])
-	if len(t) == 0 || len(t) > 255 {
-		return 0, 0
-	}
-	return uint32(i + 4), uint8(len(t))
+	return uint16(i + 4)
 }
 
 // typePayload types every line of a payload written as text (tests, and

@@ -69,6 +69,8 @@ type renderer struct {
 	// sizeHint is the payload size of the last full sync, to allocate the
 	// next one in one go; the buffer itself is not kept when large.
 	sizeHint int
+	// opsHint is its number of lines (ops), for the same.
+	opsHint int
 	// fullRender is set while renderFull runs.
 	fullRender bool
 }
@@ -88,19 +90,21 @@ type renderStats struct {
 // the service chains among them that are not wanted are deleted.
 func (r *renderer) renderFull(services changetracker.ServicePortMap, endpoints changetracker.EndpointsMap, existing tableSums) restorePayload {
 	r.out.reset()
-	size := r.sizeHint
+	// Sized as the last full render (a little more), or on the first one
+	// from the workload rather than grown by appending
+	// (BenchmarkSyncCold measures the difference). The ops are one per
+	// line, about one per 76 bytes on the first (the benchmark workload's
+	// average line).
+	size, ops, slack := r.sizeHint, r.opsHint, 32
 	if size == 0 {
-		// First full render: size the payload from the workload rather
-		// than growing it by appending (BenchmarkSyncCold measures the
-		// difference).
-		size = fullPayloadEstimate(len(services), countEndpoints(endpoints))
+		size, slack = fullPayloadEstimate(len(services), countEndpoints(endpoints)), 8
+		ops = size / 76
 	}
 	if cap(r.out.buf) < size {
-		r.out.buf = make([]byte, 0, size+size/8)
+		r.out.buf = make([]byte, 0, size+size/slack)
 	}
-	// About one op per 64 bytes (a line is 76 on average).
-	if n := size / 64; cap(r.out.ops) < n {
-		r.out.ops = make([]restoreOp, 0, n)
+	if cap(r.out.ops) < ops {
+		r.out.ops = make([]restoreOp, 0, ops+ops/slack)
 	}
 	r.filter.reset()
 	r.decl = r.decl[:0]
@@ -396,7 +400,7 @@ func (r *renderer) releaseLarge() {
 	if r.fullRender || cap(r.out.buf) <= keep {
 		return
 	}
-	r.sizeHint = len(r.out.buf)
+	r.sizeHint, r.opsHint = len(r.out.buf), len(r.out.ops)
 	r.out.buf = nil
 	r.out.ops = nil
 }

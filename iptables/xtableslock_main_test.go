@@ -1,8 +1,8 @@
 package iptables_test
 
 import (
+	"flag"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
@@ -13,10 +13,9 @@ import (
 // (netnstest.Main), never the host's. Benchmarks run without the check of
 // every payload's ops against its text, which the tests make.
 func TestMain(m *testing.M) {
-	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(a, "-test.bench=") && a != "-test.bench=" {
-			iptables.SetCheckOps(false)
-		}
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		iptables.SetCheckOps(false)
 	}
 	os.Exit(netnstest.Main(m))
 }
