@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/nftables"
 )
@@ -213,4 +214,52 @@ func cpuTimeWithChildren() time.Duration {
 	}
 	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
 	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
+// BenchmarkKernelDriftCheck is one drift check (the services chain's
+// first rule read back, every DriftCheckInterval: 2 s by default) over a
+// table of N services × E endpoints: over netlink (NewInterfaces), and
+// through nft (knftables ListRules, as before the check went over
+// netlink: NFTables wrapped, so the netlink lister is not used).
+// cpu-s/op counts this process and the nft processes.
+func BenchmarkKernelDriftCheck(b *testing.B) {
+	for _, sh := range []struct{ n, eps int }{{10000, 10}, {40000, 1}} {
+		for _, via := range []string{"netlink", "nft"} {
+			b.Run(fmt.Sprintf("services=%d/endpoints=%d/%s", sh.n, sh.eps, via), func(b *testing.B) {
+				inFreshNetns(b, func() {
+					ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+					if err != nil {
+						b.Skipf("nftables unavailable: %v", err)
+					}
+					if via == "nft" {
+						ifs.NFTables = struct{ knftables.Interface }{ifs.NFTables}
+					}
+					p, err := nftables.NewProxier(testConfig(), ifs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					makeCluster(sh.n, sh.eps).feed(p)
+					ctx := context.Background()
+					if err := p.Sync(ctx); err != nil {
+						b.Fatal(err)
+					}
+					var cpu time.Duration
+					b.ResetTimer()
+					for b.Loop() {
+						c0 := cpuTimeWithChildren()
+						drifted, err := nftables.NftablesDriftedForTest(p)
+						cpu += cpuTimeWithChildren() - c0
+						if err != nil || drifted {
+							b.Fatalf("drift check of a correct table = %v, %v", drifted, err)
+						}
+					}
+					b.StopTimer()
+					b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+					if err := p.Cleanup(ctx); err != nil {
+						b.Errorf("Cleanup: %v", err)
+					}
+				})
+			})
+		}
+	}
 }

@@ -130,7 +130,8 @@ type Interfaces struct {
 	// the versions unchecked.
 	NFTVersion string
 	// chainRules, set by NewInterfaces, reads the self-check's sample of
-	// chains over netlink (selfcheck_lister_linux.go), while NFTables is
+	// chains and the drift check's chain over netlink
+	// (selfcheck_lister_linux.go), while NFTables is
 	// still chainRulesOf (the Interface it lists the table of: an embedder
 	// that puts another NFTables in place gets one knftables ListRules per
 	// chain, as without it).

@@ -129,8 +129,9 @@
 //     alone, through nft, and every chunk of services after it over
 //     netlink;
 //   - drift (the table deleted or flushed behind the engine's back) is
-//     found by listing one two-rule chain every DriftCheckInterval, and
-//     repaired by a full sync.
+//     found by listing one two-rule chain every DriftCheckInterval (over
+//     netlink: nft's listing of one chain reads every set's elements of
+//     the table), and repaired by a full sync.
 //
 // # Localhost node ports
 //

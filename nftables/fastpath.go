@@ -210,6 +210,16 @@ func selfCheckSample(want []*chainSpec, k int) []*chainSpec {
 	return out
 }
 
+// chainLister is the Interfaces' netlink lister of chains' rules
+// (NewInterfaces), or nil when there is none or NFTables is no longer the
+// Interface it was made with (an embedder's fake, say).
+func (p *proxier) chainLister() chainRulesLister {
+	if p.ifs.chainRules != nil && p.ifs.chainRulesOf == p.nft {
+		return p.ifs.chainRules
+	}
+	return nil
+}
+
 // selfCheckNetlink reads back a sample of the chains cs wrote (see above).
 func (p *proxier) selfCheckNetlink(ctx context.Context, cs *changeSet) error {
 	var want []*chainSpec
@@ -224,12 +234,12 @@ func (p *proxier) selfCheckNetlink(ctx context.Context, cs *changeSet) error {
 	}
 	want = selfCheckSample(want, selfCheckChains)
 	byChain := map[string][]*knftables.Rule{}
-	if p.ifs.chainRules != nil && p.ifs.chainRulesOf == p.nft {
+	if list := p.chainLister(); list != nil {
 		names := make([]string, len(want))
 		for i, c := range want {
 			names[i] = c.name
 		}
-		listed, err := p.ifs.chainRules(ctx, names)
+		listed, err := list(ctx, names)
 		if err != nil {
 			// One listing per chain below, as without the lister.
 			p.log.V(2).Info("Could not list the sampled chains with one nft process", "err", err.Error())

@@ -116,6 +116,14 @@ func TestKernelRestartFlushForeign(t *testing.T) {
 		if drifted, err := nftables.NftablesDriftedForTest(q); err != nil || drifted {
 			t.Errorf("drift after repair = %v, %v", drifted, err)
 		}
+		// The table deleted by hand: drift too (the netlink read finds
+		// no chain, where nft reported the table not found).
+		nft(t, "delete table ip kube-proxy")
+		if drifted, err := nftables.NftablesDriftedForTest(q); err != nil || !drifted {
+			t.Fatalf("drift after the table was deleted = %v, %v", drifted, err)
+		}
+		q.RequestFullSync()
+		mustSync(t, q)
 
 		if err := q.Cleanup(ctx); err != nil {
 			t.Fatal(err)

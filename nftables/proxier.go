@@ -621,12 +621,28 @@ func (p *proxier) drifted(ctx context.Context) (bool, error) {
 			want = c.hash
 		}
 	}
-	rules, err := p.nft.ListRules(ctx, chainServices)
-	if isNotFound(err) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
+	var rules []*knftables.Rule
+	if list := p.chainLister(); list != nil {
+		// Over netlink: nft fills its cache with every set's elements to
+		// list one chain (at 40,000 services more than this interval's
+		// worth of CPU; BENCHMARKS.md, 2026-12-02).
+		got, err := list(ctx, []string{chainServices})
+		if err != nil {
+			return false, err
+		}
+		var ok bool
+		if rules, ok = got[chainServices]; !ok {
+			return true, nil // the chain or the table is missing
+		}
+	} else {
+		var err error
+		rules, err = p.nft.ListRules(ctx, chainServices)
+		if isNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
 	}
 	if len(rules) == 0 || hashFromComment(rules[0].Comment) != want {
 		return true, nil
