@@ -42,9 +42,10 @@ const (
 )
 
 // restoreOp is one line of a payload, typed. It holds offsets, not the
-// text (a full sync at 10,000 services writes 434,000 lines): the line
-// starts where the previous op ends, its name (the table, or the chain)
-// right after the kind's prefix ("*", ":", "-A ").
+// text (a large full sync writes hundreds of thousands of lines:
+// BenchmarkSyncFull): the line starts where the previous op ends, its
+// name (the table, or the chain) right after the kind's prefix ("*",
+// ":", "-A ").
 type restoreOp struct {
 	// end is the offset just past the line's newline.
 	end uint32
