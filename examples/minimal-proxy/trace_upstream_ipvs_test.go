@@ -118,13 +118,14 @@ var upstreamFallbackSteps = map[string]bool{
 // which ipvstest does not load.
 var upstreamVSFlagsRe = regexp.MustCompile(` flags 0x[0-9a-f]+`)
 
-// loadUpstreamIPVSState reads one stored step (four sections: ipvsadm
-// -Ln, kube-ipvs0's addresses, ipset list, iptables-save) into the
-// sources trace reads a node from.
-func loadUpstreamIPVSState(path string) (ipvsSources, error) {
+// readUpstreamIPVSSections reads one stored step into its four sections,
+// by the name of the tool whose listing each is: "ipvs" (ipvsadm -Ln),
+// "kube-ipvs0" (the addresses bound to it, one a line), "ipset" (ipset
+// list) and "iptables" (iptables-save).
+func readUpstreamIPVSSections(path string) (map[string]string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return ipvsSources{}, err
+		return nil, err
 	}
 	parts := map[string]string{}
 	cur := ""
@@ -139,8 +140,22 @@ func loadUpstreamIPVSState(path string) (ipvsSources, error) {
 		case "# iptables-save":
 			cur = "iptables"
 		default:
+			if cur == "" && strings.TrimSpace(l) != "" {
+				return nil, fmt.Errorf("%s: line %q before the first section", path, l)
+			}
 			parts[cur] += l + "\n"
 		}
+	}
+	return parts, nil
+}
+
+// loadUpstreamIPVSState reads one stored step (four sections: ipvsadm
+// -Ln, kube-ipvs0's addresses, ipset list, iptables-save) into the
+// sources trace reads a node from.
+func loadUpstreamIPVSState(path string) (ipvsSources, error) {
+	parts, err := readUpstreamIPVSSections(path)
+	if err != nil {
+		return ipvsSources{}, err
 	}
 	f := ipvstest.NewFakes(v1.IPv4Protocol)
 	if err := f.IPVS.Load(upstreamVSFlagsRe.ReplaceAllString(parts["ipvs"], "")); err != nil {
