@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"log"
 	"net"
 	"net/netip"
 	"os"
@@ -50,6 +51,17 @@ func TestTraceKernelUpstreamIPVS(t *testing.T) {
 			t.Skipf("%s is not installed: %v", tool, err)
 		}
 	}
+	// The sets ipset(8) makes carry attributes (bucketsize, initval)
+	// that vishvananda/netlink, which the trace's ipset listing uses,
+	// logs a line about at every member it lists: thousands of lines
+	// here. Counted, not printed (the test is not parallel, so no other
+	// test's log goes here).
+	var netlinkLog lineCounter
+	log.SetOutput(&netlinkLog)
+	t.Cleanup(func() {
+		log.SetOutput(os.Stderr)
+		t.Logf("the standard logger got %d lines (vishvananda/netlink's unknown ipset attributes)", netlinkLog.n)
+	})
 	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
 	scenarios := proxytest.Scenarios(topo)
 	quirked, err := proxytest.ApplyQuirks(scenarios, ipvstest.ConformanceQuirks(topo))
@@ -186,6 +198,13 @@ func loadUpstreamIPVSKernel(state map[string]string, first bool) ([]string, erro
 		return nil, fmt.Errorf("conntrack -F: %w", err)
 	}
 	return names, nil
+}
+
+type lineCounter struct{ n int }
+
+func (c *lineCounter) Write(b []byte) (int, error) {
+	c.n += bytes.Count(b, []byte("\n"))
+	return len(b), nil
 }
 
 func runWithInput(input, name string, args ...string) error {
