@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
@@ -78,9 +79,18 @@ func TestTraceKernelUpstreamIPVS(t *testing.T) {
 		}
 	}
 	total, fellBack := 0, map[string]int{}
+	// Where the guest's time goes, for the log: building the topologies,
+	// loading the steps, real packets, trace.
+	var took struct{ env, load, probe, trace time.Duration }
+	t.Cleanup(func() {
+		t.Logf("time: topologies %s, loading %s, real packets %s, trace %s",
+			took.env.Round(time.Second), took.load.Round(time.Second), took.probe.Round(time.Second), took.trace.Round(time.Second))
+	})
 	for _, sc := range scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
+			start := time.Now()
 			env := netnstest.NewEnv(t, topo)
+			took.env += time.Since(start)
 			lt := &liveTracer{t: t, env: env, prober: env.Prober(), dataplane: "ipvs"}
 			var setNames []string
 			for i, st := range sc.Steps {
@@ -90,11 +100,13 @@ func TestTraceKernelUpstreamIPVS(t *testing.T) {
 					t.Fatal(err)
 				}
 				var names []string
+				start := time.Now()
 				err = netnstest.Exec(env.Node, func() error {
 					var err error
 					names, err = loadUpstreamIPVSKernel(state, i == 0)
 					return err
 				})
+				took.load += time.Since(start)
 				if err != nil {
 					t.Fatalf("step %s: %v", st.Name, err)
 				}
@@ -112,12 +124,16 @@ func TestTraceKernelUpstreamIPVS(t *testing.T) {
 					if !quirkedOK {
 						want = c.Want
 					}
+					start := time.Now()
 					real, err := lt.prober.TraceSample(c.Packet, want)
+					took.probe += time.Since(start)
 					if err != nil {
 						t.Errorf("step %s check %s: real packets: %v", st.Name, c.Name, err)
 						continue
 					}
+					start = time.Now()
 					lt.check(c.Packet, real)
+					took.trace += time.Since(start)
 					total++
 					if !quirkedOK {
 						continue // a check the engine's quirks skip: trace against the kernel only
