@@ -122,26 +122,16 @@ func cleanupUserspace(ctx context.Context, family v1.IPFamily, ipt xtables.Runne
 
 // cleanupIPVS builds an IPVS proxier over the kernel only to call its Cleanup.
 func cleanupIPVS(ctx context.Context, family v1.IPFamily, legacyTool bool, log logr.Logger) error {
-	opts := ipvskernel.Options{}
-	kernel, err := ipvskernel.New(opts)
-	if err != nil {
-		return err
-	}
-	ipset, err := ipvskernel.NewIPSet(opts)
-	if err != nil {
-		return err
-	}
-	link, err := ipvskernel.NewNetlink(opts)
-	if err != nil {
-		return err
-	}
 	ipt, err := xtables.New(xtables.RunnerConfig{Family: family, Logger: log, LegacyTool: legacyTool})
 	if err != nil {
 		return err
 	}
-	p, err := ipvs.NewProxier(ipvs.Config{Common: enginebase.Common{IPFamily: family, Logger: log}}, ipvs.Interfaces{
-		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvskernel.NewSysctl(),
-	})
+	ifs, err := ipvskernel.NewInterfaces(ipvskernel.InterfacesOptions{Family: family, IPTables: ipt})
+	if err != nil {
+		return err
+	}
+	defer ifs.IPVS.Close()
+	p, err := ipvs.NewProxier(ipvs.Config{Common: enginebase.Common{IPFamily: family, Logger: log}}, ifs)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
-	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 )
 
@@ -78,19 +77,11 @@ func diffIPVS(ctx context.Context, o *options, read ipvsStateReader, node *nodeV
 // diffIPVSNode is diffIPVS over this node: IPVS, the ipsets and the
 // addresses through netlink, the rules with iptables-save.
 func diffIPVSNode(ctx context.Context, o *options, log logr.Logger) ([]string, error) {
-	vs, err := ipvskernel.New(ipvskernel.Options{})
+	src, closeIPVS, err := openIPVSSources()
 	if err != nil {
-		return nil, fmt.Errorf("cannot read IPVS over netlink (is ip_vs loaded?): %w", err)
+		return nil, err
 	}
-	defer vs.Close()
-	sets, err := ipvskernel.NewIPSet(ipvskernel.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the ipsets over netlink: %w", err)
-	}
-	nl, err := ipvskernel.NewNetlink(ipvskernel.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the addresses over netlink: %w", err)
-	}
+	defer closeIPVS()
 	node, err := readNodeView(false)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the node's addresses: %w", err)
@@ -100,7 +91,9 @@ func diffIPVSNode(ctx context.Context, o *options, log logr.Logger) ([]string, e
 		if err != nil {
 			return ipvsSources{}, err
 		}
-		return ipvsSources{IPVS: vs, IPSet: sets, Netlink: nl, Saved: saved}, nil
+		s := src
+		s.Saved = saved
+		return s, nil
 	}
 	return diffIPVS(ctx, o, read, node, log)
 }

@@ -39,22 +39,13 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		return newEngine(modeIPVS, proxier, nil), nil
 	}
 
-	opts := ipvskernel.Options{}
-	kernel, err := ipvskernel.New(opts)
-	if err != nil {
-		return nil, fmt.Errorf("ipvs: %w", err)
-	}
-	ipset, err := ipvskernel.NewIPSet(opts)
-	if err != nil {
-		return nil, fmt.Errorf("ipvs: ipset: %w", err)
-	}
-	link, err := ipvskernel.NewNetlink(opts)
-	if err != nil {
-		return nil, fmt.Errorf("ipvs: netlink: %w", err)
-	}
 	ipt, err := p.newRunner(family)
 	if err != nil {
 		return nil, err
+	}
+	ifs, err := ipvskernel.NewInterfaces(ipvskernel.InterfacesOptions{Family: family, IPTables: ipt})
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: %w", err)
 	}
 	vcfg.HealthServer = p.health
 	svcHealth := newServiceHealth(p, npa, family)
@@ -62,10 +53,9 @@ func buildIPVS(p engineParams, family v1.IPFamily) (*engine, error) {
 		vcfg.ServiceHealthServer = svcHealth
 	}
 	vcfg.Conntrack = conntrack.New()
-	proxier, err := ipvs.NewProxier(vcfg, ipvs.Interfaces{
-		IPVS: kernel, IPSet: ipset, Netlink: link, IPTables: ipt, Sysctl: ipvskernel.NewSysctl(),
-	})
+	proxier, err := ipvs.NewProxier(vcfg, ifs)
 	if err != nil {
+		_ = ifs.IPVS.Close()
 		return nil, err
 	}
 	return newEngine(modeIPVS, proxier, svcHealth), nil

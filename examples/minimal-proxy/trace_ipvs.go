@@ -44,24 +44,17 @@ type ipvsSources struct {
 // iptables rules (iptables-save), loads them into ipvstest's fakes and
 // traces p with ipvstest's tracer.
 func traceIPVS(ctx context.Context, backend string, p proxytest.Packet, node *nodeView, run toolRunner) (*traceReport, error) {
-	vs, err := ipvskernel.New(ipvskernel.Options{})
+	src, closeIPVS, err := openIPVSSources()
 	if err != nil {
-		return nil, fmt.Errorf("cannot read IPVS over netlink (is ip_vs loaded?): %w", err)
+		return nil, err
 	}
-	defer vs.Close()
-	sets, err := ipvskernel.NewIPSet(ipvskernel.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the ipsets over netlink: %w", err)
-	}
-	nl, err := ipvskernel.NewNetlink(ipvskernel.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the addresses over netlink: %w", err)
-	}
+	defer closeIPVS()
 	saved, used, cmd, notes, err := readIPTables(ctx, backend, p.Dst.Is6(), run)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := traceIPVSSources(ipvsSources{IPVS: vs, IPSet: sets, Netlink: nl, Saved: saved}, p, node)
+	src.Saved = saved
+	rep, err := traceIPVSSources(src, p, node)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +62,29 @@ func traceIPVS(ctx context.Context, backend string, p proxytest.Packet, node *no
 	rep.Read = []string{"IPVS, ipset and kube-ipvs0 over netlink", cmd}
 	rep.Notes = append(notes, rep.Notes...)
 	return rep, nil
+}
+
+// openIPVSSources opens the node's IPVS table, ipsets and kube-ipvs0
+// addresses over netlink, read-only, for trace and diff (Saved is left
+// to the caller); closeIPVS releases them. Not ipvskernel.NewInterfaces:
+// that also builds an iptables runner (an exec of iptables --version),
+// which a read that takes its rules from iptables-save does not use.
+func openIPVSSources() (src ipvsSources, closeIPVS func(), err error) {
+	vs, err := ipvskernel.New(ipvskernel.Options{})
+	if err != nil {
+		return ipvsSources{}, nil, fmt.Errorf("cannot read IPVS over netlink (is ip_vs loaded?): %w", err)
+	}
+	sets, err := ipvskernel.NewIPSet(ipvskernel.Options{})
+	if err != nil {
+		_ = vs.Close()
+		return ipvsSources{}, nil, fmt.Errorf("cannot read the ipsets over netlink: %w", err)
+	}
+	nl, err := ipvskernel.NewNetlink(ipvskernel.Options{})
+	if err != nil {
+		_ = vs.Close()
+		return ipvsSources{}, nil, fmt.Errorf("cannot read the addresses over netlink: %w", err)
+	}
+	return ipvsSources{IPVS: vs, IPSet: sets, Netlink: nl}, func() { _ = vs.Close() }, nil
 }
 
 // loadIPVSFakes copies the sources into ipvstest's fakes: every virtual
