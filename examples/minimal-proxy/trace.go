@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -290,27 +291,37 @@ func completePacket(o *traceOptions, p proxytest.Packet, node *nodeView) (proxyt
 		}
 		p.Src = src
 	}
-	switch o.origin {
-	case "pod":
-		p.Origin = proxytest.FromPod
-	case "external":
-		p.Origin = proxytest.FromExternal
-	case "node":
+	if origin, ok := flagOrigin(o.origin); ok {
+		p.Origin = origin
+		return p, nil
+	}
+	switch {
+	case node.isLocal(p.Src):
 		p.Origin = proxytest.FromNode
+	case node.interfaceFor(p.Src) == node.defaultInterface(v6):
+		p.Origin = proxytest.FromExternal
 	default:
-		switch {
-		case node.isLocal(p.Src):
-			p.Origin = proxytest.FromNode
-		case node.interfaceFor(p.Src) == node.defaultInterface(v6):
-			p.Origin = proxytest.FromExternal
-		default:
-			// Routed through another interface than the default: a
-			// pod's veth or bridge (or a directly attached client, which
-			// traverses the same hooks).
-			p.Origin = proxytest.FromPod
-		}
+		// Routed through another interface than the default: a pod's
+		// veth or bridge (or a directly attached client, which traverses
+		// the same hooks).
+		p.Origin = proxytest.FromPod
 	}
 	return p, nil
+}
+
+// flagOrigin is the origin --origin names ("pod", "external", "node");
+// ok is false when it names none and the origin is to be found from the
+// packet's source.
+func flagOrigin(s string) (origin proxytest.Origin, ok bool) {
+	switch s {
+	case "pod":
+		return proxytest.FromPod, true
+	case "external":
+		return proxytest.FromExternal, true
+	case "node":
+		return proxytest.FromNode, true
+	}
+	return origin, false
 }
 
 // traceReport is the answer, rendered as text or JSON.
@@ -376,7 +387,7 @@ func verdictWord(v proxytest.Verdict) string {
 }
 
 func newPacketReport(p proxytest.Packet) packetReport {
-	return packetReport{Origin: p.Origin.String(), Src: p.Src.String(), Dst: p.Dst.String(), Port: p.Port, Protocol: strings.ToLower(string(p.Protocol))}
+	return packetReport{Origin: p.Origin.String(), Src: p.Src.String(), Dst: p.Dst.String(), Port: p.Port, Protocol: proxy.LowerProtocol(p.Protocol)}
 }
 
 // fillResult sets the report's summary from a combined result.

@@ -16,6 +16,7 @@ import (
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
+	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -214,7 +215,7 @@ func traceIPVSSources(src ipvsSources, p proxytest.Packet, node *nodeView) (*tra
 	}
 	vs, rss, ok := f.IPVS.Lookup(ipvs.VirtualServerKey{Address: p.Dst, Protocol: proto, Port: uint16(p.Port)})
 	if ok && res.Verdict != proxytest.NotProxied {
-		head := fmt.Sprintf("ipvs: virtual server %s %s scheduler %s", strings.ToLower(string(vs.Protocol)), netip.AddrPortFrom(vs.Address, vs.Port), vs.Scheduler)
+		head := fmt.Sprintf("ipvs: virtual server %s %s scheduler %s", proxy.LowerProtocol(vs.Protocol), netip.AddrPortFrom(vs.Address, vs.Port), vs.Scheduler)
 		if vs.Flags&ipvs.FlagPersistent != 0 {
 			head += fmt.Sprintf(" persistent %ds", vs.Timeout)
 		}

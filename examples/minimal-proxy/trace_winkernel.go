@@ -160,14 +160,9 @@ func traceHNS(f *winkerneltest.Fakes, o *traceOptions, p proxytest.Packet, nodeI
 			return nil, fmt.Errorf("trace: no node address of %s's family to send from: give --from or --node-ip", p.Dst)
 		}
 	}
-	switch o.origin {
-	case "pod":
-		p.Origin = proxytest.FromPod
-	case "external":
-		p.Origin = proxytest.FromExternal
-	case "node":
-		p.Origin = proxytest.FromNode
-	default:
+	if origin, ok := flagOrigin(o.origin); ok {
+		p.Origin = origin
+	} else {
 		switch {
 		case slices.Contains(nodeIPs, p.Src) || p.Src.IsLoopback():
 			p.Origin = proxytest.FromNode
