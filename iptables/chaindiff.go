@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
@@ -134,13 +135,9 @@ func sumListing(data []byte, table xtables.Table, d *chainDiffer) tableSums {
 	var cur []byte
 	var cs *chainSum
 	var unordered bool
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
+	sc := lines.New(data)
+	for sc.Scan() {
+		line := sc.Line()
 		switch {
 		case len(line) > 1 && line[0] == ':':
 			name := line[1:]
@@ -449,20 +446,6 @@ type lookupEntry struct {
 	hash    uint64
 	name    []byte
 	slot    int32
-}
-
-// eachLine calls f for each line of data, without its newline. The line
-// aliases data.
-func eachLine(data []byte, f func([]byte)) {
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		f(line)
-	}
 }
 
 // ruleHash hashes the normal form of one rule's matches and target (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
@@ -162,16 +163,14 @@ func findTarget(line []byte) uint16 {
 // typePayload types every line of a payload written as text (tests, and
 // payloads not from the renderer).
 func typePayload(text []byte) restorePayload {
+	if len(text) > 0 && text[len(text)-1] != '\n' {
+		// The readers take every line as ending in a newline.
+		text = append(text[:len(text):len(text)], '\n')
+	}
 	var ops []restoreOp
-	for pos := 0; pos < len(text); {
-		i := bytes.IndexByte(text[pos:], '\n')
-		if i < 0 {
-			// The readers take every line as ending in a newline.
-			text = append(text[:len(text):len(text)], '\n')
-			i = len(text) - 1 - pos
-		}
-		ops = append(ops, typeLine(text[pos:pos+i], pos+i+1))
-		pos += i + 1
+	sc := lines.New(text)
+	for sc.Scan() {
+		ops = append(ops, typeLine(sc.Line(), sc.End()))
 	}
 	return restorePayload{text: text, ops: ops}
 }

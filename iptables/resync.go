@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/engine"
@@ -466,8 +467,9 @@ func (w *writeCounter) Restore(ctx context.Context, data []byte) error {
 // lines added.
 func (w *writeCounter) noteRestored(data []byte) {
 	var table xtables.Table
-	eachLine(data, func(line []byte) {
-		switch {
+	sc := lines.New(data)
+	for sc.Scan() {
+		switch line := sc.Line(); {
 		case len(line) == 0 || line[0] == '#' || bytes.Equal(line, []byte("COMMIT")):
 		case line[0] == '*':
 			table = xtables.Table(line[1:])
@@ -487,7 +489,7 @@ func (w *writeCounter) noteRestored(data []byte) {
 		default:
 			w.other = true
 		}
-	})
+	}
 }
 
 func (w *writeCounter) EnsureChain(ctx context.Context, table xtables.Table, chain xtables.Chain) (bool, error) {

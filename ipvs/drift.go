@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
@@ -69,13 +70,9 @@ func (p *Proxier) readRuleCounts(ctx context.Context) (ruleCounts, error) {
 // listing to counts: every rule of our chains, and the rules of the
 // built-in chains whose target (-j) is one of ours.
 func countRules(save []byte, table string, ours map[string]bool, counts ruleCounts) {
-	for len(save) > 0 {
-		line := save
-		if i := bytes.IndexByte(save, '\n'); i >= 0 {
-			line, save = save[:i], save[i+1:]
-		} else {
-			save = nil
-		}
+	sc := lines.New(save)
+	for sc.Scan() {
+		line := sc.Line()
 		if !bytes.HasPrefix(line, []byte("-A ")) {
 			continue
 		}

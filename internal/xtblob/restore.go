@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/svcproxy/svcproxy/internal/lines"
 )
 
 // DefaultLockWait is how long Restore waits for the xtables lock when
@@ -232,15 +234,10 @@ func parseInput(fam Family, data []byte) *plan {
 		p.lineErr[int32(line)] = err
 	}
 	line := 0
-	for len(data) > 0 {
+	sc := lines.New(data)
+	for sc.Scan() {
 		line++
-		var l []byte
-		nl := false
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			l, data, nl = data[:i], data[i+1:], true
-		} else {
-			l, data = data, nil
-		}
+		l, nl := sc.Line(), sc.Terminated()
 		if len(l) >= maxLine {
 			fail(line, unsupportedf("a line of %d bytes", len(l)))
 			continue

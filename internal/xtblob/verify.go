@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/svcproxy/svcproxy/internal/lines"
 )
 
 // ErrMismatch is matched (errors.Is) by Verify's error when a chain does
@@ -131,13 +133,9 @@ func chainInput(data []byte, want map[string]map[string]bool) []byte {
 	var out bytes.Buffer
 	var cur map[string]bool
 	in := false
-	for len(data) > 0 {
-		l := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			l, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
+	sc := lines.New(data)
+	for sc.Scan() {
+		l := sc.Line()
 		switch {
 		case len(l) == 0 || l[0] == '#':
 		case l[0] == '*':

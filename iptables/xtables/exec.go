@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/fastpath"
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/internal/xtblob"
 )
@@ -670,12 +671,12 @@ func (r *execRunner) restoreInProcess(ctx context.Context, data []byte) error {
 
 // lineOf returns the 1-based line n of data, or "".
 func lineOf(data []byte, n int) string {
-	for i := 1; len(data) > 0; i++ {
-		line, rest, _ := bytes.Cut(data, []byte{'\n'})
-		if i == n {
-			return string(line)
+	i := 0
+	sc := lines.New(data)
+	for sc.Scan() {
+		if i++; i == n {
+			return string(sc.Line())
 		}
-		data = rest
 	}
 	return ""
 }

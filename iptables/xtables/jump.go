@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/svcproxy/svcproxy/internal/lines"
 )
 
 // JumpRule is a rule in a built-in chain that enters one of ours, e.g.
@@ -81,13 +83,9 @@ func ParseListing(data []byte, table Table, ruleChains ...Chain) *Listing {
 	for _, c := range ruleChains {
 		from = append(from, []byte("-A "+string(c)+" "))
 	}
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
+	sc := lines.New(data)
+	for sc.Scan() {
+		line := sc.Line()
 		switch {
 		case len(line) > 1 && line[0] == ':':
 			name := line[1:]

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/internal/xtblob"
 )
 
@@ -69,13 +70,9 @@ func (r *execRunner) selfCheck(ctx context.Context, data []byte) error {
 func tablesOf(data []byte) []string {
 	var out []string
 	seen := map[string]bool{}
-	for len(data) > 0 {
-		l := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			l, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
+	sc := lines.New(data)
+	for sc.Scan() {
+		l := sc.Line()
 		if len(l) < 2 || l[0] != '*' {
 			continue // split only the headers (BenchmarkKernelColdStart's input is one large restore)
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/internal/lines"
 )
 
 // Table is an iptables table name.
@@ -149,13 +151,9 @@ type Runner interface {
 func SectionsWithCommands(data []byte) int {
 	n := 0
 	in, any := false, false
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
+	sc := lines.New(data)
+	for sc.Scan() {
+		line := sc.Line()
 		switch {
 		case len(line) == 0 || line[0] == '#':
 		case line[0] == '*':

@@ -1,7 +1,6 @@
 package filesource
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/svcproxy/svcproxy/internal/lines"
 )
 
 // Kind is one of the object kinds a file may hold.
@@ -186,7 +187,7 @@ func isJSON(data []byte) bool {
 
 func (p *parser) parseJSONStream(data []byte) {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	lines := lineCounter{data: data}
+	counter := lineCounter{data: data}
 	for doc := 1; ; doc++ {
 		start := dec.InputOffset()
 		start += leadingSpace(data[start:])
@@ -196,15 +197,15 @@ func (p *parser) parseJSONStream(data []byte) {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			line := lines.at(start)
+			line := counter.at(start)
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				line = lines.at(se.Offset)
+				line = counter.at(se.Offset)
 			}
 			p.fail(Position{Document: doc, Item: -1, Line: line}, Key{}, fmt.Errorf("%w: %v", ErrSyntax, err))
 			return
 		}
-		p.parseDocument(raw, Position{Document: doc, Item: -1, Line: lines.at(start)})
+		p.parseDocument(raw, Position{Document: doc, Item: -1, Line: counter.at(start)})
 	}
 }
 
@@ -230,7 +231,8 @@ func leadingSpace(b []byte) int64 {
 	return int64(len(b) - len(bytes.TrimLeftFunc(b, unicode.IsSpace)))
 }
 
-// yamlDocument is one document's text and its first line.
+// yamlDocument is one document's text (aliasing the file's) and its
+// first line.
 type yamlDocument struct {
 	text []byte
 	line int
@@ -240,28 +242,23 @@ type yamlDocument struct {
 // comment), the way kubectl does.
 func splitYAML(data []byte) []yamlDocument {
 	var docs []yamlDocument
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
-	sc.Split(scanLinesKeepEOL)
-	var cur bytes.Buffer
-	start, line := 1, 0
+	from, first := 0, 1 // the current document's offset and first line
+	n := 0
+	sc := lines.New(data)
 	for sc.Scan() {
-		line++
-		l := sc.Bytes()
-		if isSeparator(l) {
-			docs = append(docs, yamlDocument{text: bytes.Clone(cur.Bytes()), line: start})
-			cur.Reset()
-			start = line + 1
-			continue
+		n++
+		if isSeparator(sc.Line()) {
+			docs = append(docs, yamlDocument{text: data[from:sc.Start():sc.Start()], line: first})
+			from, first = sc.End(), n+1
 		}
-		cur.Write(l)
 	}
-	docs = append(docs, yamlDocument{text: bytes.Clone(cur.Bytes()), line: start})
+	docs = append(docs, yamlDocument{text: data[from:len(data):len(data)], line: first})
 	return docs
 }
 
+// isSeparator reports a "---" line, without its newline.
 func isSeparator(line []byte) bool {
-	l := bytes.TrimRight(line, "\r\n")
+	l := bytes.TrimRight(line, "\r")
 	if !bytes.HasPrefix(l, []byte("---")) {
 		return false
 	}
@@ -269,24 +266,11 @@ func isSeparator(line []byte) bool {
 	return len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t'
 }
 
-// scanLinesKeepEOL is bufio.ScanLines that keeps the line ending.
-func scanLinesKeepEOL(data []byte, atEOF bool) (int, []byte, error) {
-	if atEOF && len(data) == 0 {
-		return 0, nil, nil
-	}
-	if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		return i + 1, data[:i+1], nil
-	}
-	if atEOF {
-		return len(data), data, nil
-	}
-	return 0, nil, nil
-}
-
 // blank reports a document with nothing but space and comments.
 func blank(doc []byte) bool {
-	for _, l := range bytes.Split(doc, []byte{'\n'}) {
-		t := bytes.TrimSpace(l)
+	sc := lines.New(doc)
+	for sc.Scan() {
+		t := bytes.TrimSpace(sc.Line())
 		if len(t) != 0 && t[0] != '#' {
 			return false
 		}
