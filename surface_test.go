@@ -53,3 +53,64 @@ func TestOneEngineSurface(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedConfigOnce: every engine's Config embeds engine.Common, the
+// Configs of the engines that write netfilter rules embed engine.Netfilter
+// (and only those), and no Config declares a field of its own that one of
+// them holds, or that all three netfilter engines declare alike: each
+// shared field exists once, validated and defaulted once.
+func TestSharedConfigOnce(t *testing.T) {
+	common, netfilter := reflect.TypeFor[engine.Common](), reflect.TypeFor[engine.Netfilter]()
+	fieldNames := func(typ reflect.Type) map[string]bool {
+		names := map[string]bool{}
+		for i := range typ.NumField() {
+			names[typ.Field(i).Name] = true
+		}
+		return names
+	}
+	shared := fieldNames(common)
+	for n := range fieldNames(netfilter) {
+		shared[n] = true
+	}
+	ownFields := map[string]map[string]reflect.Type{} // netfilter engines' own fields
+	for name, tc := range map[string]struct {
+		typ       reflect.Type
+		netfilter bool
+	}{
+		"iptables":  {reflect.TypeFor[iptables.Config](), true},
+		"ipvs":      {reflect.TypeFor[ipvs.Config](), true},
+		"nftables":  {reflect.TypeFor[nftables.Config](), true},
+		"userspace": {reflect.TypeFor[userspace.Config](), false},
+		"winkernel": {reflect.TypeFor[winkernel.Config](), false},
+	} {
+		embeds := func(e reflect.Type) bool {
+			f, ok := tc.typ.FieldByName(e.Name())
+			return ok && f.Anonymous && f.Type == e
+		}
+		if !embeds(common) {
+			t.Errorf("%s.Config does not embed engine.Common", name)
+		}
+		if embeds(netfilter) != tc.netfilter {
+			t.Errorf("%s.Config embeds engine.Netfilter: %v, want %v", name, !tc.netfilter, tc.netfilter)
+		}
+		own := map[string]reflect.Type{}
+		for i := range tc.typ.NumField() {
+			f := tc.typ.Field(i)
+			if f.Anonymous {
+				continue
+			}
+			if shared[f.Name] {
+				t.Errorf("%s.Config declares %s, a field of engine.Common or engine.Netfilter", name, f.Name)
+			}
+			own[f.Name] = f.Type
+		}
+		if tc.netfilter {
+			ownFields[name] = own
+		}
+	}
+	for f, typ := range ownFields["iptables"] {
+		if ownFields["ipvs"][f] == typ && ownFields["nftables"][f] == typ {
+			t.Errorf("iptables, ipvs and nftables each declare %s %v: one copy belongs in engine.Netfilter", f, typ)
+		}
+	}
+}

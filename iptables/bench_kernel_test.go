@@ -64,7 +64,7 @@ func kernelBenchProxierOver(b *testing.B, backend string, n int, wrap func(xtabl
 	if wrap != nil {
 		ipt = wrap(ipt)
 	}
-	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: ipt})
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, Netfilter: engine.Netfilter{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}}, Interfaces{IPTables: ipt})
 	if err != nil {
 		b.Fatal(err)
 	}

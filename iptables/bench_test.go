@@ -105,7 +105,7 @@ func benchProxier(b *testing.B, n int) (*Proxier, *countingRunner) { return benc
 func benchProxierT(b testing.TB, n int) (*Proxier, *countingRunner) {
 	b.Helper()
 	cr := &countingRunner{family: v1.IPv4Protocol}
-	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: cr})
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, Netfilter: engine.Netfilter{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}}, Interfaces{IPTables: cr})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func BenchmarkSyncCold(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				cr := &countingRunner{family: v1.IPv4Protocol}
-				p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: cr})
+				p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, Netfilter: engine.Netfilter{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}}, Interfaces{IPTables: cr})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,35 +7,22 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
-	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
-// DefaultMasqueradeBit is the fwmark bit of Config's zero MasqueradeBit.
-const DefaultMasqueradeBit = 14
-
 // Config configures a Proxier: the fields every engine shares in Common
 // (node, periods, logger, clock, metrics, health, conntrack, OnSync; see
-// engine.Common), and the iptables mode's own. Every zero value is
-// documented:
+// engine.Common), the fields of the engines that write netfilter rules in
+// Netfilter (MasqueradeAll, MasqueradeBit, LocalDetector and
+// NodePortAddresses, whose empty value means every local address of the
+// family here; see engine.Netfilter), and the iptables mode's own. Every
+// zero value is documented:
 //
-//	iptables.Config{Common: engine.Common{NodeName: "node-1"}, MasqueradeBit: 14}
+//	iptables.Config{Common: engine.Common{NodeName: "node-1"}, Netfilter: engine.Netfilter{MasqueradeBit: 14}}
 type Config struct {
 	engine.Common
+	engine.Netfilter
 
-	// MasqueradeAll masquerades all traffic to cluster IPs.
-	MasqueradeAll bool
-	// MasqueradeBit is the fwmark bit (0..31) for packets to masquerade
-	// (0: 14, as kube-proxy). Use -1 to mean bit 0.
-	MasqueradeBit int
-	// LocalDetector says which traffic comes from local pods (zero: none).
-	LocalDetector proxy.LocalDetector
-	// NodePortAddresses restricts node ports to the local addresses inside
-	// these CIDRs (other families are ignored). Empty, or a CIDR covering
-	// the whole family, means every local address of the family (matched
-	// with "-m addrtype --dst-type LOCAL"). Loopback addresses serve node
-	// ports only as LocalhostNodePorts says.
-	NodePortAddresses []netip.Prefix
 	// LocalhostNodePorts serves node ports on 127.0.0.0/8 as well, as
 	// kube-proxy's iptables.localhostNodePorts (--iptables-localhost-nodeports,
 	// true by default there) does: only for IPv4 (IPv6 loopback never
@@ -78,16 +65,10 @@ func (c Config) withDefaults(family v1.IPFamily) (Config, error) {
 		return c, fmt.Errorf("iptables: %w", err)
 	}
 	c.Common = common
-	switch {
-	case c.MasqueradeBit == 0:
-		c.MasqueradeBit = DefaultMasqueradeBit
-	case c.MasqueradeBit == -1:
-		c.MasqueradeBit = 0
-	case c.MasqueradeBit < 0 || c.MasqueradeBit > 31:
-		return c, fmt.Errorf("iptables: MasqueradeBit %d out of range 0..31", c.MasqueradeBit)
-	}
-	if err := c.LocalDetector.Validate(c.IPFamily); err != nil {
+	nf, err := c.Netfilter.WithDefaults(c.IPFamily)
+	if err != nil {
 		return c, fmt.Errorf("iptables: %w", err)
 	}
+	c.Netfilter = nf
 	return c, nil
 }

@@ -18,10 +18,12 @@ import (
 // asks for: ClusterCIDR local detection, node ports on the node IP.
 func conformanceConfig(topo proxytest.Topology, opts proxytest.Options) Config {
 	return Config{
-		Common:            engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
-		MasqueradeAll:     opts.MasqueradeAll,
-		LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
-		NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+		Common: engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
+		Netfilter: engine.Netfilter{
+			MasqueradeAll:     opts.MasqueradeAll,
+			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+			NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+		},
 		LocalAddresses: func() ([]netip.Addr, error) {
 			return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil
 		},

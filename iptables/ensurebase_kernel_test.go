@@ -66,7 +66,7 @@ func TestKernelEnsureBaseInOneRestore(t *testing.T) {
 						if !listings {
 							ipt = noListing{real}
 						}
-						p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: ipt})
+						p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, Netfilter: engine.Netfilter{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}}, Interfaces{IPTables: ipt})
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -24,8 +24,10 @@ import (
 func Example() {
 	fakes := iptablestest.NewFakes(v1.IPv4Protocol)
 	p, err := iptables.NewProxier(iptables.Config{
-		Common:        engine.Common{NodeName: "node-a"},
-		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")},
+		Common: engine.Common{NodeName: "node-a"},
+		Netfilter: engine.Netfilter{
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")},
+		},
 	}, fakes.Interfaces())
 	if err != nil {
 		panic(err)

@@ -33,8 +33,10 @@ func (s state) load(p *Proxier) {
 }
 
 var ipv4Config = Config{
-	Common:        engine.Common{NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}},
-	LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.0.0.0/8")},
+	Common: engine.Common{NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}},
+	Netfilter: engine.Netfilter{
+		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.0.0.0/8")},
+	},
 }
 
 // goldenStates are representative states; each one's whole rendered
@@ -79,7 +81,7 @@ var goldenStates = []struct {
 	},
 	{
 		name: "policies-affinity-udp", family: v1.IPv4Protocol,
-		cfg: Config{MasqueradeAll: true, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: "veth"}},
+		cfg: Config{Netfilter: engine.Netfilter{MasqueradeAll: true, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeInterfaceNamePrefix, Interface: "veth"}}},
 		state: state{
 			services: []*v1.Service{
 				svc("ns1", "itplocal", "172.30.0.51", itpLocal),
@@ -101,7 +103,7 @@ var goldenStates = []struct {
 		// kube-proxy's default: node ports on 127.0.0.0/8 too, with
 		// KUBE-FIREWALL's "block incoming localnet connections".
 		name: "localhost-nodeports", family: v1.IPv4Protocol,
-		cfg: Config{Common: ipv4Config.Common, LocalDetector: ipv4Config.LocalDetector, LocalhostNodePorts: true},
+		cfg: Config{Common: ipv4Config.Common, Netfilter: engine.Netfilter{LocalDetector: ipv4Config.LocalDetector}, LocalhostNodePorts: true},
 		state: state{
 			services: []*v1.Service{svc("ns2", "np", "172.30.0.42", nodePort(3001))},
 			slices:   []*discovery.EndpointSlice{slice("ns2", "np", "", ep{ip: "10.180.0.1"})},
@@ -113,7 +115,9 @@ var goldenStates = []struct {
 		// for it off).
 		name: "localhost-nodeport-addresses", family: v1.IPv4Protocol,
 		cfg: Config{
-			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/24")},
+			Netfilter: engine.Netfilter{
+				NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/24")},
+			},
 			LocalAddresses: func() ([]netip.Addr, error) {
 				return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("192.168.0.2"), netip.MustParseAddr("10.1.1.1")}, nil
 			},
@@ -127,11 +131,13 @@ var goldenStates = []struct {
 	{
 		name: "ipv6-nodeport-addresses", family: v1.IPv6Protocol,
 		cfg: Config{
-			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00:1::/64"), netip.MustParsePrefix("10.0.0.0/8")},
+			Netfilter: engine.Netfilter{
+				NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00:1::/64"), netip.MustParsePrefix("10.0.0.0/8")},
+				LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeNodeCIDR, CIDR: netip.MustParsePrefix("fd00:10:1::/64")},
+			},
 			LocalAddresses: func() ([]netip.Addr, error) {
 				return []netip.Addr{netip.MustParseAddr("fd00:1::2"), netip.MustParseAddr("::1"), netip.MustParseAddr("fd00:2::2"), netip.MustParseAddr("10.1.1.1")}, nil
 			},
-			LocalDetector:      proxy.LocalDetector{Mode: proxy.LocalModeNodeCIDR, CIDR: netip.MustParsePrefix("fd00:10:1::/64")},
 			LocalhostNodePorts: true, // never on IPv6
 		},
 		state: state{

@@ -445,7 +445,9 @@ func xtwalkConfig(fam v1.IPFamily, seed uint64) Config {
 				netip.MustParseAddr("fd00:1::2"), netip.MustParseAddr("::1"),
 			}, nil
 		},
-		MasqueradeAll: seed%3 == 0,
+		Netfilter: engine.Netfilter{
+			MasqueradeAll: seed%3 == 0,
+		},
 	}
 	if fam == v1.IPv4Protocol {
 		cfg.LocalDetector = proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.0.0.0/8")}

@@ -39,8 +39,10 @@ func TestLocalhostNodePorts(t *testing.T) {
 			cfg := Config{
 				Common:             engine.Common{NodeName: testNode, NodeIPs: []netip.Addr{nodeIP}},
 				LocalhostNodePorts: tc.localhost,
-				NodePortAddresses:  tc.addrs,
-				LocalAddresses:     func() ([]netip.Addr, error) { return []netip.Addr{loop, nodeIP}, nil },
+				Netfilter: engine.Netfilter{
+					NodePortAddresses: tc.addrs,
+				},
+				LocalAddresses: func() ([]netip.Addr, error) { return []netip.Addr{loop, nodeIP}, nil },
 			}
 			p, err := NewProxier(cfg, fakes.Interfaces())
 			if err != nil {

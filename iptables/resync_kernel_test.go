@@ -59,7 +59,7 @@ func kernelResyncTest(t *testing.T, backend string) {
 		t.Skipf("backend %s: %v", backend, err)
 	}
 	lc := &listCounter{Runner: real}
-	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: lc})
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, Netfilter: engine.Netfilter{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}}, Interfaces{IPTables: lc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func staleWriterTest(t *testing.T, backend string) {
 		t.Skipf("backend %s: %v", backend, err)
 	}
 	lc := &listCounter{Runner: real}
-	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}, Interfaces{IPTables: lc})
+	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}, Netfilter: engine.Netfilter{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: mustPrefix("10.128.0.0/9")}}}, Interfaces{IPTables: lc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/xtables"
-	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // Defaults for the zero values of Config.
 const (
-	DefaultMasqueradeBit             = 14
 	DefaultGracefulTerminationPeriod = 15 * time.Minute
 	// DummyDevice is the dummy link that holds every service address, so the
 	// kernel sees them as local and hands their packets to IPVS. It is never
@@ -27,8 +25,11 @@ const (
 
 // Config configures a Proxier: the fields every engine shares
 // (engine.Common: family, node, periods, logger, clock, metrics, health
-// servers, conntrack cleaner, OnSync), then the IPVS mode's own. Zero
-// values are documented per field:
+// servers, conntrack cleaner, OnSync), the fields of the engines that
+// write netfilter rules (engine.Netfilter: MasqueradeAll, MasqueradeBit,
+// LocalDetector and NodePortAddresses, whose empty value means every
+// address of the family on the node's links here), then the IPVS mode's
+// own. Zero values are documented per field:
 //
 //	ipvs.Config{Common: engine.Common{NodeName: "node-1"}, Scheduler: "wlc"}
 //
@@ -39,18 +40,8 @@ const (
 // Common.DriftCheckInterval).
 type Config struct {
 	engine.Common
+	engine.Netfilter
 
-	// MasqueradeAll masquerades all traffic to cluster IPs.
-	MasqueradeAll bool
-	// MasqueradeBit is the fwmark bit (0..31) of KUBE-MARK-MASQ (0: 14, as
-	// kube-proxy). Use -1 to mean bit 0, as in iptables.Config.
-	MasqueradeBit int
-	// LocalDetector tells pod traffic apart (for masquerading cluster IP traffic from outside).
-	LocalDetector proxy.LocalDetector
-	// NodePortAddresses restricts node ports to node addresses inside these
-	// prefixes; empty means every address of the family on every link but
-	// kube-ipvs0 (loopback and link-local excluded, as in kube-proxy).
-	NodePortAddresses []netip.Prefix
 	// Scheduler is the default IPVS scheduler ("" is rr). A service can pick
 	// its own with the AnnotationScheduler annotation.
 	Scheduler string
@@ -94,15 +85,11 @@ func (c Config) withDefaults(family v1.IPFamily) (Config, error) {
 		return c, fmt.Errorf("ipvs: %w", err)
 	}
 	c.Common = common
-	switch c.MasqueradeBit {
-	case 0:
-		c.MasqueradeBit = DefaultMasqueradeBit
-	case -1:
-		c.MasqueradeBit = 0
+	nf, err := c.Netfilter.WithDefaults(c.IPFamily)
+	if err != nil {
+		return c, fmt.Errorf("ipvs: %w", err)
 	}
-	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
-		return c, fmt.Errorf("ipvs: MasqueradeBit %d is not in 0..31", c.MasqueradeBit)
-	}
+	c.Netfilter = nf
 	if c.Scheduler == "" {
 		c.Scheduler = DefaultScheduler
 	}
@@ -111,14 +98,6 @@ func (c Config) withDefaults(family v1.IPFamily) (Config, error) {
 	}
 	if c.GracefulTerminationPeriod <= 0 {
 		c.GracefulTerminationPeriod = DefaultGracefulTerminationPeriod
-	}
-	if err := c.LocalDetector.Validate(c.IPFamily); err != nil {
-		return c, fmt.Errorf("ipvs: %w", err)
-	}
-	for _, p := range c.NodePortAddresses {
-		if !p.IsValid() {
-			return c, fmt.Errorf("ipvs: invalid node port address prefix")
-		}
 	}
 	return c, nil
 }

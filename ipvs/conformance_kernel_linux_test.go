@@ -32,9 +32,11 @@ func kernelConformanceHarness(topo proxytest.Topology) netnstest.KernelHarness {
 			}
 			t.Cleanup(func() { _ = ifs.IPVS.Close() })
 			p, err := ipvs.NewProxier(ipvs.Config{
-				Common:        engine.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},
-				MasqueradeAll: opts.MasqueradeAll,
-				LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
+				Common: engine.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},
+				Netfilter: engine.Netfilter{
+					MasqueradeAll: opts.MasqueradeAll,
+					LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
+				},
 			}, ifs)
 			if err != nil {
 				t.Fatal(err)

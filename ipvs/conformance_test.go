@@ -21,9 +21,11 @@ func conformanceHarness(topo proxytest.Topology) conformance.Harness {
 		Quirks: ipvstest.ConformanceQuirks(topo),
 		New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
 			e := newEnvFor(t, topo, ipvs.Config{
-				Common:        engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName, Logger: testr.New(t)},
-				MasqueradeAll: opts.MasqueradeAll,
-				LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+				Common: engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName, Logger: testr.New(t)},
+				Netfilter: engine.Netfilter{
+					MasqueradeAll: opts.MasqueradeAll,
+					LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+				},
 			})
 			tr := ipvstest.NewTracer(e.f, ipvstest.TracerConfig{
 				PodInterface:      topo.ClientPod.HostInterface,

@@ -33,9 +33,11 @@ func TestForwardingWrappersSameEngine(t *testing.T) {
 			conformance.RunWrapped(t, fam, conformance.WrappedHarness{
 				New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options, wrap bool) (proxy.Provider, func() any) {
 					e := newEnvFor(t, topo, ipvs.Config{
-						Common:        engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName, Logger: testr.New(t)},
-						MasqueradeAll: opts.MasqueradeAll,
-						LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+						Common: engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName, Logger: testr.New(t)},
+						Netfilter: engine.Netfilter{
+							MasqueradeAll: opts.MasqueradeAll,
+							LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+						},
 					})
 					if wrap {
 						ifs := e.f.Interfaces()

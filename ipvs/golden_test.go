@@ -13,7 +13,7 @@ import (
 )
 
 func TestGoldenClusterIP(t *testing.T) {
-	e := newEnv(t, ipvs.Config{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")}})
+	e := newEnv(t, ipvs.Config{Netfilter: engine.Netfilter{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")}}})
 	e.p.OnServiceAdd(service("default", "web", "10.96.0.10", 80, withAffinity(600)))
 	e.p.OnEndpointSliceAdd(slice("default", "web", 8080, v1.ProtocolTCP, ready("10.244.1.5", testNode), ready("10.244.2.6", "node-b")))
 	e.p.OnServiceAdd(service("kube-system", "dns", "10.96.0.53", 53, withProto(v1.ProtocolUDP), withScheduler("lc")))

@@ -461,8 +461,8 @@ func TestConfigErrors(t *testing.T) {
 	for name, cfg := range map[string]ipvs.Config{
 		"scheduler":     {Scheduler: "fastest"},
 		"family":        config(engine.Common{IPFamily: "IPv5"}),
-		"masq bit":      {MasqueradeBit: 40},
-		"detector cidr": {LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR}},
+		"masq bit":      {Netfilter: engine.Netfilter{MasqueradeBit: 40}},
+		"detector cidr": {Netfilter: engine.Netfilter{LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR}}},
 		"runner family": config(engine.Common{IPFamily: v1.IPv6Protocol}),
 	} {
 		if _, err := ipvs.NewProxier(cfg, ifs); err == nil {
@@ -481,7 +481,7 @@ func TestMasqueradeBitZero(t *testing.T) {
 		bit  int
 		mark string
 	}{{0, "0x4000"}, {-1, "0x1"}, {31, "0x80000000"}} {
-		e := newEnv(t, ipvs.Config{MasqueradeBit: tc.bit})
+		e := newEnv(t, ipvs.Config{Netfilter: engine.Netfilter{MasqueradeBit: tc.bit}})
 		e.p.OnServiceSynced()
 		e.p.OnEndpointSlicesSynced()
 		e.sync(t)
@@ -490,7 +490,7 @@ func TestMasqueradeBitZero(t *testing.T) {
 		}
 	}
 	e := newEnv(t, ipvs.Config{})
-	if _, err := ipvs.NewProxier(ipvs.Config{MasqueradeBit: -2}, e.f.Interfaces()); err == nil {
+	if _, err := ipvs.NewProxier(ipvs.Config{Netfilter: engine.Netfilter{MasqueradeBit: -2}}, e.f.Interfaces()); err == nil {
 		t.Error("NewProxier accepted MasqueradeBit -2")
 	}
 }

@@ -52,9 +52,11 @@ func TestStateMatchesUpstream(t *testing.T) {
 				}
 
 				e := newEnvFor(t, topo, ipvs.Config{
-					Common:        engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName, Logger: testr.New(t)},
-					MasqueradeAll: sc.Options.MasqueradeAll,
-					LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+					Common: engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName, Logger: testr.New(t)},
+					Netfilter: engine.Netfilter{
+						MasqueradeAll: sc.Options.MasqueradeAll,
+						LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+					},
 				})
 				feeder := proxytest.NewFeeder(e.p)
 				if err := feeder.Apply(st.Objects); err != nil {

@@ -66,8 +66,10 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 					NodeName: proxytest.BenchNode,
 					NodeIPs:  []netip.Addr{netip.MustParseAddr("192.0.2.10")},
 				},
-				LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
-				NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
+				Netfilter: engine.Netfilter{
+					LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
+					NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
+				},
 				MaxTransactionOps: maxOps,
 			}, ifs)
 			if err != nil {

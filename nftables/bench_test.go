@@ -112,8 +112,10 @@ func BenchmarkComputeColdStart(b *testing.B) {
 						NodeName: proxytest.BenchNode,
 						NodeIPs:  []netip.Addr{netip.MustParseAddr("192.0.2.10")},
 					},
-					LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
-					NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
+					Netfilter: engine.Netfilter{
+						LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
+						NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
+					},
 				}, nftables.Interfaces{
 					NFTables: sinkNFT{knftables.NewFake(knftables.IPv4Family, nftables.TableName)},
 					Netlink:  sinkNetlink{&msgs},

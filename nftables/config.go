@@ -9,14 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 
-	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
 // Defaults for the zero values of Config.
 const (
-	// DefaultMasqueradeBit is kube-proxy's --masquerade-bit default.
-	DefaultMasqueradeBit = 14
 	// DefaultMaxTransactionOps bounds one cold-start transaction (see
 	// Config.MaxTransactionOps). Over netlink a batch costs the kernel
 	// a little per message plus a check of the whole table's jump graph
@@ -31,27 +28,17 @@ const (
 // mode and this engine in either direction.
 const TableName = "kube-proxy"
 
-// Config configures a Proxier. Every field has a documented zero value.
+// Config configures a Proxier: the fields every engine shares in Common
+// (see engine.Common), the fields of the engines that write netfilter
+// rules in Netfilter (MasqueradeAll, MasqueradeBit, LocalDetector and
+// NodePortAddresses, whose empty value means the node IPs here, as
+// upstream's nftables mode, and not every local address as in iptables
+// and ipvs; see engine.Netfilter), and the nftables mode's own. Every
+// field has a documented zero value.
 type Config struct {
 	engine.Common
+	engine.Netfilter
 
-	// MasqueradeAll masquerades all traffic to cluster IPs
-	// (kube-proxy's --masquerade-all).
-	MasqueradeAll bool
-	// MasqueradeBit is the packet-mark bit (0..31) of packets to
-	// masquerade (0: 14, as kube-proxy; -1 means bit 0).
-	MasqueradeBit int
-	// LocalDetector says which traffic comes from this node's pods (zero:
-	// none; cluster-IP traffic is then masqueraded only with
-	// MasqueradeAll).
-	LocalDetector proxy.LocalDetector
-	// NodePortAddresses restricts node ports to the local addresses inside
-	// these CIDRs (other families are ignored). Empty means this node's
-	// primary addresses (Common.NodeIPs of the family), as upstream's
-	// nftables mode; a CIDR covering the whole family means every local
-	// address ("fib daddr type local"). Loopback addresses never serve
-	// node ports.
-	NodePortAddresses []netip.Prefix
 	// LocalAddresses lists this node's addresses, to expand
 	// NodePortAddresses; nil means the addresses of the network interfaces.
 	LocalAddresses func() ([]netip.Addr, error)
@@ -153,17 +140,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("nftables: %w", err)
 	}
 	c.Common = common
-	switch {
-	case c.MasqueradeBit == 0:
-		c.MasqueradeBit = DefaultMasqueradeBit
-	case c.MasqueradeBit == -1:
-		c.MasqueradeBit = 0
-	case c.MasqueradeBit < 0 || c.MasqueradeBit > 31:
-		return c, fmt.Errorf("nftables: MasqueradeBit %d out of range 0..31", c.MasqueradeBit)
-	}
-	if err := c.LocalDetector.Validate(c.IPFamily); err != nil {
+	nf, err := c.Netfilter.WithDefaults(c.IPFamily)
+	if err != nil {
 		return c, fmt.Errorf("nftables: %w", err)
 	}
+	c.Netfilter = nf
 	if c.MaxTransactionOps == 0 {
 		c.MaxTransactionOps = DefaultMaxTransactionOps
 	}

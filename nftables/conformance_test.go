@@ -25,9 +25,11 @@ func conformanceConfig(topo proxytest.Topology, opts proxytest.Options) nftables
 			NodeName: topo.NodeName,
 			NodeIPs:  []netip.Addr{topo.NodeIP},
 		},
-		MasqueradeAll:     opts.MasqueradeAll,
-		LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
-		NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+		Netfilter: engine.Netfilter{
+			MasqueradeAll:     opts.MasqueradeAll,
+			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+			NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+		},
 		LocalAddresses: func() ([]netip.Addr, error) {
 			return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil
 		},

@@ -26,8 +26,10 @@ func Example() {
 	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
 	p, err := nftables.NewProxier(nftables.Config{
 		Common: engine.Common{NodeName: "node-a", NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.1.10")}},
-		LocalDetector: proxy.LocalDetector{
-			Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		Netfilter: engine.Netfilter{
+			LocalDetector: proxy.LocalDetector{
+				Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16"),
+			},
 		},
 	}, fakes.Interfaces())
 	if err != nil {

@@ -88,7 +88,9 @@ func testConfig() nftables.Config {
 			NodeName: "node-a",
 			NodeIPs:  []netip.Addr{netip.MustParseAddr("192.168.50.10")},
 		},
-		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
+		Netfilter: engine.Netfilter{
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/10")},
+		},
 	}
 }
 

@@ -36,10 +36,12 @@ func agentEngine(t *testing.T, env *kerneltest.Env, opts proxytest.Options) prox
 		t.Skipf("iptables unavailable: %v", err)
 	}
 	p, err := iptables.NewProxier(iptables.Config{
-		Common:            engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}, Conntrack: conntrack.New()},
-		MasqueradeAll:     opts.MasqueradeAll,
-		LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
-		NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+		Common: engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}, Conntrack: conntrack.New()},
+		Netfilter: engine.Netfilter{
+			MasqueradeAll:     opts.MasqueradeAll,
+			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+			NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+		},
 	}, iptables.Interfaces{IPTables: runner})
 	if err != nil {
 		t.Fatal(err)

@@ -175,11 +175,13 @@ func buildIPTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		return nil, err
 	}
 	icfg := iptables.Config{
-		Common:            commonConfig(p, family, "iptables", cfg.IPTables.SyncPeriod.Duration, cfg.IPTables.MinSyncPeriod.Duration),
-		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
-		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
-		LocalDetector:     detector,
-		NodePortAddresses: npa,
+		Common: commonConfig(p, family, "iptables", cfg.IPTables.SyncPeriod.Duration, cfg.IPTables.MinSyncPeriod.Duration),
+		Netfilter: enginebase.Netfilter{
+			MasqueradeAll:     cfg.IPTables.MasqueradeAll,
+			MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
+			LocalDetector:     detector,
+			NodePortAddresses: npa,
+		},
 		// kube-proxy's iptables.localhostNodePorts (default true).
 		LocalhostNodePorts: cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts,
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/svcproxy/svcproxy/ipvs/ipvskernel"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 )
 
@@ -83,17 +84,19 @@ func ipvsConfig(p engineParams, family v1.IPFamily) (ipvs.Config, []netip.Prefix
 		exclude = append(exclude, pfx.Masked())
 	}
 	vcfg := ipvs.Config{
-		Common:            commonConfig(p, family, "ipvs", cfg.IPVS.SyncPeriod.Duration, cfg.IPVS.MinSyncPeriod.Duration),
-		MasqueradeAll:     cfg.IPTables.MasqueradeAll,
-		MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
-		LocalDetector:     itDetector,
-		NodePortAddresses: npa,
-		Scheduler:         cfg.IPVS.Scheduler,
-		ExcludeCIDRs:      exclude,
-		StrictARP:         cfg.IPVS.StrictARP,
-		TCPTimeout:        cfg.IPVS.TCPTimeout.Duration,
-		TCPFinTimeout:     cfg.IPVS.TCPFinTimeout.Duration,
-		UDPTimeout:        cfg.IPVS.UDPTimeout.Duration,
+		Common: commonConfig(p, family, "ipvs", cfg.IPVS.SyncPeriod.Duration, cfg.IPVS.MinSyncPeriod.Duration),
+		Netfilter: enginebase.Netfilter{
+			MasqueradeAll:     cfg.IPTables.MasqueradeAll,
+			MasqueradeBit:     masqBit(cfg.IPTables.MasqueradeBit),
+			LocalDetector:     itDetector,
+			NodePortAddresses: npa,
+		},
+		Scheduler:     cfg.IPVS.Scheduler,
+		ExcludeCIDRs:  exclude,
+		StrictARP:     cfg.IPVS.StrictARP,
+		TCPTimeout:    cfg.IPVS.TCPTimeout.Duration,
+		TCPFinTimeout: cfg.IPVS.TCPFinTimeout.Duration,
+		UDPTimeout:    cfg.IPVS.UDPTimeout.Duration,
 	}
 	return vcfg, npa, nil
 }

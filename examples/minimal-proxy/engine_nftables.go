@@ -16,6 +16,7 @@ import (
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
+	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
@@ -37,10 +38,12 @@ func buildNFTables(p engineParams, family v1.IPFamily) (*engine, error) {
 		Common: commonConfig(p, family, "nftables", cfg.NFTables.SyncPeriod.Duration, cfg.NFTables.MinSyncPeriod.Duration),
 		// --masquerade-all lands in iptables.masqueradeAll (kube-proxy's
 		// flag table); it means the same in the nftables mode.
-		MasqueradeAll:     cfg.NFTables.MasqueradeAll || cfg.IPTables.MasqueradeAll,
-		MasqueradeBit:     masqBit(cfg.NFTables.MasqueradeBit),
-		LocalDetector:     detector,
-		NodePortAddresses: npa,
+		Netfilter: enginebase.Netfilter{
+			MasqueradeAll:     cfg.NFTables.MasqueradeAll || cfg.IPTables.MasqueradeAll,
+			MasqueradeBit:     masqBit(cfg.NFTables.MasqueradeBit),
+			LocalDetector:     detector,
+			NodePortAddresses: npa,
+		},
 		// kube-proxy v1.37's KubeProxyNFTablesLocalhostNodePorts.
 		LocalhostNodePorts: featureEnabled(cfg.FeatureGates, gateLocalhostNodePorts),
 		NFTOnly:            p.opts.nftOnly,

@@ -142,8 +142,10 @@ func initLocalhostNodePorts(cfg *KubeProxyConfiguration, sys iptables.Sysctl, lo
 		return err
 	}
 	icfg := iptables.Config{
-		Common:             enginebase.Common{IPFamily: v1.IPv4Protocol},
-		NodePortAddresses:  npa,
+		Common: enginebase.Common{IPFamily: v1.IPv4Protocol},
+		Netfilter: enginebase.Netfilter{
+			NodePortAddresses: npa,
+		},
 		LocalhostNodePorts: cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts,
 	}
 	if !icfg.ServesLocalhostNodePorts() {

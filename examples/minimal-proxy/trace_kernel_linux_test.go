@@ -225,11 +225,13 @@ func TestTraceKernelNFTables(t *testing.T) {
 				}
 				topo := env.Topo
 				p, err := nftables.NewProxier(nftables.Config{
-					Common:            enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}, Conntrack: conntrack.New()},
-					MasqueradeAll:     opts.MasqueradeAll,
-					LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
-					NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
-					LocalAddresses:    func() ([]netip.Addr, error) { return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil },
+					Common: enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}, Conntrack: conntrack.New()},
+					Netfilter: enginebase.Netfilter{
+						MasqueradeAll:     opts.MasqueradeAll,
+						LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+						NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+					},
+					LocalAddresses: func() ([]netip.Addr, error) { return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil },
 				}, ifs)
 				if err != nil {
 					t.Fatal(err)
@@ -351,9 +353,11 @@ func TestTraceKernelIPVS(t *testing.T) {
 				}
 				t.Cleanup(func() { _ = ifs.IPVS.Close() })
 				p, err := ipvs.NewProxier(ipvs.Config{
-					Common:        enginebase.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},
-					MasqueradeAll: opts.MasqueradeAll,
-					LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
+					Common: enginebase.Common{IPFamily: env.Topo.Family, NodeName: env.Topo.NodeName, Conntrack: conntrack.New()},
+					Netfilter: enginebase.Netfilter{
+						MasqueradeAll: opts.MasqueradeAll,
+						LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: env.Topo.ClusterCIDR},
+					},
 				}, ifs)
 				if err != nil {
 					t.Fatal(err)

@@ -46,11 +46,13 @@ func topologyNodeView(topo proxytest.Topology) *nodeView {
 // conformance topology, as the iptables package's own conformance tests do.
 func topologyIPTablesConfig(topo proxytest.Topology, opts proxytest.Options) iptables.Config {
 	return iptables.Config{
-		Common:            enginebase.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
-		MasqueradeAll:     opts.MasqueradeAll,
-		LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
-		NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
-		LocalAddresses:    func() ([]netip.Addr, error) { return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil },
+		Common: enginebase.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
+		Netfilter: enginebase.Netfilter{
+			MasqueradeAll:     opts.MasqueradeAll,
+			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+			NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+		},
+		LocalAddresses: func() ([]netip.Addr, error) { return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil },
 	}
 }
 
@@ -240,9 +242,11 @@ func TestTraceIPVSConformance(t *testing.T) {
 					f.Netlink.AddLink(topo.UplinkInterface, topo.NodeIP)
 					f.Netlink.AddLink("cbr0", topo.PodGateway)
 					p, err := ipvs.NewProxier(ipvs.Config{
-						Common:        enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
-						MasqueradeAll: opts.MasqueradeAll,
-						LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+						Common: enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
+						Netfilter: enginebase.Netfilter{
+							MasqueradeAll: opts.MasqueradeAll,
+							LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+						},
 					}, f.Interfaces())
 					if err != nil {
 						t.Fatal(err)
@@ -277,8 +281,10 @@ func TestTraceIPVSReport(t *testing.T) {
 	f.Netlink.AddLink(topo.UplinkInterface, topo.NodeIP)
 	f.Netlink.AddLink("cbr0", topo.PodGateway)
 	p, err := ipvs.NewProxier(ipvs.Config{
-		Common:        enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
-		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+		Common: enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
+		Netfilter: enginebase.Netfilter{
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+		},
 	}, f.Interfaces())
 	if err != nil {
 		t.Fatal(err)

@@ -45,9 +45,11 @@ func TestTraceIPVSUpstream(t *testing.T) {
 			f.Netlink.AddLink(topo.UplinkInterface, topo.NodeIP)
 			f.Netlink.AddLink("cbr0", topo.PodGateway)
 			p, err := ipvs.NewProxier(ipvs.Config{
-				Common:        enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
-				MasqueradeAll: sc.Options.MasqueradeAll,
-				LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+				Common: enginebase.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
+				Netfilter: enginebase.Netfilter{
+					MasqueradeAll: sc.Options.MasqueradeAll,
+					LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+				},
 			}, f.Interfaces())
 			if err != nil {
 				t.Fatal(err)

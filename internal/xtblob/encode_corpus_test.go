@@ -118,10 +118,12 @@ func iptablesVariant(name string, tweak func(*iptables.Config, proxytest.Topolog
 		fakes := iptablestest.NewFakes(topo.Family)
 		fakes.IPTables.SetRestoreHook(record)
 		cfg := iptables.Config{
-			Common:            engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
-			MasqueradeAll:     opts.MasqueradeAll,
-			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
-			NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+			Common: engine.Common{NodeName: topo.NodeName, NodeIPs: []netip.Addr{topo.NodeIP}},
+			Netfilter: engine.Netfilter{
+				MasqueradeAll:     opts.MasqueradeAll,
+				LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+				NodePortAddresses: []netip.Prefix{proxytest.HostPrefix(topo.NodeIP)},
+			},
 			LocalAddresses: func() ([]netip.Addr, error) {
 				return []netip.Addr{topo.NodeIP, topo.PodGateway}, nil
 			},
@@ -146,9 +148,11 @@ func ipvsVariant(name string, tweak func(*ipvs.Config, proxytest.Topology)) engi
 			fakes.Netlink.AddLink("cbr0", topo.PodGateway)
 		}
 		cfg := ipvs.Config{
-			Common:        engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
-			MasqueradeAll: opts.MasqueradeAll,
-			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+			Common: engine.Common{IPFamily: topo.Family, NodeName: topo.NodeName},
+			Netfilter: engine.Netfilter{
+				MasqueradeAll: opts.MasqueradeAll,
+				LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: topo.ClusterCIDR},
+			},
 		}
 		if tweak != nil {
 			tweak(&cfg, topo)

@@ -291,8 +291,10 @@ func BenchmarkEncodeColdStart(b *testing.B) {
 		return nil
 	})
 	p, err := iptables.NewProxier(iptables.Config{
-		Common:        engine.Common{NodeName: proxytest.BenchNode, NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}},
-		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/14")},
+		Common: engine.Common{NodeName: proxytest.BenchNode, NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}},
+		Netfilter: engine.Netfilter{
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/14")},
+		},
 	}, fakes.Interfaces())
 	if err != nil {
 		b.Fatal(err)

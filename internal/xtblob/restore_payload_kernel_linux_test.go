@@ -67,8 +67,10 @@ func enginePayloads(tb testing.TB, n int) [][]byte {
 	var got [][]byte
 	f.SetRestoreHook(func(d []byte) error { got = append(got, bytes.Clone(d)); return nil })
 	p, err := iptables.NewProxier(iptables.Config{
-		Common:        engine.Common{NodeName: "node-a"},
-		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/9")},
+		Common: engine.Common{NodeName: "node-a"},
+		Netfilter: engine.Netfilter{
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.128.0.0/9")},
+		},
 	}, iptables.Interfaces{IPTables: f})
 	if err != nil {
 		tb.Fatal(err)

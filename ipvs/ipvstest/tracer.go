@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
+	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -58,7 +59,7 @@ func NewTracer(f *Fakes, cfg TracerConfig) *Tracer {
 	if cfg.MasqueradeBit == -1 {
 		cfg.MasqueradeBit = 0
 	} else if cfg.MasqueradeBit == 0 {
-		cfg.MasqueradeBit = ipvs.DefaultMasqueradeBit
+		cfg.MasqueradeBit = engine.DefaultMasqueradeBit
 	}
 	return &Tracer{cfg: cfg, f: f, ipvs: f.IPVS, ipset: f.IPSet, nl: f.Netlink, ipt: f.IPTables}
 }

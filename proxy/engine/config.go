@@ -44,7 +44,7 @@ type ServiceHealthServer interface {
 // built once and handed to any mode and family:
 //
 //	common := engine.Common{NodeName: "node-1", Metrics: m}
-//	ipt, err := iptables.NewProxier(iptables.Config{Common: common, MasqueradeBit: 14}, ifs)
+//	ipt, err := iptables.NewProxier(iptables.Config{Common: common, Netfilter: engine.Netfilter{MasqueradeBit: 14}}, ifs)
 //
 // and its fields read as the engine's own (cfg.NodeName). Every field has a
 // documented zero value.

@@ -30,9 +30,12 @@
 //     RequestFullSync, Config, IPFamily, and Common.OnSync to observe each
 //     sync's outcome.
 //
-// Every engine's Config embeds Common as its field Common, and every engine
-// has the constructor NewProxier(cfg Config, ifs Interfaces) (*Proxier,
-// error), where Interfaces bundles what it drives (fakes in tests).
+// Every engine's Config embeds Common as its field Common; the Configs of
+// the engines that write netfilter rules (iptables, nftables, ipvs) embed
+// Netfilter too (masquerading, the local-traffic detector, node-port
+// addresses). Every engine has the constructor NewProxier(cfg Config, ifs
+// Interfaces) (*Proxier, error), where Interfaces bundles what it drives
+// (fakes in tests).
 //
 // Guarantees: Apply, DryRun, Drifted, Unchanged and Cleanup never run
 // concurrently;
