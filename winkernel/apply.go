@@ -233,21 +233,14 @@ func sortKeys(keys []LBKey) { slices.SortFunc(keys, compareKeys) }
 // attribute).
 func (r *syncRun) refresh() error {
 	p := r.p
-	n, err := p.hns.GetNetworkByName(p.cfg.NetworkName)
+	hs, err := ListState(p.hns, p.cfg.NetworkName)
 	if err != nil {
-		return fmt.Errorf("HNS network %q: %w", p.cfg.NetworkName, err)
+		return err
 	}
-	eps, err := p.hns.ListEndpoints(n.ID)
-	if err != nil {
-		return fmt.Errorf("listing HNS endpoints: %w", err)
-	}
-	lbs, err := p.hns.ListLoadBalancers()
-	if err != nil {
-		return fmt.Errorf("listing HNS load balancers: %w", err)
-	}
+	lbs := hs.LoadBalancers
 	old := p.st.lbs
-	p.st.refreshed(n)
-	r.setEndpoints(eps)
+	p.st.refreshed(hs.Network)
+	r.setEndpoints(hs.Endpoints)
 	r.relisted = true
 	r.listed = lbs
 	found := 0

@@ -17,13 +17,9 @@ import (
 // port), from a read-only look at the network and its endpoints. Nothing
 // is written and the engine's view is not changed.
 func (p *Proxier) dryRun(_ context.Context, req *engine.Request) (string, error) {
-	n, err := p.hns.GetNetworkByName(p.cfg.NetworkName)
+	n, eps, err := listNetwork(p.hns, p.cfg.NetworkName)
 	if err != nil {
-		return "", fmt.Errorf("HNS network %q: %w", p.cfg.NetworkName, err)
-	}
-	eps, err := p.hns.ListEndpoints(n.ID)
-	if err != nil {
-		return "", fmt.Errorf("listing HNS endpoints: %w", err)
+		return "", err
 	}
 	saved := p.st
 	defer func() { p.st = saved }()
@@ -103,19 +99,12 @@ func renderWant(lb *wantLB) string {
 // that we created (named with RemoteEndpointNamePrefix) or used. Local
 // endpoints and other load balancers are left alone.
 func (p *Proxier) cleanup(context.Context) error {
-	n, err := p.hns.GetNetworkByName(p.cfg.NetworkName)
+	hs, err := ListState(p.hns, p.cfg.NetworkName)
 	if err != nil {
-		return fmt.Errorf("HNS network %q: %w", p.cfg.NetworkName, err)
+		return err
 	}
-	eps, err := p.hns.ListEndpoints(n.ID)
-	if err != nil {
-		return fmt.Errorf("listing HNS endpoints: %w", err)
-	}
-	lbs, err := p.hns.ListLoadBalancers()
-	if err != nil {
-		return fmt.Errorf("listing HNS load balancers: %w", err)
-	}
-	owners := p.ownership(n, eps)
+	eps, lbs := hs.Endpoints, hs.LoadBalancers
+	owners := p.ownership(hs.Network, eps)
 	var errs []error
 	for _, lb := range lbs {
 		if !p.ownsLB(&lb, owners) {

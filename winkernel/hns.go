@@ -17,21 +17,13 @@ import (
 // ErrNotImplemented (errors.Is) where HNS reports those conditions; nothing
 // is retried inside an implementation.
 type HNS interface {
-	// GetNetworkByName returns the named HNS network (ErrNotFound if none).
-	GetNetworkByName(name string) (*Network, error)
-	// ListEndpoints returns every endpoint of the network with that ID,
-	// or of every network when networkID is empty (then also endpoints
-	// whose address cannot be read, with their ID and no IP).
-	ListEndpoints(networkID string) ([]Endpoint, error)
+	HNSReader
 	// CreateEndpoint creates ep on the network: a remote endpoint when
 	// ep.Remote (with ep.ProviderAddress on overlay networks), else a
 	// host-local one. The returned value carries the new ID.
 	CreateEndpoint(networkID string, ep Endpoint) (Endpoint, error)
 	// DeleteEndpoint deletes the endpoint with that ID.
 	DeleteEndpoint(id string) error
-	// ListLoadBalancers returns every load balancer on the host, whoever
-	// created it.
-	ListLoadBalancers() ([]LoadBalancer, error)
 	// CreateLoadBalancer creates lb (its ID is ignored). HNS refuses a
 	// second LB for the same frontend VIP, protocol and external port
 	// (ErrPortAlreadyExists).
@@ -42,6 +34,58 @@ type HNS interface {
 	UpdateLoadBalancer(id string, lb LoadBalancer) (LoadBalancer, error)
 	// DeleteLoadBalancer deletes the LB with that ID.
 	DeleteLoadBalancer(id string) error
+}
+
+// HNSReader is the read-only part of HNS: what ListState reads.
+type HNSReader interface {
+	// GetNetworkByName returns the named HNS network (ErrNotFound if none).
+	GetNetworkByName(name string) (*Network, error)
+	// ListEndpoints returns every endpoint of the network with that ID,
+	// or of every network when networkID is empty (then also endpoints
+	// whose address cannot be read, with their ID and no IP).
+	ListEndpoints(networkID string) ([]Endpoint, error)
+	// ListLoadBalancers returns every load balancer on the host, whoever
+	// created it.
+	ListLoadBalancers() ([]LoadBalancer, error)
+}
+
+// State is the HNS state the engine works from: its network, the
+// network's endpoints and every load balancer on the host.
+type State struct {
+	Network       *Network
+	Endpoints     []Endpoint
+	LoadBalancers []LoadBalancer
+}
+
+// ListState lists the HNS state of the network named network: the
+// network, its endpoints and every load balancer on the host, whoever
+// made it. It is the one listing of HNS state: full syncs and Cleanup
+// read HNS through it, and winkerneltest.NewFakesFromHNS copies a node's
+// HNS into the fake with it.
+func ListState(h HNSReader, network string) (State, error) {
+	n, eps, err := listNetwork(h, network)
+	if err != nil {
+		return State{}, err
+	}
+	lbs, err := h.ListLoadBalancers()
+	if err != nil {
+		return State{}, fmt.Errorf("listing HNS load balancers: %w", err)
+	}
+	return State{Network: n, Endpoints: eps, LoadBalancers: lbs}, nil
+}
+
+// listNetwork lists the network named name and its endpoints: ListState
+// without the load balancers, for the dry run.
+func listNetwork(h HNSReader, name string) (*Network, []Endpoint, error) {
+	n, err := h.GetNetworkByName(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("HNS network %q: %w", name, err)
+	}
+	eps, err := h.ListEndpoints(n.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing HNS endpoints: %w", err)
+	}
+	return n, eps, nil
 }
 
 // Sentinel errors of HNS implementations (wrapped; use errors.Is).

@@ -49,6 +49,63 @@ func NewFakesFromDump(family v1.IPFamily, dump string) (*Fakes, error) {
 	return f, nil
 }
 
+// NewFakesFromHNS returns fakes holding a copy of the HNS state of the
+// network named network, read from h (a node's HNS: winkernel.NewHNS) with
+// winkernel.ListState: for tracing or testing against what a node holds.
+// See NewFakesFromState for what is copied and the notes returned.
+func NewFakesFromHNS(family v1.IPFamily, h winkernel.HNSReader, network string) (*Fakes, []string, error) {
+	s, err := winkernel.ListState(h, network)
+	if err != nil {
+		return nil, nil, err
+	}
+	return NewFakesFromState(family, s)
+}
+
+// NewFakesFromState returns fakes holding s: the network, its endpoints
+// (under new IDs, the load balancers' references mapped to them) and every
+// load balancer. A load balancer's reference to an endpoint that is not
+// in s.Endpoints (one on another network) is left out, with a note saying
+// so.
+func NewFakesFromState(family v1.IPFamily, s winkernel.State) (*Fakes, []string, error) {
+	if s.Network == nil {
+		return nil, nil, fmt.Errorf("winkerneltest: a state without a network")
+	}
+	n := s.Network
+	f := &Fakes{HNS: NewFakeHNS(), Family: family}
+	f.HNS.AddNetwork(*n)
+	ids := map[string]string{}
+	for _, ep := range s.Endpoints {
+		var id string
+		if ep.Remote {
+			made, err := f.HNS.CreateEndpoint(n.ID, ep)
+			if err != nil {
+				return nil, nil, fmt.Errorf("loading remote endpoint %s: %w", ep.IP, err)
+			}
+			id = made.ID
+		} else {
+			var err error
+			if id, err = f.HNS.AddLocalEndpoint(n.Name, ep.Name, ep.IP); err != nil {
+				return nil, nil, fmt.Errorf("loading endpoint %s: %w", ep.IP, err)
+			}
+		}
+		ids[ep.ID] = id
+	}
+	var notes []string
+	for _, lb := range s.LoadBalancers {
+		refs := lb.EndpointIDs
+		lb.EndpointIDs = nil
+		for _, id := range refs {
+			if mapped, ok := ids[id]; ok {
+				lb.EndpointIDs = append(lb.EndpointIDs, mapped)
+			} else {
+				notes = append(notes, fmt.Sprintf("load balancer %s names endpoint %s, not on network %s: left out", lb.Key(), id, n.Name))
+			}
+		}
+		f.HNS.AddLoadBalancerOutOfBand(lb)
+	}
+	return f, notes, nil
+}
+
 // Interfaces returns the fakes as a winkernel.Interfaces.
 func (f *Fakes) Interfaces() winkernel.Interfaces { return winkernel.Interfaces{HNS: f.HNS} }
 
