@@ -39,7 +39,8 @@ var ipvsE2EMode = e2eMode{
 // API (with the IPVS engine's explained quirks), real connections, and a
 // restart over its own IPVS state. Where this kernel has no IPVS, the test
 // runs itself, with etcd, kube-apiserver and the binary, inside a qemu
-// guest whose kernel has it (hack/vmtest/run-e2e-ipvs.sh).
+// guest whose kernel has it (hack/vmtest/run-e2e-ipvs.sh), after
+// TestTraceKernelUpstreamIPVS in the same boot.
 func TestE2EKubeAPIServerIPVS(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	t.Parallel() // beside the other modes' e2e: the guest is mostly one busy core
@@ -58,5 +59,5 @@ func TestE2EKubeAPIServerIPVS(t *testing.T) {
 // runE2EIPVSInVM runs TestE2EKubeAPIServerIPVS in the VM and fails when it
 // fails or skips there.
 func runE2EIPVSInVM(t *testing.T) {
-	vmtest.Run(t, "the ipvs-mode e2e (this kernel has no IPVS)", "about four minutes", "run-e2e-ipvs.sh", 35*time.Minute)
+	vmtest.Run(t, "the ipvs-mode e2e, after trace over upstream's IPVS state (this kernel has no IPVS)", "about ten minutes", "run-e2e-ipvs.sh", 37*time.Minute)
 }

@@ -335,7 +335,7 @@ func TestTraceKernelIPVS(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	t.Parallel() // beside the other trace tests: the guest is mostly one busy core
 	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
-		vmtest.Run(t, "trace over real IPVS (this kernel has no IPVS)", "about twenty minutes", "run-trace-ipvs.sh", 40*time.Minute)
+		vmtest.Run(t, "trace over real IPVS (this kernel has no IPVS)", "about fifteen minutes", "run-trace-ipvs.sh", 40*time.Minute)
 		return
 	}
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {

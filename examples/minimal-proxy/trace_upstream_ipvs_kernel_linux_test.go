@@ -37,15 +37,15 @@ import (
 // upstream's local-policy fallback (kubernetes#97081, as in
 // TestTraceIPVSUpstream), where upstream forwards and the engine does
 // not, and some check must show it. It needs a kernel with
-// IPVS: the qemu guest of TestTraceKernelIPVS runs it
-// (hack/vmtest/run-trace-ipvs.sh); elsewhere it skips.
+// IPVS: the qemu guest of TestE2EKubeAPIServerIPVS runs it, before the e2e
+// (hack/vmtest/run-e2e-ipvs.sh); elsewhere it skips.
 func TestTraceKernelUpstreamIPVS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-kernel checks take minutes; skipped with -short")
 	}
 	netnstest.SkipUnlessRoot(t)
 	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
-		t.Skip("this kernel has no IPVS: TestTraceKernelIPVS runs this test in its qemu guest (hack/vmtest/run-trace-ipvs.sh)")
+		t.Skip("this kernel has no IPVS: TestE2EKubeAPIServerIPVS runs this test in its qemu guest (hack/vmtest/run-e2e-ipvs.sh)")
 	}
 	for _, tool := range []string{"ipvsadm", "ipset", "iptables-restore", "conntrack"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -3,13 +3,21 @@
 # inside a qemu guest whose kernel has IPVS (see vmtest.sh): the real etcd
 # and kube-apiserver of both versions (hack/e2e/build.sh, cached), the minimal-proxy binary
 # and the package's test binary, all static, are copied into the guest, and
-# TestE2EKubeAPIServerIPVS runs there as root against them. None of its
-# subtests may skip there: -test.v output is checked for SKIP lines.
+# TestE2EKubeAPIServerIPVS runs there as root against them. Before it (it
+# is parallel, this one is not, so they never run at once: the API server
+# starts slowly enough under TCG without a neighbour),
+# TestTraceKernelUpstreamIPVS: upstream kube-proxy v1.37.2's ipvs state for
+# every step (ipvs/testdata/upstream-v1.37.2, copied into the guest) loaded
+# with ipvsadm, ipset and iptables-restore, and trace over it checked
+# against real packets; it runs in this guest rather than
+# run-trace-ipvs.sh's, whose two families of trace checks are the longer
+# run. None of the tests or subtests may skip there: -test.v output is
+# checked for SKIP lines.
 #
 #   hack/vmtest/run-e2e-ipvs.sh [extra test flags...]
 #
 # Environment: SVCPROXY_E2E_VM_MEM (MB, default 4096), SVCPROXY_E2E_VM_CPUS
-# (default 2), SVCPROXY_E2E_VM_TIMEOUT (seconds, default 1800), and
+# (default 2), SVCPROXY_E2E_VM_TIMEOUT (seconds, default 2100), and
 # SVCPROXY_E2E_SLOWDOWN (the factor the test stretches its waits by in the
 # guest, default 5: TCG emulation is that much slower than the host).
 #
@@ -43,17 +51,20 @@ cd examples/minimal-proxy
 rc=0
 "$root/hack/vmtest/vmtest.sh" \
   --mem "${SVCPROXY_E2E_VM_MEM:-4096}" --cpus "${SVCPROXY_E2E_VM_CPUS:-2}" \
-  --timeout "${SVCPROXY_E2E_VM_TIMEOUT:-1800}" \
+  --timeout "${SVCPROXY_E2E_VM_TIMEOUT:-2100}" \
+  --copy "$root/ipvs/testdata/upstream-v1.37.2" \
   "${cp_args[@]}" --copy "$out/minimal-proxy:/e2e/minimal-proxy" \
   --env SVCPROXY_MINIMAL_PROXY=/e2e/minimal-proxy --env "SVCPROXY_E2E_SLOWDOWN=${SVCPROXY_E2E_SLOWDOWN:-5}" \
-  -- "$out/minimal-proxy.test" -test.v -test.count=1 -test.run '^TestE2EKubeAPIServerIPVS$' -test.timeout 28m "$@" |
+  -- "$out/minimal-proxy.test" -test.v -test.count=1 -test.run '^(TestTraceKernelUpstreamIPVS|TestE2EKubeAPIServerIPVS)$' -test.timeout 34m "$@" |
   tee "$out/log" || rc=$?
 if grep -q -- '--- SKIP' "$out/log"; then
   echo "run-e2e-ipvs: the test skipped inside the VM" >&2
   [ "$rc" != 0 ] || rc=1
 fi
-if ! grep -q -- '--- PASS: TestE2EKubeAPIServerIPVS ' "$out/log" && [ "$rc" = 0 ]; then
-  echo "run-e2e-ipvs: TestE2EKubeAPIServerIPVS did not pass in the VM" >&2
-  rc=1
-fi
+for test in TestTraceKernelUpstreamIPVS TestE2EKubeAPIServerIPVS; do
+  if ! grep -q -- "--- PASS: $test " "$out/log" && [ "$rc" = 0 ]; then
+    echo "run-e2e-ipvs: $test did not pass in the VM" >&2
+    rc=1
+  fi
+done
 exit "$rc"

@@ -5,10 +5,9 @@
 # engine programs a namespace and trace there is checked against real
 # packets at every check of the conformance table. TestDiffKernelIPVS runs
 # beside it (minimal-proxy diff over real IPVS after a sync and after hand
-# edits; seconds). TestTraceKernelUpstreamIPVS too: upstream kube-proxy
-# v1.37.2's ipvs state for every step (ipvs/testdata/upstream-v1.37.2,
-# copied into the guest) loaded with ipvsadm, ipset and iptables-restore,
-# and trace over it checked against real packets. The tests may not skip
+# edits; seconds). (TestTraceKernelUpstreamIPVS, trace over upstream's
+# IPVS state, runs in run-e2e-ipvs.sh's guest: this one's two families of
+# the conformance table are the longer guest run.) The tests may not skip
 # there: -test.v output is checked for SKIP lines.
 #
 #   hack/vmtest/run-trace-ipvs.sh [extra test flags...]
@@ -25,8 +24,8 @@ CGO_ENABLED=0 go test -c -o "$out/minimal-proxy.test" ./examples/minimal-proxy/
 timeout=${SVCPROXY_TRACE_VM_TIMEOUT:-2100}
 cd examples/minimal-proxy
 rc=0
-"$root/hack/vmtest/vmtest.sh" --timeout "$timeout" --copy "$root/ipvs/testdata/upstream-v1.37.2" -- "$out/minimal-proxy.test" -test.v -test.count=1 \
-  -test.run '^(TestTraceKernelIPVS|TestDiffKernelIPVS|TestTraceKernelUpstreamIPVS)$' -test.timeout "$((timeout - 60))s" "$@" | tee "$out/log" || rc=$?
+"$root/hack/vmtest/vmtest.sh" --timeout "$timeout" -- "$out/minimal-proxy.test" -test.v -test.count=1 \
+  -test.run '^(TestTraceKernelIPVS|TestDiffKernelIPVS)$' -test.timeout "$((timeout - 60))s" "$@" | tee "$out/log" || rc=$?
 if grep -q -- '--- SKIP' "$out/log"; then
   echo "run-trace-ipvs: the test skipped inside the VM" >&2
   [ "$rc" != 0 ] || rc=1
