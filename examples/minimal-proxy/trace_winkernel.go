@@ -14,13 +14,6 @@ import (
 	"github.com/svcproxy/svcproxy/winkernel/winkerneltest"
 )
 
-// hnsLister is the read-only part of HNS a trace uses.
-type hnsLister interface {
-	GetNetworkByName(name string) (*winkernel.Network, error)
-	ListEndpoints(networkID string) ([]winkernel.Endpoint, error)
-	ListLoadBalancers() ([]winkernel.LoadBalancer, error)
-}
-
 // traceWinkernel is trace in the kernelspace mode: the HNS state from a
 // dump (winkerneltest's FakeHNS.Dump text) or, on Windows, listed from
 // the node's HNS (the network named by --network-name or KUBE_NETWORK,
@@ -55,7 +48,9 @@ func traceWinkernel(o *traceOptions, p proxytest.Packet) (*traceReport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot read HNS (it is on Windows only; on another system trace a dump with --from-dump): %w", err)
 		}
-		if f, notes, err = loadHNSFakes(hns, network, family); err != nil {
+		// The one listing of the HNS state (winkernel.ListState), copied
+		// into the fake the tracer reads.
+		if f, notes, err = winkerneltest.NewFakesFromHNS(family, hns, network); err != nil {
 			return nil, err
 		}
 		read = "HNS (network " + network + ", its endpoints, every load balancer)"
@@ -86,56 +81,6 @@ func hostAddresses() []netip.Addr {
 		}
 	}
 	return out
-}
-
-// loadHNSFakes copies the node's HNS state into winkerneltest's fake: the
-// network, its endpoints (new IDs, the load balancers' references
-// mapped) and every load balancer. A load balancer's reference to an
-// endpoint not on the network is left out, with a note.
-func loadHNSFakes(h hnsLister, network string, family v1.IPFamily) (*winkerneltest.Fakes, []string, error) {
-	n, err := h.GetNetworkByName(network)
-	if err != nil {
-		return nil, nil, fmt.Errorf("HNS network %q: %w", network, err)
-	}
-	eps, err := h.ListEndpoints(n.ID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing the endpoints of HNS network %q: %w", network, err)
-	}
-	lbs, err := h.ListLoadBalancers()
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing the HNS load balancers: %w", err)
-	}
-	f := &winkerneltest.Fakes{HNS: winkerneltest.NewFakeHNS(), Family: family}
-	f.HNS.AddNetwork(*n)
-	ids := map[string]string{}
-	for _, ep := range eps {
-		var id string
-		if ep.Remote {
-			made, err := f.HNS.CreateEndpoint(n.ID, ep)
-			if err != nil {
-				return nil, nil, fmt.Errorf("loading remote endpoint %s: %w", ep.IP, err)
-			}
-			id = made.ID
-		} else if id, err = f.HNS.AddLocalEndpoint(n.Name, ep.Name, ep.IP); err != nil {
-			return nil, nil, fmt.Errorf("loading endpoint %s: %w", ep.IP, err)
-		}
-		ids[ep.ID] = id
-	}
-	var notes []string
-	for _, lb := range lbs {
-		refs := lb.EndpointIDs
-		lb.EndpointIDs = nil
-		for _, id := range refs {
-			if mapped, ok := ids[id]; ok {
-				lb.EndpointIDs = append(lb.EndpointIDs, mapped)
-			} else {
-				notes = append(notes, fmt.Sprintf("load balancer %s names endpoint %s, not on network %s: left out", lb.Key(), id, network))
-			}
-		}
-		lb.ID = ""
-		f.HNS.AddLoadBalancerOutOfBand(lb)
-	}
-	return f, notes, nil
 }
 
 // traceHNS traces p over the fake HNS: the packet's origin from

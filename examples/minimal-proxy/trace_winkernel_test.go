@@ -68,7 +68,7 @@ func TestTraceWinkernel(t *testing.T) {
 					if err := os.WriteFile(dumpFile, []byte(f.Dump()), 0o644); err != nil {
 						t.Fatal(err)
 					}
-					listed, notes, err := loadHNSFakes(f.HNS, winkerneltest.NetworkName, family)
+					listed, notes, err := winkerneltest.NewFakesFromHNS(family, f.HNS, winkerneltest.NetworkName)
 					if err != nil || len(notes) > 0 {
 						t.Fatalf("step %s: copying the HNS listing: %v %q", st.Name, err, notes)
 					}
