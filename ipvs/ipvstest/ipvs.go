@@ -1,7 +1,6 @@
 package ipvstest
 
 import (
-	"bufio"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
@@ -368,12 +368,12 @@ func (f *IPVS) Dump() string {
 // Load adds the virtual and real servers of a Dump (header lines
 // optional) to the table: a way to seed a test with existing state.
 func (f *IPVS) Load(dump string) error {
-	sc := bufio.NewScanner(strings.NewReader(dump))
+	sc := lines.New([]byte(dump))
 	var cur *ipvs.VirtualServer
 	line := 0
 	for sc.Scan() {
 		line++
-		t := strings.TrimSpace(sc.Text())
+		t := strings.TrimSpace(string(sc.Line()))
 		if t == "" || strings.HasPrefix(t, "Prot ") || strings.HasPrefix(t, "-> RemoteAddress") || strings.HasPrefix(t, "IP Virtual Server") {
 			continue
 		}
@@ -421,5 +421,5 @@ func (f *IPVS) Load(dump string) error {
 		}
 		cur = vs
 	}
-	return sc.Err()
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
@@ -222,11 +223,12 @@ func (t *Tracer) load() (*tables, error) {
 		if table == xtables.TableFilter {
 			m = tb.filter
 		}
-		for _, line := range strings.Split(buf.String(), "\n") {
-			if !strings.HasPrefix(line, "-A ") {
+		sc := lines.New(buf.Bytes())
+		for sc.Scan() {
+			if !bytes.HasPrefix(sc.Line(), []byte("-A ")) {
 				continue
 			}
-			r, err := parseRule(line)
+			r, err := parseRule(string(sc.Line()))
 			if err != nil {
 				return nil, err
 			}

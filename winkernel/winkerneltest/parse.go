@@ -1,12 +1,12 @@
 package winkerneltest
 
 import (
-	"bufio"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 
+	"github.com/svcproxy/svcproxy/internal/lines"
 	"github.com/svcproxy/svcproxy/winkernel"
 )
 
@@ -122,10 +122,9 @@ func (f *FakeHNS) ParseDump(dump string) (err error) {
 	var first string                 // the first network's ID
 	byName := map[string]string{}    // network name -> ID
 	addrs := map[netip.Addr]string{} // the first endpoint with each address
-	sc := bufio.NewScanner(strings.NewReader(dump))
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	sc := lines.New([]byte(dump))
 	for lineNo := 1; sc.Scan(); lineNo++ {
-		line := strings.TrimSpace(sc.Text())
+		line := strings.TrimSpace(string(sc.Line()))
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -244,7 +243,7 @@ func (f *FakeHNS) ParseDump(dump string) (err error) {
 			return fail("unknown line")
 		}
 	}
-	return sc.Err()
+	return nil
 }
 
 // parseLB reads "lb KEY [vips=[A B]] -> BACKENDS src=S flags=F dist=D".
