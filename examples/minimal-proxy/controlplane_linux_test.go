@@ -346,6 +346,15 @@ func startProcess(t *testing.T, inNS inNamespace, name, logPath, path string, ar
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			// Whether the child was still there when the test failed, and
+			// if not how it ended (a signal says who could have sent it).
+			if p.exited() {
+				t.Logf("%s (pid %d) had exited: %v", name, cmd.Process.Pid, p.err)
+			} else {
+				t.Logf("%s (pid %d) was still running", name, cmd.Process.Pid)
+			}
+		}
 		if p.exited() {
 			return
 		}

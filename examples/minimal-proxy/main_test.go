@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,42 +35,11 @@ func TestMain(m *testing.M) {
 	}
 	testBinDir = dir
 	flag.Parse()
-	if waiters := ipvsGuestWaiters(); waiters > 0 {
-		moreParallel(waiters)
-	}
 	// The kernel tests and the e2e get an xtables lock of their own, never
 	// the host's (netnstest.Main).
 	code := netnstest.Main(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// ipvsGuestWaiters is how many of this package's parallel tests will wait
-// on a qemu guest where the kernel has no IPVS: TestE2EKubeAPIServerIPVS
-// (hack/vmtest/run-e2e-ipvs.sh) and TestTraceKernelIPVS
-// (run-trace-ipvs.sh, which runs TestDiffKernelIPVS beside it); none
-// where no guest will run.
-func ipvsGuestWaiters() int {
-	if testing.Short() || os.Geteuid() != 0 {
-		return 0
-	}
-	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
-		return 0
-	}
-	return 2
-}
-
-// moreParallel gives -test.parallel n slots more than its default, unless
-// it was set: a test waiting on the guest holds a slot for the guest's
-// whole run (about fifteen minutes under TCG), and with the default
-// (GOMAXPROCS, two on CI) the package's other tests would wait for the
-// guest instead of running beside it.
-func moreParallel(n int) {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(runtime.GOMAXPROCS(0)+n))
-	}
 }
 
 // runInProcess runs the binary's run with args and returns its exit code,
