@@ -20,6 +20,7 @@ var ipvsE2EMode = e2eMode{
 	flags:  []string{"--ipvs-min-sync-period=100ms"},
 	config: "ipvs:\n  minSyncPeriod: 100ms\n",
 	quirks: ipvstest.ConformanceQuirks,
+	dump:   [][]string{{"ipvsadm", "-Ln"}, {"ipvsadm", "-Lnc"}, {"ipset", "list"}, {"ip", "addr"}},
 	cleaned: func(t *testing.T, inNS inNamespace) {
 		t.Helper()
 		if out := commandIn(t, inNS, "ipvsadm", "-Ln"); strings.Contains(out, "TCP ") || strings.Contains(out, "UDP ") || strings.Contains(out, "SCTP ") {

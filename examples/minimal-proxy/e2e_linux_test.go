@@ -241,8 +241,10 @@ func lastAddr(cidr string) string {
 }
 
 // runScenariosThroughAPI writes each step's objects to the API server and
-// waits (bounded) until every check holds on the real kernel.
-func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h *apiHandlers, feeder *proxytest.Feeder, scenarios []proxytest.Scenario) {
+// waits (bounded) until every check holds on the real kernel. After a step
+// with a failed check it logs the node's dataplane as dump lists it (nil:
+// nothing) and the tail of the proxy's log, once per step.
+func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h *apiHandlers, feeder *proxytest.Feeder, scenarios []proxytest.Scenario, dump func() string) {
 	t.Helper()
 	prober := env.Prober()
 	node := proxytest.MakeNode(env.Topo, env.Topo.Zone)
@@ -273,7 +275,7 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h
 				slices.SortStableFunc(checks, func(a, b proxytest.Check) int {
 					return cmp.Compare(forwardedFirst(a), forwardedFirst(b))
 				})
-				waited := false
+				waited, failed := false, false
 				for _, c := range checks {
 					if c.Want.Verdict != proxytest.Forwarded && !waited {
 						p.waitSyncAfter(written, 3*time.Second)
@@ -281,7 +283,14 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h
 					}
 					if why := converge(prober, c); why != "" {
 						t.Errorf("step %q check %q: %s after %v", st.Name, c.Name, why, convergeTimeout)
+						failed = true
 					}
+				}
+				if failed {
+					if dump != nil {
+						t.Logf("step %q: the node's dataplane now:\n%s", st.Name, dump())
+					}
+					t.Logf("step %q: the proxy's log (last 40 lines):\n%s", st.Name, tail(readFile(p.logPath), 40))
 				}
 			}
 		})
@@ -350,6 +359,31 @@ type e2eMode struct {
 	// cleaned checks, after --cleanup, that the mode's own kernel state
 	// (beyond iptables, which every mode's check covers) is gone.
 	cleaned func(t *testing.T, inNS inNamespace)
+	// dump lists the mode's own kernel state (beyond iptables-save and
+	// ip6tables-save, which every mode's dump runs) after a failed check.
+	dump [][]string
+}
+
+// dumper returns what runScenariosThroughAPI logs after a failed check:
+// the output of iptables-save, ip6tables-save and the mode's dump commands
+// in the node namespace (a failing command's error is part of the text).
+func (m e2eMode) dumper(inNS inNamespace) func() string {
+	return func() string {
+		var b strings.Builder
+		for _, cmd := range append([][]string{{"iptables-save"}, {"ip6tables-save"}}, m.dump...) {
+			var out []byte
+			err := inNS(func() error {
+				var err error
+				out, err = exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+				return err
+			})
+			fmt.Fprintf(&b, "# %s\n%s", strings.Join(cmd, " "), out)
+			if err != nil {
+				fmt.Fprintf(&b, "# (%v)\n", err)
+			}
+		}
+		return b.String()
+	}
 }
 
 var iptablesE2EMode = e2eMode{
@@ -468,7 +502,7 @@ func testE2E(t *testing.T, c *e2eCluster, mode e2eMode) {
 	if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != mode.name {
 		t.Fatalf("/proxyMode = %d %q %v, want 200 %q", code, body, err, mode.name)
 	}
-	runScenariosThroughAPI(t, env, p, h, feeder, plain)
+	runScenariosThroughAPI(t, env, p, h, feeder, plain, mode.dumper(inNS))
 	if code, body, err := p.get(p.metrics, "/metrics"); err != nil || code != 200 || !strings.Contains(body, "kubeproxy_sync_proxy_rules_duration_seconds_count") {
 		t.Errorf("/metrics = %d, %v; want kubeproxy_sync_proxy_rules_duration_seconds in:\n%.2000s", code, err, body)
 	}
@@ -531,7 +565,7 @@ mode: %s
 			t.Errorf("after the restarted proxy synced, %s: %s", c.Name, why)
 		}
 	}
-	runScenariosThroughAPI(t, env, p2, h, feeder, masqueradeAll)
+	runScenariosThroughAPI(t, env, p2, h, feeder, masqueradeAll, mode.dumper(inNS))
 
 	// --cleanup after the proxy stopped: what the mode left is gone, so
 	// the survivor's cluster IP is no longer proxied.

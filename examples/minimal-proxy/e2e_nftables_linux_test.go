@@ -24,6 +24,7 @@ var nftablesE2EMode = e2eMode{
 	// binary does the same, the file says it for the nftables section.
 	config: "nftables:\n  minSyncPeriod: 100ms\n  masqueradeAll: true\n",
 	quirks: nftablestest.ConformanceQuirks,
+	dump:   [][]string{{"nft", "list", "ruleset"}},
 	cleaned: func(t *testing.T, inNS inNamespace) {
 		t.Helper()
 		// Upstream kube-proxy's table name, in either family.
