@@ -51,3 +51,14 @@ func TestConformanceIPv4(t *testing.T) {
 func TestConformanceIPv6(t *testing.T) {
 	conformance.Run(t, v1.IPv6Protocol, conformance.Harness{New: conformanceHarness})
 }
+
+// TestConformanceSequential: the whole table through one proxier, one
+// event at a time (conformance.RunSequential).
+func TestConformanceSequential(t *testing.T) {
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(fam), func(t *testing.T) {
+			topo := proxytest.DefaultTopology(fam)
+			conformance.RunSequential(t, topo, proxytest.Scenarios(topo), conformance.Harness{New: conformanceHarness}, 5)
+		})
+	}
+}

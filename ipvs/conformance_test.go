@@ -43,3 +43,14 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceSequential: the whole table through one proxier, one
+// event at a time (conformance.RunSequential).
+func TestConformanceSequential(t *testing.T) {
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(fam), func(t *testing.T) {
+			topo := proxytest.DefaultTopology(fam)
+			conformance.RunSequential(t, topo, proxytest.Scenarios(topo), conformanceHarness(topo), 5)
+		})
+	}
+}

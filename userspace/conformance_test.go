@@ -58,3 +58,14 @@ func TestConformanceIPv6(t *testing.T) {
 	topo := proxytest.DefaultTopology(v1.IPv6Protocol)
 	conformance.Run(t, v1.IPv6Protocol, conformance.Harness{New: harness, Quirks: quirks(topo)})
 }
+
+// TestConformanceSequential: the whole table through one proxier, one
+// event at a time (conformance.RunSequential).
+func TestConformanceSequential(t *testing.T) {
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(fam), func(t *testing.T) {
+			topo := proxytest.DefaultTopology(fam)
+			conformance.RunSequential(t, topo, proxytest.Scenarios(topo), conformance.Harness{New: harness, Quirks: quirks(topo)}, 5)
+		})
+	}
+}

@@ -28,3 +28,15 @@ func runConformance(t *testing.T, family v1.IPFamily) {
 
 func TestConformanceIPv4(t *testing.T) { runConformance(t, v1.IPv4Protocol) }
 func TestConformanceIPv6(t *testing.T) { runConformance(t, v1.IPv6Protocol) }
+
+// TestConformanceSequential: the whole table through one proxier, one
+// event at a time (conformance.RunSequential).
+func TestConformanceSequential(t *testing.T) {
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(fam), func(t *testing.T) {
+			topo := proxytest.DefaultTopology(fam)
+			scenarios := proxytest.Scenarios(topo)
+			conformance.RunSequential(t, topo, scenarios, conformance.Harness{New: conformanceHarness, Quirks: conformanceQuirks(topo, scenarios)}, 5)
+		})
+	}
+}

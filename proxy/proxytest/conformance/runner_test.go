@@ -158,3 +158,101 @@ func TestRunWholeTable(t *testing.T) {
 		}
 	}
 }
+
+// countingProvider programs, on each Sync, how many Services it has seen
+// (on every second Sync only, when lazy); countTracer rejects while that
+// is not zero and says "not proxied" otherwise.
+type countingProvider struct {
+	fakeProvider
+	services, programmed int
+	lazy                 bool
+}
+
+func (p *countingProvider) OnServiceAdd(*v1.Service)    { p.services++ }
+func (p *countingProvider) OnServiceDelete(*v1.Service) { p.services-- }
+func (p *countingProvider) Sync(ctx context.Context) error {
+	if err := p.fakeProvider.Sync(ctx); err != nil {
+		return err
+	}
+	if !p.lazy || p.syncs%2 == 0 {
+		p.programmed = p.services
+	}
+	return nil
+}
+
+type countTracer struct{ p *countingProvider }
+
+func (c countTracer) Trace(proxytest.Packet) (proxytest.Result, error) {
+	if c.p.programmed > 0 {
+		return proxytest.Result{Verdict: proxytest.Rejected}, nil
+	}
+	return proxytest.Result{Verdict: proxytest.NotProxied}, nil
+}
+
+// onOffTable: a Service that is rejected while it exists, in two
+// scenarios (so the second starts from the first's state cleared).
+func onOffTable(topo proxytest.Topology) []proxytest.Scenario {
+	var table []proxytest.Scenario
+	for _, name := range []string{"first", "second"} {
+		svc := proxytest.MakeService(topo, name, topo.ServiceIP(1), []proxytest.ServicePortSpec{{Name: "http", Port: 80, TargetPort: 8080}}, nil)
+		ck := func(want proxytest.Verdict) []proxytest.Check {
+			return []proxytest.Check{{Name: "c", Packet: proxytest.FromPodTo(topo, topo.ServiceIP(1), 80), Want: proxytest.Result{Verdict: want}}}
+		}
+		table = append(table, proxytest.Scenario{Name: name, Steps: []proxytest.Step{
+			{Name: "on", Objects: proxytest.Objects{Services: []*v1.Service{svc}}, Checks: ck(proxytest.Rejected)},
+			{Name: "off", Objects: proxytest.Objects{}, Checks: ck(proxytest.NotProxied)},
+		}})
+	}
+	return table
+}
+
+func TestRunSequentialOneEngineForTheTable(t *testing.T) {
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	news := 0
+	var p *countingProvider
+	conformance.RunSequential(t, topo, onOffTable(topo), conformance.Harness{
+		New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
+			news++
+			p = &countingProvider{fakeProvider: fakeProvider{Recorder: &proxytest.Recorder{}}}
+			return p, countTracer{p}
+		},
+	}, 3)
+	if news != 3 {
+		t.Errorf("Harness.New called %d times, want 3 (one engine per seed)", news)
+	}
+	if p.syncs < 4 {
+		t.Errorf("the last seed's engine synced %d times, want at least 4 (one per step)", p.syncs)
+	}
+}
+
+// TestRunSequentialReports: an engine that skips every other Sync fails,
+// with the seed, the step and the events since it began.
+func TestRunSequentialReports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child test process")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSequential$", "-test.v")
+	cmd.Env = append(os.Environ(), "CONFORMANCE_HELPER=lazy")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("child passed, want a failure; output:\n%s", out)
+	}
+	for _, w := range []string{`seed 1 scenario "second" step "on" check "c"`, "want:   rejected", "got not-proxied", "events since the step began: set Service conformance/second, sync"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+func TestHelperSequential(t *testing.T) {
+	if os.Getenv("CONFORMANCE_HELPER") != "lazy" {
+		t.Skip("helper for TestRunSequentialReports")
+	}
+	topo := proxytest.DefaultTopology(v1.IPv4Protocol)
+	conformance.RunSequential(t, topo, onOffTable(topo), conformance.Harness{
+		New: func(t *testing.T, topo proxytest.Topology, opts proxytest.Options) (proxy.Provider, proxytest.Tracer) {
+			p := &countingProvider{fakeProvider: fakeProvider{Recorder: &proxytest.Recorder{}}, lazy: true}
+			return p, countTracer{p}
+		},
+	}, 1)
+}
