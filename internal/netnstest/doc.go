@@ -36,7 +36,10 @@
 // (with the backends seen, Masquerade, Sticky), NotProxied (the dialled
 // address answered itself), Rejected (refused or ICMP unreachable, also
 // when the ICMP error raced the connect call), Dropped (timeout or local
-// drop). Disagreeing attempts are an error, never averaged.
+// drop). Disagreeing attempts are an error, never averaged. A timed-out
+// attempt in a trace that otherwise answers is tried once more with
+// DefaultSlowTimeout, stretched by $SVCPROXY_E2E_SLOWDOWN (an integer
+// factor) in emulated guests.
 //
 // # Entry point
 //

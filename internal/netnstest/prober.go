@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -70,7 +71,8 @@ type Prober struct {
 	// Timeout bounds each attempt; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// SlowTimeout bounds the second try of a timed-out attempt; 0 means
-	// DefaultSlowTimeout.
+	// DefaultSlowTimeout, stretched by $SVCPROXY_E2E_SLOWDOWN (an integer
+	// factor above 1; hack/matrix.sh sets it in its emulated guests).
 	SlowTimeout time.Duration
 }
 
@@ -183,12 +185,23 @@ func (p *Prober) timeouts() (timeout, slow time.Duration) {
 		timeout = DefaultTimeout
 	}
 	if slow <= 0 {
-		slow = DefaultSlowTimeout
+		slow = slowdown(DefaultSlowTimeout)
 	}
 	if slow < timeout {
 		slow = timeout
 	}
 	return timeout, slow
+}
+
+// slowdown stretches d by $SVCPROXY_E2E_SLOWDOWN when that is an integer
+// above 1, as examples/minimal-proxy's e2e stretches its waits: a guest
+// emulated by qemu (TCG) on a busy host can take longer than
+// DefaultSlowTimeout to carry one connection through a userspace proxy.
+func slowdown(d time.Duration) time.Duration {
+	if f, err := strconv.Atoi(os.Getenv("SVCPROXY_E2E_SLOWDOWN")); err == nil && f > 1 {
+		return d * time.Duration(f)
+	}
+	return d
 }
 
 func answeredAny(atts []attempt) bool {
