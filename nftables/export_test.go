@@ -4,6 +4,9 @@ package nftables
 
 import (
 	"context"
+	"fmt"
+
+	"golang.org/x/sys/unix"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -41,6 +44,44 @@ func TypedEncodingMismatches(p *Proxier) (mismatches []string, n int) {
 				case errTyped == nil && !sameMessages(typed, old):
 					mismatches = append(mismatches, c.name+": "+r.String()+": messages differ")
 				}
+			}
+		}
+	}
+	return mismatches, n
+}
+
+// TypedElementMismatches encodes every element of the plans p recorded
+// (and of its fixed part) twice, added and deleted: typed, and as the
+// encoder did before elements were typed (their nft text parsed back);
+// it lists the elements whose messages differ, or which only one of the
+// two encodes. n counts the elements compared.
+func TypedElementMismatches(p *Proxier) (mismatches []string, n int) {
+	fam := p.p.family()
+	var elems []elemSpec
+	for _, sp := range p.p.plans {
+		elems = append(elems, sp.elems...)
+	}
+	if p.p.static != nil {
+		elems = append(elems, p.p.static.elems...)
+	}
+	for _, el := range elems {
+		te := textElem{container: el.container.name(), key: el.key.text(el.container.layout()),
+			value: el.value.String(), comment: el.comment, set: el.container.isSet()}
+		for _, add := range []bool{true, false} {
+			typ := uint16(unix.NFT_MSG_DELSETELEM)
+			if add {
+				typ = unix.NFT_MSG_NEWSETELEM
+			}
+			typed, old := newNLEncoder(fam), newNLEncoder(fam)
+			errTyped := typed.elements(typ, []elemSpec{el}, add)
+			errOld := old.textElements(typ, []textElem{te}, add)
+			n++
+			what := fmt.Sprintf("%s: %s : %s (add %v)", te.container, te.key, te.value, add)
+			switch {
+			case (errTyped == nil) != (errOld == nil):
+				mismatches = append(mismatches, what+": typed "+errString(errTyped)+", text "+errString(errOld))
+			case errTyped == nil && !sameMessages(typed, old):
+				mismatches = append(mismatches, what+": messages differ")
 			}
 		}
 	}

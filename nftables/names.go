@@ -70,15 +70,6 @@ const (
 	nameBaseMax = knftables.NameLengthMax - 16
 )
 
-// containers are the sets and maps whose elements the engine owns, in the
-// order full syncs list them.
-var containers = []string{setClusterIPs, setNodePortIPs, setHairpin, mapServiceIPs, mapServiceNodePorts,
-	mapNoEndpointServices, mapNoEndpointNodePorts, mapFirewallIPs}
-
-func containerIsSet(name string) bool {
-	return name == setClusterIPs || name == setNodePortIPs || name == setHairpin
-}
-
 // commentMax is the longest comment upstream v1.37 writes (knftables'
 // CommentLengthMax): longer ones are cut, as upstream cuts them.
 const commentMax = knftables.CommentLengthMax
@@ -90,11 +81,6 @@ func truncateComment(s string) string {
 	}
 	return s
 }
-
-// elemContainers are containers plus the optional ones whose elements the
-// engine also owns (the localhost node-port reject map exists only with
-// Config.LocalhostNodePorts; the table is declared without it).
-var elemContainers = append(append([]string(nil), containers...), mapLocalhostNodePortReject)
 
 // hashAndTruncate prefixes name with 8 characters of its own hash (so
 // truncated or near-identical names stay unique and distinguishable).

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/netip"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -136,6 +135,9 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 	e.msgs = make([]netlink.Message, 0, cs.renderedOps())
 	for _, n := range cs.deletes {
 		e.chainMsg(unix.NFT_MSG_DELCHAIN, 0, n)
+	}
+	if len(cs.foreignDels) > 0 {
+		return nil, errNotEncodable
 	}
 	if err := e.elements(unix.NFT_MSG_DELSETELEM, cs.elemDels, false); err != nil {
 		return nil, err
@@ -378,11 +380,11 @@ func (e *nlEncoder) elements(msgType uint16, elems []elemSpec, add bool) error {
 	for i := 0; i < len(elems); {
 		j := i
 		for ; j < len(elems) && elems[j].container == elems[i].container; j++ {
-			if err := e.checkElement(elems[j], add); err != nil {
+			if err := e.checkElement(&elems[j], add); err != nil {
 				return err
 			}
 		}
-		name := elems[i].container
+		name := elems[i].container.name()
 		flags := netlink.HeaderFlags(0)
 		if add {
 			flags = netlink.Create
@@ -391,15 +393,13 @@ func (e *nlEncoder) elements(msgType uint16, elems []elemSpec, add bool) error {
 		e.add(msgType, flags, func(ae *attrWriter) {
 			ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
 			ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
-			ae.Nested(unix.NFTA_SET_ELEM_LIST_ELEMENTS, func(ae *attrWriter) error {
-				for _, el := range run {
-					ae.Nested(unix.NFTA_LIST_ELEM, func(ae *attrWriter) error {
-						e.element(ae, el, add)
-						return nil
-					})
-				}
-				return nil
-			})
+			list := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+			for k := range run {
+				el := ae.begin(unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM)
+				e.element(ae, &run[k], add)
+				ae.end(el)
+			}
+			ae.end(list)
 		})
 		i = j
 	}
@@ -407,16 +407,24 @@ func (e *nlEncoder) elements(msgType uint16, elems []elemSpec, add bool) error {
 }
 
 // checkElement reports an element element cannot encode, before any of
-// its run is written.
-func (e *nlEncoder) checkElement(el elemSpec, add bool) error {
-	if _, err := e.elementKey(el.key); err != nil {
-		return err
+// its run is written: an address of the other family or with a zone, a
+// value of a form the engine never writes, a comment too long.
+func (e *nlEncoder) checkElement(el *elemSpec, add bool) error {
+	switch el.container.layout() {
+	case layoutAddr, layoutAddrProtoPort:
+		if !e.keyAddr(el.key.addr) {
+			return errNotEncodable
+		}
+	case layoutHairpin:
+		if !e.keyAddr(el.key.addr) || !e.keyAddr(el.key.addr2) {
+			return errNotEncodable
+		}
 	}
 	if !add {
 		return nil
 	}
-	if !containerIsSet(el.container) {
-		if _, _, ok := parseVerdict(el.value); !ok {
+	if !el.container.isSet() {
+		if _, ok := el.value.code(); !ok {
 			return errNotEncodable
 		}
 	}
@@ -426,19 +434,31 @@ func (e *nlEncoder) checkElement(el elemSpec, add bool) error {
 	return nil
 }
 
+// keyAddr: a is an address of the encoder's family, without a zone.
+func (e *nlEncoder) keyAddr(a netip.Addr) bool {
+	return a.IsValid() && a.Is4() == (e.ipLen() == 4) && a.Zone() == ""
+}
+
 // element writes one element checkElement accepted.
-func (e *nlEncoder) element(ae *attrWriter, el elemSpec, add bool) {
-	key, _ := e.elementKey(el.key)
-	ae.Nested(unix.NFTA_SET_ELEM_KEY, func(ae *attrWriter) error {
-		ae.Bytes(unix.NFTA_DATA_VALUE, key)
-		return nil
-	})
+func (e *nlEncoder) element(ae *attrWriter, el *elemSpec, add bool) {
+	k := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY)
+	v := ae.begin(unix.NFTA_DATA_VALUE)
+	ae.b = e.appendKey(ae.b, el.container.layout(), &el.key)
+	ae.end(v)
+	ae.end(k)
 	if !add {
 		return
 	}
-	if !containerIsSet(el.container) {
-		v, _ := verdictData(el.value)
-		ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_DATA, v)
+	if !el.container.isSet() {
+		code, _ := el.value.code()
+		d := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA)
+		vd := ae.begin(unix.NLA_F_NESTED | unix.NFTA_DATA_VERDICT)
+		ae.Uint32(unix.NFTA_VERDICT_CODE, uint32(code))
+		if el.value.kind == verdictGoto || el.value.kind == verdictJump {
+			ae.String(unix.NFTA_VERDICT_CHAIN, el.value.chain)
+		}
+		ae.end(vd)
+		ae.end(d)
 	}
 	if el.comment != "" {
 		s := ae.begin(unix.NFTA_SET_ELEM_USERDATA)
@@ -447,30 +467,27 @@ func (e *nlEncoder) element(ae *attrWriter, el elemSpec, add bool) {
 	}
 }
 
-// elementKey encodes a (concatenated) key of the engine's containers:
+// appendKey appends a (concatenated) key of the engine's containers:
 // addresses, protocols (one byte) and ports (two, big endian), each field
 // padded to four bytes.
-func (e *nlEncoder) elementKey(text string) ([]byte, error) {
-	var key []byte
-	for _, f := range strings.Split(text, " . ") {
-		if a, err := netip.ParseAddr(f); err == nil {
-			if a.Is4() != (e.ipLen() == 4) || a.Zone() != "" {
-				return nil, errNotEncodable
-			}
-			key = append(key, a.AsSlice()...)
-			continue
+func (e *nlEncoder) appendKey(b []byte, l keyLayout, k *elemKey) []byte {
+	addr := func(b []byte, a netip.Addr) []byte {
+		if e.ipLen() == 4 {
+			a4 := a.As4()
+			return append(b, a4[:]...)
 		}
-		if p, ok := protoNumber(f); ok {
-			key = append(key, p, 0, 0, 0)
-			continue
-		}
-		port, err := strconv.ParseUint(f, 10, 16)
-		if err != nil {
-			return nil, errNotEncodable
-		}
-		key = append(key, byte(port>>8), byte(port), 0, 0)
+		a16 := a.As16()
+		return append(b, a16[:]...)
 	}
-	return key, nil
+	switch l {
+	case layoutAddr:
+		return addr(b, k.addr)
+	case layoutHairpin:
+		b = addr(addr(b, k.addr), k.addr2)
+	case layoutAddrProtoPort:
+		b = addr(b, k.addr)
+	}
+	return append(b, k.proto, 0, 0, 0, byte(k.port>>8), byte(k.port), 0, 0)
 }
 
 func protoNumber(s string) (byte, bool) {
@@ -485,44 +502,10 @@ func protoNumber(s string) (byte, bool) {
 	return 0, false
 }
 
-// verdictData is NFTA_SET_ELEM_DATA's content for "goto C", "jump C",
-// "drop", "accept" or "return".
-func verdictData(text string) ([]byte, error) {
-	code, chain, ok := parseVerdict(text)
-	if !ok {
-		return nil, errNotEncodable
-	}
-	inner := nlattr(unix.NFTA_VERDICT_CODE, binary.BigEndian.AppendUint32(nil, uint32(code)))
-	if chain != "" {
-		inner = append(inner, nlattr(unix.NFTA_VERDICT_CHAIN, append([]byte(chain), 0))...)
-	}
-	return nlattr(unix.NLA_F_NESTED|unix.NFTA_DATA_VERDICT, inner), nil
-}
-
-// parseVerdict reads an element's verdict: its code and, for goto and
-// jump, its chain.
-func parseVerdict(text string) (code int32, chain string, ok bool) {
-	switch verb, arg, two := strings.Cut(text, " "); {
-	case two && verb == "goto" && arg != "" && !strings.Contains(arg, " "):
-		return unix.NFT_GOTO, arg, true
-	case two && verb == "jump" && arg != "" && !strings.Contains(arg, " "):
-		return unix.NFT_JUMP, arg, true
-	case two:
-		return 0, "", false
-	case verb == "drop":
-		return verdictDrop, "", true
-	case verb == "accept":
-		return verdictAccept, "", true
-	case verb == "return":
-		return unix.NFT_RETURN, "", true
-	}
-	return 0, "", false
-}
-
 // Netfilter's verdicts NF_DROP and NF_ACCEPT.
 const (
-	verdictDrop   = 0
-	verdictAccept = 1
+	nfDrop   = 0
+	nfAccept = 1
 )
 
 // Registers as nft allocates them: the verdict register and the first
@@ -796,7 +779,7 @@ func (e *nlEncoder) ruleExprs(w *attrWriter, r *ruleSpec, setID uint32) {
 	case stmtGoto:
 		exprVerdict(w, unix.NFT_GOTO, r.chain)
 	case stmtDrop:
-		exprVerdict(w, verdictDrop, "")
+		exprVerdict(w, nfDrop, "")
 	case stmtDNAT:
 		// "meta l4proto P" (nft's dependency of the port), then the
 		// address and port in registers 1 and 2.

@@ -375,3 +375,136 @@ func (e *nlEncoder) parsePrefix(val string) (netip.Prefix, error) {
 	}
 	return e.checkPrefix(pfx)
 }
+
+// The encoder's elements as it wrote them before they were typed: key
+// and value nft text, parsed back field by field. Kept as the reference
+// the typed encoding is compared with (TypedEncodingMismatches).
+
+// textElem is an element as the planner wrote it then.
+type textElem struct {
+	container, key, value, comment string
+	set                            bool
+}
+
+func (e *nlEncoder) textElements(msgType uint16, elems []textElem, add bool) error {
+	for i := 0; i < len(elems); {
+		j := i
+		for ; j < len(elems) && elems[j].container == elems[i].container; j++ {
+			if err := e.textCheckElement(elems[j], add); err != nil {
+				return err
+			}
+		}
+		name := elems[i].container
+		flags := netlink.HeaderFlags(0)
+		if add {
+			flags = netlink.Create
+		}
+		run := elems[i:j]
+		e.add(msgType, flags, func(ae *attrWriter) {
+			ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
+			ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
+			ae.Nested(unix.NFTA_SET_ELEM_LIST_ELEMENTS, func(ae *attrWriter) error {
+				for _, el := range run {
+					ae.Nested(unix.NFTA_LIST_ELEM, func(ae *attrWriter) error {
+						e.textElement(ae, el, add)
+						return nil
+					})
+				}
+				return nil
+			})
+		})
+		i = j
+	}
+	return nil
+}
+
+func (e *nlEncoder) textCheckElement(el textElem, add bool) error {
+	if _, err := e.textElementKey(el.key); err != nil {
+		return err
+	}
+	if !add {
+		return nil
+	}
+	if !el.set {
+		if _, _, ok := textParseVerdict(el.value); !ok {
+			return errNotEncodable
+		}
+	}
+	if len(el.comment) > maxComment {
+		return errNotEncodable
+	}
+	return nil
+}
+
+func (e *nlEncoder) textElement(ae *attrWriter, el textElem, add bool) {
+	key, _ := e.textElementKey(el.key)
+	ae.Nested(unix.NFTA_SET_ELEM_KEY, func(ae *attrWriter) error {
+		ae.Bytes(unix.NFTA_DATA_VALUE, key)
+		return nil
+	})
+	if !add {
+		return
+	}
+	if !el.set {
+		v, _ := textVerdictData(el.value)
+		ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_DATA, v)
+	}
+	if el.comment != "" {
+		s := ae.begin(unix.NFTA_SET_ELEM_USERDATA)
+		ae.b = appendUserdataComment(ae.b, el.comment)
+		ae.end(s)
+	}
+}
+
+func (e *nlEncoder) textElementKey(text string) ([]byte, error) {
+	var key []byte
+	for _, f := range strings.Split(text, " . ") {
+		if a, err := netip.ParseAddr(f); err == nil {
+			if a.Is4() != (e.ipLen() == 4) || a.Zone() != "" {
+				return nil, errNotEncodable
+			}
+			key = append(key, a.AsSlice()...)
+			continue
+		}
+		if p, ok := protoNumber(f); ok {
+			key = append(key, p, 0, 0, 0)
+			continue
+		}
+		port, err := strconv.ParseUint(f, 10, 16)
+		if err != nil {
+			return nil, errNotEncodable
+		}
+		key = append(key, byte(port>>8), byte(port), 0, 0)
+	}
+	return key, nil
+}
+
+func textVerdictData(text string) ([]byte, error) {
+	code, chain, ok := textParseVerdict(text)
+	if !ok {
+		return nil, errNotEncodable
+	}
+	inner := nlattr(unix.NFTA_VERDICT_CODE, binary.BigEndian.AppendUint32(nil, uint32(code)))
+	if chain != "" {
+		inner = append(inner, nlattr(unix.NFTA_VERDICT_CHAIN, append([]byte(chain), 0))...)
+	}
+	return nlattr(unix.NLA_F_NESTED|unix.NFTA_DATA_VERDICT, inner), nil
+}
+
+func textParseVerdict(text string) (code int32, chain string, ok bool) {
+	switch verb, arg, two := strings.Cut(text, " "); {
+	case two && verb == "goto" && arg != "" && !strings.Contains(arg, " "):
+		return unix.NFT_GOTO, arg, true
+	case two && verb == "jump" && arg != "" && !strings.Contains(arg, " "):
+		return unix.NFT_JUMP, arg, true
+	case two:
+		return 0, "", false
+	case verb == "drop":
+		return nfDrop, "", true
+	case verb == "accept":
+		return nfAccept, "", true
+	case verb == "return":
+		return unix.NFT_RETURN, "", true
+	}
+	return 0, "", false
+}

@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -41,7 +40,9 @@ type ChainCommentLister interface {
 	ListChainNames(ctx context.Context) ([]string, error)
 	// ListContainer returns the elements of the named set or map: keys
 	// and values as nft writes them ("10.96.0.1 . tcp . 80",
-	// "goto service-…").
+	// "goto service-…"). (The engine reads NewNetlinkRuleLister's
+	// elements typed, without this text; another lister's text is
+	// parsed once.)
 	ListContainer(ctx context.Context, name string) (map[string]string, error)
 }
 
@@ -372,70 +373,84 @@ func parseRuleMessage(b []byte) (chain string, comment *string, err error) {
 var _ ChainCommentLister = (*netlinkRuleLister)(nil)
 
 func (l *netlinkRuleLister) ListContainer(_ context.Context, name string) (map[string]string, error) {
+	lay := layoutOf(name)
+	out := map[string]string{}
+	err := l.eachElem(name, func(k elemKey, v verdict) {
+		out[k.text(lay)] = v.String()
+	})
+	return out, err
+}
+
+// listElems is ListContainer typed (typedElemLister): the full sync's
+// listing, with no text between the kernel's bytes and the state.
+func (l *netlinkRuleLister) listElems(_ context.Context, c container) (elemSet, error) {
+	out := elemSet{}
+	err := l.eachElem(c.name(), func(k elemKey, v verdict) { out[k] = v })
+	return out, err
+}
+
+// eachElem calls fn with each element of the named set or map.
+func (l *netlinkRuleLister) eachElem(name string, fn func(elemKey, verdict)) error {
 	c, err := gnft.New()
 	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
+		return fmt.Errorf("netlink: %w", err)
 	}
 	t := &gnft.Table{Name: l.table, Family: gnft.TableFamily(l.family)}
 	s, err := c.GetSetByName(t, name)
 	if err != nil {
-		return nil, fmt.Errorf("netlink: set %s: %w", name, err)
+		return fmt.Errorf("netlink: set %s: %w", name, err)
 	}
 	elems, err := c.GetSetElements(s)
 	if err != nil {
-		return nil, fmt.Errorf("netlink: elements of %s: %w", name, err)
+		return fmt.Errorf("netlink: elements of %s: %w", name, err)
 	}
 	ipLen := 4
 	if l.family == unix.NFPROTO_IPV6 {
 		ipLen = 16
 	}
-	var fields []string // "ip", "proto", "port"
-	switch name {
-	case setClusterIPs, setNodePortIPs:
-		fields = []string{"ip"}
-	case mapServiceNodePorts, mapNoEndpointNodePorts, mapLocalhostNodePortReject:
-		fields = []string{"proto", "port"}
-	case setHairpin:
-		fields = []string{"ip", "ip", "proto", "port"}
-	default:
-		fields = []string{"ip", "proto", "port"}
-	}
-	out := make(map[string]string, len(elems))
+	lay := layoutOf(name)
 	for _, e := range elems {
-		key, err := formatKey(e.Key, fields, ipLen)
+		key, err := decodeKey(e.Key, lay, ipLen)
 		if err != nil {
-			return nil, fmt.Errorf("netlink: element of %s: %w", name, err)
+			return fmt.Errorf("netlink: element of %s: %w", name, err)
 		}
-		out[key] = formatVerdict(e.VerdictData, e.Val)
+		fn(key, decodeVerdict(e.VerdictData, e.Val))
 	}
-	return out, nil
+	return nil
 }
 
-// formatKey renders a concatenated key as nft does; every field takes a
+// decodeKey reads a concatenated key of layout l; every field takes a
 // multiple of 4 bytes.
-func formatKey(b []byte, fields []string, ipLen int) (string, error) {
-	var parts []string
-	for _, f := range fields {
-		switch f {
-		case "ip":
-			if len(b) < ipLen {
-				return "", errors.New("short key")
-			}
-			a, _ := netip.AddrFromSlice(b[:ipLen])
-			parts, b = append(parts, a.String()), b[ipLen:]
-		case "proto":
-			if len(b) < 4 {
-				return "", errors.New("short key")
-			}
-			parts, b = append(parts, protoName(b[0])), b[4:]
-		case "port":
-			if len(b) < 4 {
-				return "", errors.New("short key")
-			}
-			parts, b = append(parts, strconv.Itoa(int(binary.BigEndian.Uint16(b[:2])))), b[4:]
+func decodeKey(b []byte, l keyLayout, ipLen int) (elemKey, error) {
+	var k elemKey
+	addr := func(a *netip.Addr) bool {
+		if len(b) < ipLen {
+			return false
+		}
+		*a, _ = netip.AddrFromSlice(b[:ipLen])
+		b = b[ipLen:]
+		return true
+	}
+	switch l {
+	case layoutAddr:
+		if !addr(&k.addr) {
+			return k, errShortKey
+		}
+		return k, nil
+	case layoutHairpin:
+		if !addr(&k.addr) || !addr(&k.addr2) {
+			return k, errShortKey
+		}
+	case layoutAddrProtoPort:
+		if !addr(&k.addr) {
+			return k, errShortKey
 		}
 	}
-	return strings.Join(parts, " . "), nil
+	if len(b) < 8 {
+		return k, errShortKey
+	}
+	k.proto, k.port = b[0], binary.BigEndian.Uint16(b[4:6])
+	return k, nil
 }
 
 func protoName(p byte) string {
@@ -450,13 +465,14 @@ func protoName(p byte) string {
 	return strconv.Itoa(int(p))
 }
 
-// formatVerdict renders a verdict-map value: from VerdictData when the
-// library decoded it, else from the raw NFTA_DATA_VERDICT attributes.
-func formatVerdict(v *expr.Verdict, raw []byte) string {
+// decodeVerdict reads a verdict-map value: from VerdictData when the
+// library decoded it, else from the raw NFTA_DATA_VERDICT attributes (the
+// zero verdict when there is none: a set's element).
+func decodeVerdict(v *expr.Verdict, raw []byte) verdict {
 	if v == nil && len(raw) > 0 {
 		ad, err := netlink.NewAttributeDecoder(raw)
 		if err != nil {
-			return ""
+			return verdict{}
 		}
 		ad.ByteOrder = binary.BigEndian
 		v = &expr.Verdict{}
@@ -469,25 +485,13 @@ func formatVerdict(v *expr.Verdict, raw []byte) string {
 			}
 		}
 		if ad.Err() != nil {
-			return ""
+			return verdict{}
 		}
 	}
 	if v == nil {
-		return ""
+		return verdict{}
 	}
-	switch v.Kind {
-	case expr.VerdictGoto:
-		return "goto " + v.Chain
-	case expr.VerdictJump:
-		return "jump " + v.Chain
-	case expr.VerdictDrop:
-		return "drop"
-	case expr.VerdictAccept:
-		return "accept"
-	case expr.VerdictReturn:
-		return "return"
-	}
-	return fmt.Sprintf("verdict %d", v.Kind)
+	return verdictFromCode(int32(v.Kind), v.Chain)
 }
 
 // ListChainNames returns the names of the table's chains from one kernel

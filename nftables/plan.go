@@ -42,11 +42,11 @@ type setSpec struct {
 }
 
 // elemSpec is one element of one of the engine's sets and maps
-// (containers): key and value are nft text, " . "-joined.
+// (containers), typed (elem.go).
 type elemSpec struct {
-	container string
-	key       string
-	value     string // "" for set elements
+	container container
+	key       elemKey
+	value     verdict // the zero verdict for set elements
 	comment   string
 }
 
@@ -65,13 +65,13 @@ func (sp *servicePlan) addChain(c chainSpec) {
 	sp.chains = append(sp.chains, c)
 }
 
-func (sp *servicePlan) addElem(container string, key, value string, comment string) {
-	sp.elems = append(sp.elems, elemSpec{container: container, key: key, value: value, comment: comment})
+func (sp *servicePlan) addElem(c container, key elemKey, value verdict, comment string) {
+	sp.elems = append(sp.elems, elemSpec{container: c, key: key, value: value, comment: comment})
 }
 
 // hasElem reports whether sp already holds the element (a hairpin entry
 // two ports of the service share).
-func (sp *servicePlan) hasElem(container, key string) bool {
+func (sp *servicePlan) hasElem(container container, key elemKey) bool {
 	for i := range sp.elems {
 		if sp.elems[i].container == container && sp.elems[i].key == key {
 			return true
@@ -173,8 +173,11 @@ type portPlan struct {
 	spn   proxy.ServicePortName
 	svc   proxy.ServicePort
 	proto string
-	port  string
-	names portNames
+	// protoNum and portNum are proto and the service port as element
+	// keys hold them.
+	protoNum uint8
+	portNum  uint16
+	names    portNames
 
 	clusterEndpoints, localEndpoints, reachable []proxy.Endpoint
 	hasEndpoints                                bool
@@ -182,8 +185,8 @@ type portPlan struct {
 	clusterChain, localChain string // "" when not used
 	internalChain            string // where cluster-IP traffic goes ("" none)
 	hasInternal, hasExternal bool
-	internalVerdict          string // no-endpoint verdict for the cluster IP
-	externalVerdict          string // ... for external addresses
+	internalVerdict          verdict // no-endpoint verdict for the cluster IP
+	externalVerdict          verdict // ... for external addresses
 	usesExternalChain        bool
 }
 
@@ -206,12 +209,13 @@ func namesFor(spn proxy.ServicePortName, svc proxy.ServicePort) portNames {
 
 func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, svc proxy.ServicePort, eps []proxy.Endpoint) {
 	pp := &portPlan{
-		spn:   spn,
-		svc:   svc,
-		proto: proxy.LowerProtocol(svc.Protocol()),
-		port:  strconv.Itoa(svc.Port()),
-		names: namesFor(spn, svc),
+		spn:     spn,
+		svc:     svc,
+		proto:   proxy.LowerProtocol(svc.Protocol()),
+		portNum: uint16(svc.Port()),
+		names:   namesFor(spn, svc),
 	}
+	pp.protoNum = protoNum(pp.proto)
 	pp.clusterEndpoints, pp.localEndpoints, pp.reachable, pp.hasEndpoints =
 		proxy.CategorizeEndpoints(eps, svc, p.nodeName, p.nodeLabels)
 
@@ -232,14 +236,14 @@ func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, sv
 	pp.usesExternalChain = pp.hasEndpoints && svc.ExternallyAccessible()
 	switch {
 	case !pp.hasEndpoints:
-		pp.internalVerdict = "goto " + chainReject
-		pp.externalVerdict = "goto " + chainReject
+		pp.internalVerdict = gotoVerdict(chainReject)
+		pp.externalVerdict = gotoVerdict(chainReject)
 	default:
 		if !pp.hasInternal {
-			pp.internalVerdict = "drop"
+			pp.internalVerdict = verdict{kind: verdictDrop}
 		}
 		if !pp.hasExternal {
-			pp.externalVerdict = "drop"
+			pp.externalVerdict = verdict{kind: verdictDrop}
 		}
 	}
 
@@ -259,7 +263,10 @@ func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, sv
 // (cut to 128 bytes, as upstream v1.37 cuts it).
 func svcComment(spn proxy.ServicePortName) string { return truncateComment(spn.String()) }
 
-func join3(a, b, c string) string { return a + " . " + b + " . " + c }
+// key is addr's element key for the port (address . protocol . port).
+func (pp *portPlan) key(addr netip.Addr) elemKey {
+	return addrProtoPortKey(addr, pp.protoNum, pp.portNum)
+}
 
 // planAll plans every service of the update, keyed by service.
 func (p *planner) planAll(ports map[types.NamespacedName][]proxy.ServicePortName, services map[proxy.ServicePortName]proxy.ServicePort,

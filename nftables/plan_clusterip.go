@@ -11,11 +11,11 @@ func (p *planner) planClusterIP(sp *servicePlan, pp *portPlan) {
 	if !ip.IsValid() {
 		return
 	}
-	sp.addElem(setClusterIPs, ip.String(), "", "")
-	key := join3(ip.String(), pp.proto, pp.port)
+	sp.addElem(ctrClusterIPs, addrKey(ip), verdict{}, "")
+	key := pp.key(ip)
 	if pp.hasInternal {
-		sp.addElem(mapServiceIPs, key, "goto "+pp.internalChain, "")
+		sp.addElem(ctrServiceIPs, key, gotoVerdict(pp.internalChain), "")
 	} else {
-		sp.addElem(mapNoEndpointServices, key, pp.internalVerdict, svcComment(pp.spn))
+		sp.addElem(ctrNoEndpointServices, key, pp.internalVerdict, svcComment(pp.spn))
 	}
 }

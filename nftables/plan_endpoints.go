@@ -4,7 +4,6 @@ package nftables
 
 import (
 	"net/netip"
-	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -107,10 +106,9 @@ func (p *planner) planEndpointChains(sp *servicePlan, pp *portPlan) {
 	sticky := pp.svc.SessionAffinityType() == v1.ServiceAffinityClientIP
 	for _, ep := range pp.reachable {
 		if ep.IsLocal() {
-			ip := ep.IP().String()
-			key := ip + " . " + ip + " . " + pp.proto + " . " + strconv.Itoa(ep.Port())
-			if !sp.hasElem(setHairpin, key) {
-				sp.addElem(setHairpin, key, "", "")
+			key := hairpinKey(ep.IP(), pp.protoNum, uint16(ep.Port()))
+			if !sp.hasElem(ctrHairpin, key) {
+				sp.addElem(ctrHairpin, key, verdict{}, "")
 			}
 		}
 		if !sticky {

@@ -8,12 +8,12 @@ package nftables
 // external chain's short-circuits for pods and the node did not catch them.
 func (p *planner) planExternalIPs(sp *servicePlan, pp *portPlan) {
 	for _, ip := range pp.svc.ExternalIPs() {
-		key := join3(ip.String(), pp.proto, pp.port)
+		key := pp.key(ip)
 		if pp.hasEndpoints {
-			sp.addElem(mapServiceIPs, key, "goto "+pp.names.external, "")
+			sp.addElem(ctrServiceIPs, key, gotoVerdict(pp.names.external), "")
 		}
 		if !pp.hasExternal {
-			sp.addElem(mapNoEndpointServices, key, pp.externalVerdict, svcComment(pp.spn))
+			sp.addElem(ctrNoEndpointServices, key, pp.externalVerdict, svcComment(pp.spn))
 		}
 	}
 }

@@ -13,15 +13,15 @@ func (p *planner) planLoadBalancer(sp *servicePlan, pp *portPlan) {
 	}
 	ranges := pp.svc.LoadBalancerSourceRanges()
 	for _, ip := range vips {
-		key := join3(ip.String(), pp.proto, pp.port)
+		key := pp.key(ip)
 		if pp.hasEndpoints {
-			sp.addElem(mapServiceIPs, key, "goto "+pp.names.external, "")
+			sp.addElem(ctrServiceIPs, key, gotoVerdict(pp.names.external), "")
 		}
 		if len(ranges) > 0 {
-			sp.addElem(mapFirewallIPs, key, "goto "+pp.names.firewall, "")
+			sp.addElem(ctrFirewallIPs, key, gotoVerdict(pp.names.firewall), "")
 		}
 		if !pp.hasExternal {
-			sp.addElem(mapNoEndpointServices, key, pp.externalVerdict, svcComment(pp.spn))
+			sp.addElem(ctrNoEndpointServices, key, pp.externalVerdict, svcComment(pp.spn))
 		}
 	}
 	if len(ranges) == 0 {

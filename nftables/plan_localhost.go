@@ -138,7 +138,7 @@ func (p *planner) planLocalhostNodePort(sp *servicePlan, pp *portPlan) {
 	if np == 0 || !p.localhost.rejectsProtocol(pp.svc.Protocol()) {
 		return
 	}
-	sp.addElem(mapLocalhostNodePortReject, pp.proto+" . "+strconv.Itoa(np), "goto "+LocalhostRejectChain(pp.svc.Protocol()), "")
+	sp.addElem(ctrLocalhostNodePortReject, protoPortKey(pp.protoNum, uint16(np)), gotoVerdict(LocalhostRejectChain(pp.svc.Protocol())), "")
 }
 
 // localhostObjects is the change to the localhost reject map and counters
@@ -244,7 +244,7 @@ func (o *localhostObjects) commit(st *tableState) {
 	}
 	if o.removeMap {
 		st.localhostMap = false
-		clear(st.elems[mapLocalhostNodePortReject])
+		clear(st.elems[ctrLocalhostNodePortReject])
 	}
 	for _, n := range o.removeChains {
 		delete(st.chains, n)

@@ -2,8 +2,6 @@
 
 package nftables
 
-import "strconv"
-
 // planNodePort: the node port dispatches (through service-nodeports, on
 // the node-port addresses) to the external chain; not subject to
 // loadBalancerSourceRanges, as upstream.
@@ -12,12 +10,12 @@ func (p *planner) planNodePort(sp *servicePlan, pp *portPlan) {
 	if np == 0 {
 		return
 	}
-	key := pp.proto + " . " + strconv.Itoa(np)
+	key := protoPortKey(pp.protoNum, uint16(np))
 	if pp.hasEndpoints {
-		sp.addElem(mapServiceNodePorts, key, "goto "+pp.names.external, "")
+		sp.addElem(ctrServiceNodePorts, key, gotoVerdict(pp.names.external), "")
 	}
 	if !pp.hasExternal {
-		sp.addElem(mapNoEndpointNodePorts, key, pp.externalVerdict, svcComment(pp.spn))
+		sp.addElem(ctrNoEndpointNodePorts, key, pp.externalVerdict, svcComment(pp.spn))
 	}
 }
 

@@ -128,7 +128,7 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 	}
 	if !matchAll {
 		for _, ip := range nodePortIPs {
-			st.elems = append(st.elems, elemSpec{container: setNodePortIPs, key: ip.String()})
+			st.elems = append(st.elems, elemSpec{container: ctrNodePortIPs, key: addrKey(ip)})
 		}
 	}
 	return st

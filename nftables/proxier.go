@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -288,7 +289,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		nPorts += len(ports)
 	}
 	p.state, p.plans = st, make(map[types.NamespacedName]*servicePlan, len(u.ServicePorts))
-	st.refs = map[string]int{} // counted again as the plans are recorded
+	st.refs = map[elemKey]int{} // counted again as the plans are recorded
 	st.reserve(nPorts)
 	pl := p.planner(u)
 	pl.slabRules = 1024
@@ -309,7 +310,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	// service's new chains are in place: an adopted table's services keep
 	// their old chains (and those chains' targets) until then.
 	first := newChangeSet()
-	first.claimed = make(map[containerKey]string, 2*nPorts+len(static.elems))
+	first.claimed = make(map[containerKey]verdict, 2*nPorts+len(static.elems))
 	if !st.declared {
 		first.declare = static
 	}
@@ -425,7 +426,6 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 	// wanted), keyed without building strings: at 10,000 services this
 	// runs on every full resync over some 110,000 chains and 40,000
 	// elements.
-	type elemKey struct{ container, key string }
 	chainsWanted := onlyWantedChains(st, want, static)
 	nElems := 0
 	for _, m := range st.elems {
@@ -436,7 +436,7 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 		chains = make(map[string]bool, len(st.chains))
 	}
 	sets := make(map[string]bool, len(st.sets))
-	elems := make(map[elemKey]bool, nElems)
+	elems := make(map[containerKey]bool, nElems)
 	for _, sp := range want {
 		if !chainsWanted {
 			for _, c := range sp.chains {
@@ -446,12 +446,12 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 		for _, s := range sp.sets {
 			sets[s.name] = true
 		}
-		for _, e := range sp.elems {
-			elems[elemKey{e.container, e.key}] = true
+		for i := range sp.elems {
+			elems[containerKey{sp.elems[i].key, sp.elems[i].container}] = true
 		}
 	}
-	for _, e := range static.elems {
-		elems[elemKey{e.container, e.key}] = true
+	for i := range static.elems {
+		elems[containerKey{static.elems[i].key, static.elems[i].container}] = true
 	}
 	var flush []string
 	for n, h := range st.chains {
@@ -481,18 +481,19 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 	}
 	sort.Strings(dels)
 	cs.setDels = append(cs.setDels, dels...)
-	for _, c := range elemContainers {
-		var keys []string
+	for c := range numContainers {
+		var keys []elemKey
 		for k := range st.elems[c] {
-			if !elems[elemKey{c, k}] {
+			if !elems[containerKey{k, c}] {
 				keys = append(keys, k)
 			}
 		}
-		sort.Strings(keys)
+		slices.SortFunc(keys, elemKey.compare)
 		for _, k := range keys {
 			cs.elemDels = append(cs.elemDels, elemSpec{container: c, key: k})
 		}
 	}
+	cs.foreignDels = append(cs.foreignDels, st.foreign...)
 }
 
 // onlyWantedChains reports whether every service chain the state holds is

@@ -3,8 +3,6 @@
 package nftables
 
 import (
-	"strings"
-
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 )
@@ -30,6 +28,13 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 	renderLocalhostDeclare(tx, cs.localhost)
 	for _, e := range cs.elemDels {
 		tx.Delete(element(e, false))
+	}
+	for _, e := range cs.foreignDels {
+		if e.container.isSet() {
+			tx.Delete(&knftables.Element{Set: e.container.name(), Key: e.key})
+		} else {
+			tx.Delete(&knftables.Element{Map: e.container.name(), Key: e.key})
+		}
 	}
 	for _, n := range cs.flushes {
 		tx.Flush(&knftables.Chain{Name: n})
@@ -98,14 +103,16 @@ func ruleComment(c *chainSpec, i int) string {
 	return comment
 }
 
+// element is e as nft text (the one place a planned element becomes
+// text: the dry run and the nft path).
 func element(e elemSpec, withValue bool) *knftables.Element {
-	el := &knftables.Element{Key: strings.Split(e.key, " . ")}
-	if containerIsSet(e.container) {
-		el.Set = e.container
+	el := &knftables.Element{Key: e.key.textFields(e.container.layout())}
+	if e.container.isSet() {
+		el.Set = e.container.name()
 	} else {
-		el.Map = e.container
+		el.Map = e.container.name()
 		if withValue {
-			el.Value = []string{e.value}
+			el.Value = []string{e.value.String()}
 		}
 	}
 	if withValue && e.comment != "" {

@@ -4,6 +4,7 @@ package nftables
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,13 +28,16 @@ type tableState struct {
 	// count differs was edited by hand below its first rule. Writes of
 	// ours drop the entry (the listing no longer describes the chain).
 	counts map[string]int
-	sets   map[string]time.Duration     // affinity set → timeout
-	elems  map[string]map[string]string // container → key → value
-	stale  map[string]time.Time         // flushed chains to delete once unreferenced
+	sets   map[string]time.Duration // affinity set → timeout
+	elems  [numContainers]elemSet   // per container: key → value
+	// foreign are listed elements of forms the engine never writes
+	// (elem.go), deleted by the full sync that listed them.
+	foreign []foreignElem
+	stale   map[string]time.Time // flushed chains to delete once unreferenced
 	// refs counts, per hairpin-connections key, the services whose
 	// recorded plans hold it: two services selecting the same pods share
 	// their hairpin entries, which stay until the last one drops them.
-	refs map[string]int
+	refs map[elemKey]int
 }
 
 func newTableState() *tableState {
@@ -41,12 +45,11 @@ func newTableState() *tableState {
 		chains: map[string]string{},
 		counts: map[string]int{},
 		sets:   map[string]time.Duration{},
-		elems:  map[string]map[string]string{},
 		stale:  map[string]time.Time{},
-		refs:   map[string]int{},
+		refs:   map[elemKey]int{},
 	}
-	for _, c := range elemContainers {
-		st.elems[c] = map[string]string{}
+	for c := range st.elems {
+		st.elems[c] = elemSet{}
 	}
 	return st
 }
@@ -59,9 +62,9 @@ func (st *tableState) reserve(nPorts int) {
 	if len(st.chains) == 0 {
 		st.chains = make(map[string]string, nPorts+nPorts/8+64)
 	}
-	for _, c := range [...]string{setClusterIPs, mapServiceIPs} {
-		if m, ok := st.elems[c]; ok && len(m) == 0 {
-			st.elems[c] = make(map[string]string, nPorts)
+	for _, c := range [...]container{ctrClusterIPs, ctrServiceIPs} {
+		if len(st.elems[c]) == 0 {
+			st.elems[c] = make(elemSet, nPorts)
 		}
 	}
 }
@@ -170,8 +173,8 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 		present[n] = true
 	}
 	st.declared = true
-	for _, c := range containers {
-		st.declared = st.declared && present[c]
+	for c := range numContainers {
+		st.declared = st.declared && (c.optional() || present[c.name()])
 	}
 	st.localhostMap = present[mapLocalhostNodePortReject]
 	for _, n := range all["chain"] {
@@ -184,32 +187,55 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 			st.chains[chain] = "?" // rules of unknown content
 		}
 	}
-	for _, c := range elemContainers {
-		if !present[c] {
+	for c := range numContainers {
+		if !present[c.name()] {
 			continue
 		}
-		typ := "map"
-		if containerIsSet(c) {
-			typ = "set"
-		}
-		if lister != nil {
-			m, err := lister.ListContainer(ctx, c)
+		var foreign []foreignElem
+		switch typed, _ := lister.(typedElemLister); {
+		case typed != nil:
+			// The engine's own netlink lister: typed from the kernel's
+			// bytes, no text between.
+			m, err := typed.listElems(ctx, c)
 			if err != nil {
 				return nil, err
 			}
 			st.elems[c] = m
-			continue
+		case lister != nil:
+			text, err := lister.ListContainer(ctx, c.name())
+			if err != nil {
+				return nil, err
+			}
+			keys := make([]string, 0, len(text))
+			for k := range text {
+				keys = append(keys, k)
+			}
+			st.elems[c], foreign = parseListedElems(c, len(keys), func(i int) ([]string, string) {
+				return strings.Split(keys[i], " . "), text[keys[i]]
+			})
+		default:
+			typ := "map"
+			if c.isSet() {
+				typ = "set"
+			}
+			elems, err := nft.ListElements(ctx, typ, c.name())
+			if err != nil && !isNotFound(err) {
+				return nil, err
+			}
+			st.elems[c], foreign = parseListedElems(c, len(elems), func(i int) ([]string, string) {
+				return elems[i].Key, strings.Join(elems[i].Value, " . ")
+			})
 		}
-		elems, err := nft.ListElements(ctx, typ, c)
-		if err != nil && !isNotFound(err) {
-			return nil, err
-		}
-		m := st.elems[c]
-		for _, e := range elems {
-			m[strings.Join(e.Key, " . ")] = strings.Join(e.Value, " . ")
-		}
+		st.foreign = append(st.foreign, foreign...)
 	}
 	return st, nil
+}
+
+// typedElemLister is what the engine's own netlink lister adds to
+// ChainCommentLister: a container's elements typed from the kernel's
+// bytes. Other listers' text is parsed (parseListedElems).
+type typedElemLister interface {
+	listElems(ctx context.Context, c container) (elemSet, error)
 }
 
 // chainWrite is a chain (re)written: declared, flushed if it existed, and
@@ -222,22 +248,25 @@ type chainWrite struct {
 // changeSet is the difference between the state and what is wanted, for
 // one transaction; commit applies it to the state once the kernel took it.
 type changeSet struct {
-	declare     *staticPlan // declare the table and containers
-	localhost   *localhostObjects
-	writes      []chainWrite
-	flushes     []string // chains going stale
-	deletes     []string // stale chains deleted now
-	setAdds     []setSpec
-	setDels     []string
-	elemDels    []elemSpec
-	elemAdds    []elemSpec
+	declare   *staticPlan // declare the table and containers
+	localhost *localhostObjects
+	writes    []chainWrite
+	flushes   []string // chains going stale
+	deletes   []string // stale chains deleted now
+	setAdds   []setSpec
+	setDels   []string
+	elemDels  []elemSpec
+	elemAdds  []elemSpec
+	// foreignDels deletes listed elements of forms the engine never
+	// writes (through nft: the encoder knows only the engine's forms).
+	foreignDels []foreignElem
 	plans       map[types.NamespacedName]*servicePlan
 	seenWritten map[string]bool
 	// claimed are the container keys this sync added (shared by the
 	// chunks of one full sync): a second service asking for the same key
 	// (two services with one node port, say) is skipped and counted in
 	// conflicts, never added twice (nft would fail the transaction).
-	claimed   map[containerKey]string // key → value
+	claimed   map[containerKey]verdict // key → value
 	conflicts *int
 	// deleted are the container keys this change set deletes (at most
 	// once each).
@@ -245,7 +274,7 @@ type changeSet struct {
 	// hairpin: per hairpin-connections key, how many services of this
 	// change set take it (+) or drop it (-); sealHairpin turns it into
 	// element additions and deletions.
-	hairpin map[string]int
+	hairpin map[elemKey]int
 	// partial: a partial sync's change set, which may go over netlink.
 	partial bool
 	// encoding: its netlink encoding under way (startEncode), or nil.
@@ -254,13 +283,15 @@ type changeSet struct {
 	opsWrites, opsCounted int
 }
 
-// containerKey is an element's key in one container (a struct, not the
-// two joined: no string built per element diffed).
-type containerKey struct{ container, key string }
+// containerKey is an element's key in one container.
+type containerKey struct {
+	key       elemKey
+	container container
+}
 
 func newChangeSet() *changeSet {
 	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{},
-		claimed: map[containerKey]string{}, conflicts: new(int), deleted: map[containerKey]bool{}, hairpin: map[string]int{}}
+		claimed: map[containerKey]verdict{}, conflicts: new(int), deleted: map[containerKey]bool{}, hairpin: map[elemKey]int{}}
 }
 
 // next returns an empty change set for the next chunk of the same sync.
@@ -280,7 +311,7 @@ func (cs *changeSet) nextChunk() *changeSet {
 		writes:      make([]chainWrite, 0, len(cs.writes)),
 		elemAdds:    make([]elemSpec, 0, len(cs.elemAdds)),
 		deleted:     map[containerKey]bool{},
-		hairpin:     map[string]int{},
+		hairpin:     map[elemKey]int{},
 	}
 	n.claimed, n.conflicts = cs.claimed, cs.conflicts
 	return n
@@ -288,7 +319,7 @@ func (cs *changeSet) nextChunk() *changeSet {
 
 func (cs *changeSet) empty() bool {
 	return cs.declare == nil && cs.localhost.empty() && len(cs.writes) == 0 && len(cs.flushes) == 0 && len(cs.deletes) == 0 &&
-		len(cs.setAdds) == 0 && len(cs.setDels) == 0 && len(cs.elemDels) == 0 && len(cs.elemAdds) == 0
+		len(cs.setAdds) == 0 && len(cs.setDels) == 0 && len(cs.elemDels) == 0 && len(cs.elemAdds) == 0 && len(cs.foreignDels) == 0
 }
 
 // ops is about how many nft commands the change set renders to. The
@@ -299,13 +330,14 @@ func (cs *changeSet) ops() int {
 	for ; cs.opsCounted < len(cs.writes); cs.opsCounted++ {
 		cs.opsWrites += 2 + len(cs.writes[cs.opsCounted].spec.rules)
 	}
-	return cs.opsWrites + len(cs.flushes) + len(cs.deletes) + len(cs.setAdds) + 2*len(cs.setDels) + len(cs.elemDels) + len(cs.elemAdds)
+	return cs.opsWrites + len(cs.flushes) + len(cs.deletes) + len(cs.setAdds) + 2*len(cs.setDels) + len(cs.elemDels) + len(cs.elemAdds) +
+		len(cs.foreignDels)
 }
 
 // renderedOps is the number of nft commands render writes for cs (what
 // knftables' NumOperations reports).
 func (cs *changeSet) renderedOps() int {
-	n := len(cs.deletes) + len(cs.elemDels) + len(cs.flushes) + len(cs.setDels) + len(cs.setAdds) + len(cs.elemAdds)
+	n := len(cs.deletes) + len(cs.elemDels) + len(cs.foreignDels) + len(cs.flushes) + len(cs.setDels) + len(cs.setAdds) + len(cs.elemAdds)
 	if cs.declare != nil {
 		n += 1 + len(cs.declare.maps)
 	}
@@ -385,13 +417,13 @@ func containsSet(ss []setSpec, name string) bool {
 
 func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 	for _, e := range want {
-		if e.container == setHairpin {
+		if e.container == ctrHairpin {
 			if !containsElem(had, e) {
 				cs.hairpin[e.key]++
 			}
 			continue
 		}
-		ck := containerKey{e.container, e.key}
+		ck := containerKey{e.key, e.container}
 		if v, ok := cs.claimed[ck]; ok {
 			if v != e.value {
 				*cs.conflicts++
@@ -413,7 +445,7 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 		if containsElem(want, e) {
 			continue
 		}
-		if e.container == setHairpin {
+		if e.container == ctrHairpin {
 			cs.hairpin[e.key]--
 			continue
 		}
@@ -422,7 +454,7 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 		// change set took over (a node port moving between services), is
 		// not deleted again (nft fails a transaction that deletes an
 		// element twice).
-		ck := containerKey{e.container, e.key}
+		ck := containerKey{e.key, e.container}
 		if _, claimed := cs.claimed[ck]; claimed || cs.deleted[ck] {
 			continue
 		}
@@ -450,20 +482,20 @@ func (cs *changeSet) sealHairpin(st *tableState) {
 	if len(cs.hairpin) == 0 {
 		return
 	}
-	keys := make([]string, 0, len(cs.hairpin))
+	keys := make([]elemKey, 0, len(cs.hairpin))
 	for k := range cs.hairpin {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.SortFunc(keys, elemKey.compare)
 	for _, k := range keys {
 		after := st.refs[k] + cs.hairpin[k]
-		_, inKernel := st.elems[setHairpin][k]
-		ck := containerKey{setHairpin, k}
-		e := elemSpec{container: setHairpin, key: k}
+		_, inKernel := st.elems[ctrHairpin][k]
+		ck := containerKey{k, ctrHairpin}
+		e := elemSpec{container: ctrHairpin, key: k}
 		switch {
 		case after > 0 && !inKernel:
 			if _, claimed := cs.claimed[ck]; !claimed {
-				cs.claimed[ck] = ""
+				cs.claimed[ck] = verdict{}
 				cs.elemAdds = append(cs.elemAdds, e)
 			}
 		case after <= 0 && inKernel && !cs.deleted[ck]:
@@ -480,7 +512,7 @@ func (st *tableState) countHairpin(plan *servicePlan, d int) {
 		return
 	}
 	for i := range plan.elems {
-		if e := &plan.elems[i]; e.container == setHairpin {
+		if e := &plan.elems[i]; e.container == ctrHairpin {
 			if st.refs[e.key] += d; st.refs[e.key] <= 0 {
 				delete(st.refs, e.key)
 			}
@@ -540,6 +572,10 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 	}
 	for _, e := range cs.elemDels {
 		delete(st.elems[e.container], e.key)
+	}
+	if len(cs.foreignDels) > 0 {
+		// removeUnwanted deletes them all at once.
+		st.foreign = nil
 	}
 	for _, n := range cs.flushes {
 		delete(st.chains, n)

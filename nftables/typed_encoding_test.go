@@ -18,7 +18,8 @@ import (
 // TestTypedEncoding: the typed rules of the golden services (both
 // families, every local-traffic detector, masquerade-all, source ranges
 // of one prefix, of several, and holding the node) encode over netlink
-// byte for byte as their nft text did when the encoder parsed it.
+// byte for byte as their nft text did when the encoder parsed it; so do
+// their set and map elements (added and deleted).
 func TestTypedEncoding(t *testing.T) {
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		topo := proxytest.DefaultTopology(fam)
@@ -60,6 +61,13 @@ func TestTypedEncoding(t *testing.T) {
 				bad, n := nftables.TypedEncodingMismatches(p)
 				if n < 15 {
 					t.Fatalf("only %d rules compared", n)
+				}
+				for _, m := range bad {
+					t.Error(m)
+				}
+				bad, n = nftables.TypedElementMismatches(p)
+				if n < 2*12 {
+					t.Fatalf("only %d elements compared", n)
 				}
 				for _, m := range bad {
 					t.Error(m)
