@@ -256,3 +256,38 @@ func TestResyncWithoutGenerationLists(t *testing.T) {
 		t.Error("the first sync listed nothing")
 	}
 }
+
+// A full resync over elements added by hand deletes them and puts back
+// what was replaced, whatever their form: keys of forms the engine never
+// writes (a protocol nft names, a port in place of a protocol) and values
+// it never writes (accept, continue) included.
+func TestResyncDeletesForeignElements(t *testing.T) {
+	f := newResyncFixture(t, nil)
+	ctx := context.Background()
+	elems, err := f.fakes.NFTables.ListElements(ctx, "map", "service-ips")
+	if err != nil || len(elems) == 0 {
+		t.Fatalf("service-ips: %v %v", elems, err)
+	}
+	tx := f.fakes.NFTables.NewTransaction()
+	tx.Delete(&knftables.Element{Map: "service-ips", Key: elems[0].Key})
+	tx.Add(&knftables.Element{Map: "service-ips", Key: elems[0].Key, Value: []string{"accept"}})
+	for _, e := range []*knftables.Element{
+		{Map: "service-ips", Key: []string{"10.0.0.99", "gre", "80"}, Value: []string{"drop"}},
+		{Map: "service-ips", Key: []string{"10.0.0.98", "tcp", "81"}, Value: []string{"continue"}},
+		{Map: "service-nodeports", Key: []string{"30000", "tcp"}, Value: []string{"drop"}},
+		{Set: "cluster-ips", Key: []string{"10.0.0.97"}},
+		{Set: "hairpin-connections", Key: []string{"10.0.0.1", "10.0.0.1", "6", "80"}},
+	} {
+		tx.Add(e)
+	}
+	if err := f.fakes.NFTables.Run(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	f.p.RequestFullSync()
+	if out := mustSync(t, f.p); !out.Full || out.Result.Writes == 0 {
+		t.Fatalf("want a full sync that writes, got %+v", out)
+	}
+	if got := sortedLines(f.fakes.Dump()); got != sortedLines(f.want) {
+		t.Errorf("foreign elements not deleted:\n%s", got)
+	}
+}
