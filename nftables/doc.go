@@ -78,7 +78,15 @@
 //     The planner types the per-service rules once (rule.go: a numgen
 //     step, a match, a statement); their nft text (dry run, the nft path,
 //     the content hash) and their netlink expressions are both rendered
-//     from those fields, the text never parsed back. The encoder writes
+//     from those fields, the text never parsed back. Set and map elements
+//     are typed likewise (elem.go: a container, a key of addresses,
+//     protocol and port, a verdict): the planner, the diff, the record of
+//     what the kernel holds and the encoder work on those values; their
+//     nft text is rendered only for the dry run and the nft path, a
+//     listing read over netlink is decoded into them from the kernel's
+//     bytes, and one read through nft (or a ChainCommentLister's text) is
+//     parsed into them once, an element of a form the engine never writes
+//     kept as its text and deleted by it. The encoder writes
 //     the expressions nft generates for those rules, chains, affinity sets
 //     and elements into one reused buffer (so
 //     "nft list table" shows the same table, comments and content hashes
