@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -42,11 +43,52 @@ type RestoreOptions struct {
 	// rule, where 1.8.9 and earlier zero it). Set it to get the result of
 	// the iptables-legacy-restore that runs beside: false, 1.8.9's.
 	KeepPolicyCounters bool
+	// Lines, if set, types the input's lines as its writer wrote them, in
+	// order (one Line per line, the last one ending at the input's end):
+	// Restore and Verify then take a chain declaration's name and an -A's
+	// chain and rule from it instead of splitting them out of the text.
+	// It changes no result: a line whose Line does not describe its text
+	// exactly is parsed as text, and so is the whole input when the Lines'
+	// ends do not split it into its lines.
+	Lines iter.Seq[Line]
 
 	// newEncoder replaces NewEncoder (tests).
 	newEncoder func(Family) ruleEncoder
 	// beforeCommit runs before each table is written (tests).
 	beforeCommit func(table string)
+}
+
+// Line types one line of an input (RestoreOptions.Lines): the line runs
+// from the previous Line's End (0 for the first) to its own.
+type Line struct {
+	// End is the offset in the input just past the line's newline (or
+	// the input's end, for a last line without one).
+	End uint32
+	// Kind is what the line does: LineDeclare ":CHAIN POLICY [p:b]",
+	// LineAppend "-A CHAIN rule", LineOther anything else (parsed as
+	// text).
+	Kind LineKind
+	// Name is the length of the chain's name, which starts right after
+	// ":" or "-A ".
+	Name uint8
+}
+
+// LineKind is what a Line does.
+type LineKind uint8
+
+// The kinds of Line.
+const (
+	LineOther LineKind = iota
+	LineDeclare
+	LineAppend
+)
+
+// parse is parseInput of data, or parseLines with o.Lines.
+func (o *RestoreOptions) parse(fam Family, data []byte) *plan {
+	if o.Lines == nil {
+		return parseInput(fam, data)
+	}
+	return parseLines(fam, data, o.Lines)
 }
 
 // ruleEncoder is what Restore needs of an Encoder.
@@ -223,87 +265,163 @@ const maxLine = 10240 - 1
 // Lines that fail as they stand become opFail, so that errors surface in
 // line order when the plan is applied. The plan aliases data.
 func parseInput(fam Family, data []byte) *plan {
-	p := &plan{fam: fam, data: data, sizes: map[string]*[2]int{}, lineErr: map[int32]error{}, encErr: map[int32]error{}}
-	p.ops = make([]op, 0, bytes.Count(data, []byte{'\n'})+1)
-	var sizes *[2]int
-	p.encs = make([]encRule, 0, cap(p.ops))
-	inTable, inNAT := false, false
-	seen := map[string]bool{}
-	fail := func(line int, err error) {
-		p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1})
-		p.lineErr[int32(line)] = err
-	}
+	ps := newParser(fam, data)
 	line := 0
 	sc := lines.New(data)
 	for sc.Scan() {
 		line++
-		l, nl := sc.Line(), sc.Terminated()
-		if len(l) >= maxLine {
-			fail(line, unsupportedf("a line of %d bytes", len(l)))
-			continue
+		ps.line(line, sc.Line(), sc.Terminated(), Line{})
+	}
+	return ps.finish(line)
+}
+
+// parseLines is parseInput of data whose lines its writer typed (typed:
+// RestoreOptions.Lines). A line typed as a declaration or an -A is read
+// from its type; any other line, or one whose type does not describe its
+// text exactly, is parsed as parseInput parses it, so the plan is
+// parseInput's whatever typed says. Ends that do not split data into its
+// lines (not after a newline, not increasing, not reaching its end) make
+// it parseInput.
+func parseLines(fam Family, data []byte, typed iter.Seq[Line]) *plan {
+	ps := newParser(fam, data)
+	line, start := 0, 0
+	for t := range typed {
+		end := int(t.End)
+		if end <= start || end > len(data) || (data[end-1] != '\n' && end != len(data)) {
+			return parseInput(fam, data)
 		}
-		if bytes.IndexByte(l, 0) >= 0 { // the tool's C strings end there
-			fail(line, unsupportedf("a NUL byte"))
-			continue
+		l := data[start:end]
+		nl := l[len(l)-1] == '\n'
+		if nl {
+			l = l[:len(l)-1]
 		}
-		switch {
-		case len(l) == 0 && nl:
-			continue
-		case len(l) > 0 && l[0] == '#':
-			continue
-		case inTable && nl && string(l) == "COMMIT":
-			p.ops = append(p.ops, op{kind: opCommit, line: int32(line), enc: -1})
-			inTable = false
-			continue
-		case !inTable && len(l) > 0 && l[0] == '*':
-			name, _ := field(l[1:])
-			if len(name) == 0 {
-				fail(line, errors.New("table name invalid"))
-				continue
-			}
-			if len(name) > 32 {
-				name = name[:32]
-			}
-			t := bstr(name)
-			if !seen[t] {
-				seen[t] = true
-				p.tables = append(p.tables, t)
-				p.sizes[t] = new([2]int)
-			}
-			sizes = p.sizes[t]
-			inNAT = t == "nat"
-			p.ops = append(p.ops, op{kind: opTable, line: int32(line), enc: -1, arg: p.spanOf(name)})
-			inTable = true
-			continue
-		case !inTable:
-			fail(line, errors.New("not in a table section"))
-			continue
-		case len(l) > 0 && l[0] == ':':
-			name, rest := field(l[1:])
-			policy, rest := field(rest)
-			_ = rest // counters: used only with --counters
-			if len(name) == 0 {
-				fail(line, errors.New("chain name invalid"))
-				continue
-			}
-			o := op{kind: opChain, line: int32(line), enc: -1, chain: p.spanOf(name), arg: p.spanOf(policy)}
-			p.ops = append(p.ops, o)
-			sizes[0]++
-			continue
+		if bytes.IndexByte(l, '\n') >= 0 {
+			return parseInput(fam, data)
 		}
-		n := len(p.encs)
+		line++
+		ps.line(line, l, nl, t)
+		start = end
+	}
+	if start != len(data) {
+		return parseInput(fam, data)
+	}
+	return ps.finish(line)
+}
+
+// parser builds a plan line by line.
+type parser struct {
+	p              *plan
+	sizes          *[2]int
+	inTable, inNAT bool
+	seen           map[string]bool
+}
+
+func newParser(fam Family, data []byte) *parser {
+	p := &plan{fam: fam, data: data, sizes: map[string]*[2]int{}, lineErr: map[int32]error{}, encErr: map[int32]error{}}
+	p.ops = make([]op, 0, bytes.Count(data, []byte{'\n'})+1)
+	p.encs = make([]encRule, 0, cap(p.ops))
+	return &parser{p: p, seen: map[string]bool{}}
+}
+
+func (ps *parser) fail(line int, err error) {
+	p := ps.p
+	p.ops = append(p.ops, op{kind: opFail, line: int32(line), enc: -1})
+	p.lineErr[int32(line)] = err
+}
+
+// finish ends the plan after its last line.
+func (ps *parser) finish(line int) *plan {
+	if ps.inTable {
+		ps.fail(line+1, errors.New("COMMIT expected"))
+	}
+	return ps.p
+}
+
+// line adds line number line, l (without its newline; nl: it had one),
+// typed as t (Line{}: not typed).
+func (ps *parser) line(line int, l []byte, nl bool, t Line) {
+	p := ps.p
+	if len(l) >= maxLine {
+		ps.fail(line, unsupportedf("a line of %d bytes", len(l)))
+		return
+	}
+	if bytes.IndexByte(l, 0) >= 0 { // the tool's C strings end there
+		ps.fail(line, unsupportedf("a NUL byte"))
+		return
+	}
+	switch {
+	case len(l) == 0 && nl:
+		return
+	case len(l) > 0 && l[0] == '#':
+		return
+	case ps.inTable && nl && string(l) == "COMMIT":
+		p.ops = append(p.ops, op{kind: opCommit, line: int32(line), enc: -1})
+		ps.inTable = false
+		return
+	case !ps.inTable && len(l) > 0 && l[0] == '*':
+		name, _ := field(l[1:])
+		if len(name) == 0 {
+			ps.fail(line, errors.New("table name invalid"))
+			return
+		}
+		if len(name) > 32 {
+			name = name[:32]
+		}
+		t := bstr(name)
+		if !ps.seen[t] {
+			ps.seen[t] = true
+			p.tables = append(p.tables, t)
+			p.sizes[t] = new([2]int)
+		}
+		ps.sizes = p.sizes[t]
+		ps.inNAT = t == "nat"
+		p.ops = append(p.ops, op{kind: opTable, line: int32(line), enc: -1, arg: p.spanOf(name)})
+		ps.inTable = true
+		return
+	case !ps.inTable:
+		ps.fail(line, errors.New("not in a table section"))
+		return
+	case len(l) > 0 && l[0] == ':':
+		var name, rest []byte
+		if t.Kind == LineDeclare && isWord(l, 1, int(t.Name)) {
+			name, rest = l[1:1+t.Name], l[1+t.Name:]
+		} else {
+			name, rest = field(l[1:])
+		}
+		policy, rest := field(rest)
+		_ = rest // counters: used only with --counters
+		if len(name) == 0 {
+			ps.fail(line, errors.New("chain name invalid"))
+			return
+		}
+		o := op{kind: opChain, line: int32(line), enc: -1, chain: p.spanOf(name), arg: p.spanOf(policy)}
+		p.ops = append(p.ops, o)
+		ps.sizes[0]++
+		return
+	}
+	n := len(p.encs)
+	if t.Kind == LineAppend && len(l) > 3 && l[0] == '-' && l[1] == 'A' && l[2] == ' ' && isWord(l, 3, int(t.Name)) && !strings.ContainsRune("-\"'!", rune(l[3])) {
+		// what parseCommand makes of "-A CHAIN rule"
+		p.ops = append(p.ops, op{kind: opAppend, line: int32(line), enc: int32(n), chain: p.spanOf(l[3 : 3+t.Name])})
+		p.encs = append(p.encs, encRule{text: p.spanOf(trimSpace(l[3+t.Name:]))})
+	} else {
 		p.parseCommand(line, l)
-		sizes[1] += len(p.encs) - n
-		if inNAT {
-			for i := n; i < len(p.encs); i++ {
-				p.encs[i].nat = true
-			}
+	}
+	ps.sizes[1] += len(p.encs) - n
+	if ps.inNAT {
+		for i := n; i < len(p.encs); i++ {
+			p.encs[i].nat = true
 		}
 	}
-	if inTable {
-		fail(line+1, errors.New("COMMIT expected"))
+}
+
+// isWord reports whether l[at:at+n] is a word as field splits it: not
+// empty, without a space or tab, and followed by one or by the line's end.
+func isWord(l []byte, at, n int) bool {
+	if n == 0 || at+n > len(l) || bytes.ContainsAny(l[at:at+n], " \t") {
+		return false
 	}
-	return p
+	return at+n == len(l) || l[at+n] == ' ' || l[at+n] == '\t'
 }
 
 // parseCommand parses a command line of a table section.

@@ -48,7 +48,8 @@ const (
 // set and its counters zeroed), and the commands -A, -I [n], -D (a rule
 // or a number), -R n, -F [CHAIN], -N, -X [CHAIN] and -P with rules in
 // Encoder's vocabulary. Anything else is an error wrapping
-// ErrUnsupported.
+// ErrUnsupported. With RestoreOptions.Lines the declarations and -A lines
+// are read from their types, with the same result.
 //
 // The whole input is parsed, encoded and applied before any table is
 // written: an error for a line (a *RestoreError naming it and its table,
@@ -66,7 +67,7 @@ func Restore(fam Family, data []byte, opts RestoreOptions) error {
 	if fam != IPv4 && fam != IPv6 {
 		return fmt.Errorf("xtblob: unknown family %d", fam)
 	}
-	p := parseInput(fam, data)
+	p := opts.parse(fam, data)
 	p.encode(opts.Workers, p.encoders(fam, &opts))
 	defer p.free()
 	if err := p.firstUnsupported(); err != nil {

@@ -31,7 +31,7 @@ func Verify(fam Family, input []byte, listings map[string][]byte, opts RestoreOp
 	if fam != IPv4 && fam != IPv6 {
 		return fmt.Errorf("xtblob: unknown family %d", fam)
 	}
-	p := parseInput(fam, input)
+	p := opts.parse(fam, input)
 	chains := p.checkedChains()
 	if len(chains) == 0 {
 		return nil
