@@ -48,6 +48,12 @@ func (c *countingRunner) DeleteRule(context.Context, xtables.Table, xtables.Chai
 }
 func (c *countingRunner) SaveInto(context.Context, xtables.Table, *bytes.Buffer) error { return nil }
 func (c *countingRunner) HasRandomFully() bool                                         { return true }
+
+// RestoreTyped counts in.Text as Restore does.
+func (c *countingRunner) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+	return c.Restore(ctx, in.Text)
+}
+
 func (c *countingRunner) Restore(_ context.Context, data []byte) error {
 	c.restores++
 	c.lastBytes = len(data)

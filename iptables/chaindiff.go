@@ -259,19 +259,19 @@ func reducePayload(pl restorePayload, kernel map[xtables.Table]tableSums, d *cha
 	inSection := false
 	pos := 0
 	for _, o := range pl.ops {
-		next := int(o.end)
+		next := int(o.End)
 		line := payload[pos : next-1]
 		switch {
-		case o.kind == opTable:
+		case o.Kind == opTable:
 			table = sectionTable(line, o)
 			sums, inSection = kernel[table], true
 			section++
 			curChain = nil
 			addRun(pos, next, -1, runHeader)
-		case o.kind == opCommit:
+		case o.Kind == opCommit:
 			inSection = false
 			addRun(pos, next, -1, runCommit)
-		case o.kind == opDeclare:
+		case o.Kind == opDeclare:
 			slot := int32(-1)
 			if sums != nil {
 				slot = slotOf(opName(line, o), hinted(pos))
@@ -282,7 +282,7 @@ func reducePayload(pl restorePayload, kernel map[xtables.Table]tableSums, d *cha
 				written++ // a chain the kernel lacks, or a table not listed
 			}
 			addRun(pos, next, slot, runLines)
-		case sums != nil && o.kind == opAppend:
+		case sums != nil && o.Kind == opAppend:
 			chain := opName(line, o)
 			if curChain == nil || !bytes.Equal(chain, curChain) {
 				curChain, curSlot = chain, slotOf(chain, nil)
@@ -293,7 +293,7 @@ func reducePayload(pl restorePayload, kernel map[xtables.Table]tableSums, d *cha
 				sl.raw = rawStep(sl.raw, d.lineHash(line))
 			}
 			addRun(pos, next, curSlot, runLines)
-		case sums != nil && o.kind == opDeleteChain:
+		case sums != nil && o.Kind == opDeleteChain:
 			if slot := slotOf(opName(line, o), nil); slot >= 0 {
 				slots[slot].deleted = true
 			}
@@ -327,20 +327,20 @@ func reducePayload(pl restorePayload, kernel map[xtables.Table]tableSums, d *cha
 		// walks the ops of each run.
 		oi, pos := 0, 0
 		for _, r := range runs {
-			for oi < len(pl.ops) && pl.ops[oi].end <= r.start {
-				pos = int(pl.ops[oi].end)
+			for oi < len(pl.ops) && pl.ops[oi].End <= r.start {
+				pos = int(pl.ops[oi].End)
 				oi++
 			}
 			if r.slot < 0 || !slots[r.slot].norm {
 				continue
 			}
 			sl := &slots[r.slot]
-			for oi < len(pl.ops) && pl.ops[oi].end <= r.end {
+			for oi < len(pl.ops) && pl.ops[oi].End <= r.end {
 				o := pl.ops[oi]
-				if o.kind == opAppend {
-					sl.normSum.add(ruleHash(opSpec(payload[pos:o.end-1], o)), sl.unordered)
+				if o.Kind == opAppend {
+					sl.normSum.add(ruleHash(opSpec(payload[pos:o.End-1], o)), sl.unordered)
 				}
-				pos = int(o.end)
+				pos = int(o.End)
 				oi++
 			}
 		}
@@ -370,7 +370,7 @@ func reducePayload(pl restorePayload, kernel map[xtables.Table]tableSums, d *cha
 	for _, r := range runs {
 		// The run's ops: those ending in (r.start, r.end].
 		first := oi
-		for oi < len(pl.ops) && pl.ops[oi].end <= r.end {
+		for oi < len(pl.ops) && pl.ops[oi].End <= r.end {
 			oi++
 		}
 		switch r.kind {
@@ -393,7 +393,7 @@ func reducePayload(pl restorePayload, kernel map[xtables.Table]tableSums, d *cha
 		shift := r.start - uint32(len(text))
 		text = append(text, payload[r.start:r.end]...)
 		for _, o := range pl.ops[first:oi] {
-			o.end -= shift
+			o.End -= shift
 			ops = append(ops, o)
 		}
 	}

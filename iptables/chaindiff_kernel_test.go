@@ -24,13 +24,22 @@ type restoreRecorder struct {
 	base     int
 }
 
+func (r *restoreRecorder) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+	r.note(in.Text)
+	return r.Runner.RestoreTyped(ctx, in)
+}
+
 func (r *restoreRecorder) Restore(ctx context.Context, data []byte) error {
+	r.note(data)
+	return r.Runner.Restore(ctx, data)
+}
+
+func (r *restoreRecorder) note(data []byte) {
 	if isBaseRestore(data) {
 		r.base++
 	} else {
 		r.payloads = append(r.payloads, bytes.Clone(data))
 	}
-	return r.Runner.Restore(ctx, data)
 }
 
 // TestFullSyncWritesOnlyChainsThatDifferKernel: on both backends, our

@@ -76,9 +76,9 @@ func splitPayloadEach(pl restorePayload, max int, emit func([]byte) bool) {
 	payload, ops := pl.text, pl.ops
 	// The nat section: ops[1:commit], lines [natStart, natEnd).
 	commit := -1
-	if len(ops) > 0 && ops[0].kind == opTable && string(opName(payload, ops[0])) == string(xtables.TableNAT) {
+	if len(ops) > 0 && ops[0].Kind == opTable && string(opName(payload, ops[0])) == string(xtables.TableNAT) {
 		for i, o := range ops {
-			if o.kind == opCommit {
+			if o.Kind == opCommit {
 				commit = i
 				break
 			}
@@ -88,16 +88,16 @@ func splitPayloadEach(pl restorePayload, max int, emit func([]byte) bool) {
 		emit(payload)
 		return
 	}
-	natStart := int(ops[0].end)
-	rest := payload[ops[commit].end:] // the filter section, if any
+	natStart := int(ops[0].End)
+	rest := payload[ops[commit].End:] // the filter section, if any
 	// The block of declarations after "*nat": index of each name, and
 	// whether it still waits for the chunk that first uses it.
 	var names [][]byte
 	first := 1 // the first op after the block
 	pos := natStart
-	for ; first < commit && ops[first].kind == opDeclare; first++ {
-		names = append(names, opName(payload[pos:ops[first].end-1], ops[first]))
-		pos = int(ops[first].end)
+	for ; first < commit && ops[first].Kind == opDeclare; first++ {
+		names = append(names, opName(payload[pos:ops[first].End-1], ops[first]))
+		pos = int(ops[first].End)
 	}
 	if len(names) <= max {
 		emit(payload)
@@ -115,26 +115,26 @@ func splitPayloadEach(pl restorePayload, max int, emit func([]byte) bool) {
 	// Deletions: declared in the block, deleted at the end (from the
 	// first -X on).
 	bodyOps := ops[first:commit]
-	bodyEnd := int(ops[commit-1].end)
+	bodyEnd := int(ops[commit-1].End)
 	if commit-1 < first {
 		bodyEnd = bodyStart
 	}
 	var deleted []int32
 	deletionsAt := bodyEnd
 	for i, o := range bodyOps {
-		if o.kind != opDeleteChain {
+		if o.Kind != opDeleteChain {
 			continue
 		}
 		start := bodyStart
 		if i > 0 {
-			start = int(bodyOps[i-1].end)
+			start = int(bodyOps[i-1].End)
 		}
 		deletionsAt, bodyOps = start, bodyOps[:i]
 		del := ops[first+i : commit]
 		for _, o := range del {
-			line := payload[start : o.end-1]
-			start = int(o.end)
-			if o.kind != opDeleteChain {
+			line := payload[start : o.End-1]
+			start = int(o.End)
+			if o.Kind != opDeleteChain {
 				continue
 			}
 			if j, ok := index[string(opName(line, o))]; ok && pending[j] {
@@ -209,9 +209,9 @@ func splitPayloadEach(pl restorePayload, max int, emit func([]byte) bool) {
 	prevShared := false
 	at := bodyStart
 	for _, o := range bodyOps {
-		line := payload[at : o.end-1]
+		line := payload[at : o.End-1]
 		shared := false
-		if o.kind == opAppend || o.kind == opInsert {
+		if o.Kind == opAppend || o.Kind == opInsert {
 			chain := opName(line, o)
 			shared = string(chain) == string(xtables.ChainKubeServices) || string(chain) == string(ChainKubeNodePorts)
 			if !shared && prevShared && len(decl) >= max {
@@ -225,7 +225,7 @@ func splitPayloadEach(pl restorePayload, max int, emit func([]byte) bool) {
 			}
 		}
 		prevShared = shared
-		at = int(o.end)
+		at = int(o.End)
 	}
 	flush(len(body), true)
 }

@@ -43,7 +43,12 @@
 //     size and entry count (rules replaced in place). A partial
 //     sync writes only the services that changed.
 //   - writer: on iptables-legacy the Runner writes the tables from the
-//     process (iptables/xtables: versions, switches, fallbacks); every
+//     process (iptables/xtables: versions, switches, fallbacks). The
+//     payload is rendered once, its text and its lines typed side by side
+//     (ops.go); the chain compare, the chunker, the digest bookkeeping and
+//     the in-process writer read the typed lines
+//     (xtables.Runner.RestoreTyped), never the text parsed back; the tools
+//     read the text. Every
 //     full sync asks it to read back what it writes
 //     (xtables.Runner.CheckNextRestore), and a read-back that differs, or a
 //     refusal after part of a restore was written, fails the sync, so the

@@ -34,6 +34,13 @@ func (c *commandCounter) EnsureRule(ctx context.Context, pos xtables.RulePositio
 	return c.listCounter.EnsureRule(ctx, pos, t, ch, args...)
 }
 
+func (c *commandCounter) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+	if isBaseRestore(in.Text) {
+		c.base++
+	}
+	return c.listCounter.RestoreTyped(ctx, in)
+}
+
 func (c *commandCounter) Restore(ctx context.Context, data []byte) error {
 	if isBaseRestore(data) {
 		c.base++

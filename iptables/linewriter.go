@@ -30,7 +30,7 @@ func (w *lineWriter) reset() {
 // begin starts a line of kind on name.
 func (w *lineWriter) begin(kind opKind, name string) {
 	w.start = len(w.buf)
-	w.cur = restoreOp{kind: kind, name: uint8(len(name))}
+	w.cur = restoreOp{Kind: kind, Name: uint8(len(name))}
 	if len(name) > 255 {
 		w.cur = restoreOp{}
 	}
@@ -133,19 +133,19 @@ func (w *lineWriter) jumpWith(target string, opts ...string) {
 // setTarget notes that the target starts at the end of the buffer.
 func (w *lineWriter) setTarget(target string) {
 	if at := len(w.buf) - w.start; at <= math.MaxUint16 {
-		w.cur.target = uint16(at)
+		w.cur.Target = uint16(at)
 	}
 }
 
 // end ends the line and records its op. A rule written without jump
 // (its target among the words) has its target found here.
 func (w *lineWriter) end() {
-	if w.cur.target == 0 && w.cur.kind >= opAppend && w.cur.kind <= opDelete {
-		w.cur.target = findTarget(w.buf[w.start:])
+	if w.cur.Target == 0 && w.cur.Kind >= opAppend && w.cur.Kind <= opDelete {
+		w.cur.Target = findTarget(w.buf[w.start:])
 	}
 	w.buf = append(w.buf, '\n')
 	w.lines++
-	w.cur.end = uint32(len(w.buf))
+	w.cur.End = uint32(len(w.buf))
 	w.ops = append(w.ops, w.cur)
 	w.cur = restoreOp{}
 	w.start = len(w.buf)
@@ -181,7 +181,7 @@ func (w *lineWriter) appendWriter(src *lineWriter) {
 	n := len(w.ops)
 	w.ops = append(w.ops, src.ops...)
 	for i := n; i < len(w.ops); i++ {
-		w.ops[i].end += base
+		w.ops[i].End += base
 	}
 	w.start = len(w.buf)
 }

@@ -16,51 +16,36 @@ import (
 // jump target lies in the line. Everything after the render that needs
 // the payload's structure reads the operations instead of parsing the
 // text back: the chain compare of a full sync (reducePayload), the
-// chunker (splitPayloadEach) and the digest bookkeeping after a restore
-// (applyPayload). The text is what the Runner is given
-// (xtables.Runner.Restore takes iptables-restore input).
+// chunker (splitPayloadEach), the digest bookkeeping after a restore
+// (applyPayload) and the Runner, which gets both
+// (xtables.Runner.RestoreTyped): the legacy backend's in-process writer
+// reads the ops, the iptables-restore tools the text (and a chunk, which
+// only the tools get, is text alone).
 
-// opKind is what one payload line does.
-type opKind uint8
-
-const (
-	// opOther is a line of no kind below (a comment, an empty line, a
-	// command the readers do not follow).
-	opOther opKind = iota
-	// opTable starts a table's section: "*nat".
-	opTable
-	// opCommit ends it: "COMMIT".
-	opCommit
-	// opDeclare creates a chain, or flushes it if it exists: ":CHAIN - [0:0]".
-	opDeclare
-	// opAppend, opInsert and opDelete add a rule at the end of its chain,
-	// add it first, or delete it: "-A CHAIN spec", "-I", "-D".
-	opAppend
-	opInsert
-	opDelete
-	// opDeleteChain deletes a chain: "-X CHAIN".
-	opDeleteChain
+// opKind is what one payload line does; restoreOp is one line of a
+// payload, typed: xtables' types, which the Runner reads
+// (Runner.RestoreTyped). An op holds offsets, not the text (a large full
+// sync writes hundreds of thousands of lines: BenchmarkSyncFull): the
+// line starts where the previous op ends, its name (the table, or the
+// chain) right after the kind's prefix ("*", ":", "-A ").
+type (
+	opKind    = xtables.RestoreOpKind
+	restoreOp = xtables.RestoreOp
 )
 
-// restoreOp is one line of a payload, typed. It holds offsets, not the
-// text (a large full sync writes hundreds of thousands of lines:
-// BenchmarkSyncFull): the line starts where the previous op ends, its
-// name (the table, or the chain) right after the kind's prefix ("*",
-// ":", "-A ").
-type restoreOp struct {
-	// end is the offset just past the line's newline.
-	end uint32
-	// target is the offset in the line of the rule's jump (-j) or goto
-	// (-g) target, which runs to the next space or the line's end; 0:
-	// none. (iptables-restore takes no line near 64 KiB long.)
-	target uint16
-	kind   opKind
-	// name is the length of the name.
-	name uint8
-}
+const (
+	opOther       = xtables.RestoreOther
+	opTable       = xtables.RestoreTable
+	opCommit      = xtables.RestoreCommit
+	opDeclare     = xtables.RestoreDeclare
+	opAppend      = xtables.RestoreAppend
+	opInsert      = xtables.RestoreInsert
+	opDelete      = xtables.RestoreDelete
+	opDeleteChain = xtables.RestoreDeleteChain
+)
 
 // nameAt is the offset in the line of an op's name.
-func (k opKind) nameAt() int {
+func nameAt(k opKind) int {
 	switch k {
 	case opTable, opDeclare:
 		return 1
@@ -72,13 +57,13 @@ func (k opKind) nameAt() int {
 
 // opName returns the table or chain of the op whose line is line.
 func opName(line []byte, o restoreOp) []byte {
-	at := o.kind.nameAt()
-	return line[at : at+int(o.name)]
+	at := nameAt(o.Kind)
+	return line[at : at+int(o.Name)]
 }
 
 // opSpec returns a rule's matches and target: the line after "-A CHAIN ".
 func opSpec(line []byte, o restoreOp) []byte {
-	at := 3 + int(o.name) + 1
+	at := 3 + int(o.Name) + 1
 	if at >= len(line) {
 		return nil
 	}
@@ -87,10 +72,10 @@ func opSpec(line []byte, o restoreOp) []byte {
 
 // opTarget returns a rule's jump target (nil: none).
 func opTarget(line []byte, o restoreOp) []byte {
-	if o.target == 0 {
+	if o.Target == 0 {
 		return nil
 	}
-	t, _ := splitChain(line[o.target:])
+	t, _ := splitChain(line[o.Target:])
 	return t
 }
 
@@ -107,41 +92,41 @@ func (p restorePayload) empty() bool { return len(p.text) == 0 }
 // text: the fixed rules and the tail, and payloads built outside the
 // renderer (tests).
 func typeLine(line []byte, end int) restoreOp {
-	o := restoreOp{end: uint32(end)}
+	o := restoreOp{End: uint32(end)}
 	switch {
 	case len(line) > 1 && line[0] == '*':
-		o.kind, o.name = opTable, uint8(min(len(line)-1, 255))
+		o.Kind, o.Name = opTable, uint8(min(len(line)-1, 255))
 	case bytes.Equal(line, []byte("COMMIT")):
-		o.kind = opCommit
+		o.Kind = opCommit
 	case len(line) > 1 && line[0] == ':':
 		name := line[1:]
 		if j := bytes.IndexByte(name, ' '); j >= 0 {
 			name = name[:j]
 		}
-		o.kind, o.name = opDeclare, uint8(min(len(name), 255))
+		o.Kind, o.Name = opDeclare, uint8(min(len(name), 255))
 	case len(line) > 3 && line[0] == '-' && line[2] == ' ':
 		switch line[1] {
 		case 'A':
-			o.kind = opAppend
+			o.Kind = opAppend
 		case 'I':
-			o.kind = opInsert
+			o.Kind = opInsert
 		case 'D':
-			o.kind = opDelete
+			o.Kind = opDelete
 		case 'X':
-			o.kind = opDeleteChain
+			o.Kind = opDeleteChain
 		default:
 			return o
 		}
 		chain, _ := splitChain(line[3:])
-		if o.kind == opDeleteChain {
+		if o.Kind == opDeleteChain {
 			chain = bytes.TrimSpace(line[3:])
 		}
 		if len(chain) > 255 {
-			return restoreOp{end: uint32(end)}
+			return restoreOp{End: uint32(end)}
 		}
-		o.name = uint8(len(chain))
-		if o.kind != opDeleteChain {
-			o.target = findTarget(line)
+		o.Name = uint8(len(chain))
+		if o.Kind != opDeleteChain {
+			o.Target = findTarget(line)
 		}
 	}
 	return o
@@ -202,7 +187,7 @@ func opsMismatch(pl restorePayload) string {
 			}
 			start := 0
 			if i > 0 && i-1 < len(want) {
-				start = int(want[i-1].end)
+				start = int(want[i-1].End)
 			}
 			end := min(start+200, len(pl.text))
 			return fmt.Sprintf("op %d of %d (%d typed): %+v, typed from the text %+v; text from there: %q", i, len(pl.ops), len(want), got, exp, pl.text[start:end])

@@ -209,11 +209,13 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 	return res, nil
 }
 
-// restore applies a payload: one iptables-restore, or for a full payload
-// that creates more than p.chunk nat chains, one per chunk (chunk.go).
+// restore applies a payload: one iptables-restore, its lines typed
+// (Runner.RestoreTyped: the in-process writer reads the ops instead of
+// parsing the text), or for a full payload that creates more than p.chunk
+// nat chains, one per chunk (chunk.go; only the tools get chunks).
 func (p *Proxier) restore(ctx context.Context, payload restorePayload, full bool) error {
 	if !full || p.chunk <= 0 {
-		return p.ipt.Restore(ctx, payload.text)
+		return p.ipt.RestoreTyped(ctx, xtables.TypedRestore{Text: payload.text, Ops: payload.ops})
 	}
 	return p.restoreChunks(ctx, payload)
 }

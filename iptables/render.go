@@ -434,12 +434,12 @@ func (r *renderer) insertDecls() {
 	ops = slices.Grow(ops, len(r.decl))[:n+len(r.decl)]
 	copy(ops[1+len(r.decl):], ops[1:n])
 	for i := 1 + len(r.decl); i < len(ops); i++ {
-		ops[i].end += uint32(size)
+		ops[i].End += uint32(size)
 	}
 	end := uint32(at)
 	for i, c := range r.decl {
 		end += uint32(len(c) + len(": - [0:0]\n"))
-		ops[1+i] = restoreOp{end: end, kind: opDeclare, name: uint8(len(c))}
+		ops[1+i] = restoreOp{End: end, Kind: opDeclare, Name: uint8(len(c))}
 	}
 	r.out.ops = ops
 	r.decl = r.decl[:0]

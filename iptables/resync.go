@@ -348,21 +348,21 @@ func applyPayload(known map[xtables.Table]tableSums, pl restorePayload, d *chain
 	var unordered, tailLast bool
 	pos := 0
 	for _, o := range pl.ops {
-		line := pl.text[pos : o.end-1]
-		pos = int(o.end)
+		line := pl.text[pos : o.End-1]
+		pos = int(o.End)
 		switch {
-		case o.kind == opOther && (len(line) == 0 || line[0] == '#'):
-		case o.kind == opTable:
+		case o.Kind == opOther && (len(line) == 0 || line[0] == '#'):
+		case o.Kind == opTable:
 			table = sectionTable(line, o)
 			sums, cs = known[table], nil
 			if sums == nil {
 				return false
 			}
-		case o.kind == opCommit:
+		case o.Kind == opCommit:
 			sums, cs = nil, nil
 		case sums == nil:
 			return false
-		case o.kind == opDeclare:
+		case o.Kind == opDeclare:
 			name := opName(line, o)
 			u, _ := unorderedChain(table, name)
 			s := sums[string(name)]
@@ -379,10 +379,10 @@ func applyPayload(known map[xtables.Table]tableSums, pl restorePayload, d *chain
 			if cs == s {
 				cs = nil
 			}
-		case o.kind == opDeleteChain:
+		case o.Kind == opDeleteChain:
 			delete(sums, string(opName(line, o)))
 			cs = nil
-		case o.kind == opAppend || o.kind == opInsert || o.kind == opDelete:
+		case o.Kind == opAppend || o.Kind == opInsert || o.Kind == opDelete:
 			chain := opName(line, o)
 			if cs == nil || !bytes.Equal(chain, cur) {
 				if cs = sums[string(chain)]; cs == nil {
@@ -393,7 +393,7 @@ func applyPayload(known map[xtables.Table]tableSums, pl restorePayload, d *chain
 			}
 			s := cs
 			switch {
-			case o.kind == opAppend:
+			case o.Kind == opAppend:
 				if s.lazy {
 					s.n++
 				} else {
@@ -402,7 +402,7 @@ func applyPayload(known map[xtables.Table]tableSums, pl restorePayload, d *chain
 				if s.rawOK {
 					s.raw = rawStep(s.raw, d.lineHash(line))
 				}
-			case o.kind == opInsert && unordered && !s.lazy:
+			case o.Kind == opInsert && unordered && !s.lazy:
 				rh := ruleHash(opSpec(line, o))
 				s.h += mix(rh)
 				s.n++
@@ -410,7 +410,7 @@ func applyPayload(known map[xtables.Table]tableSums, pl restorePayload, d *chain
 					s.last = rh
 				}
 				s.rawOK = false
-			case o.kind == opDelete && unordered && !s.lazy && s.n > 0:
+			case o.Kind == opDelete && unordered && !s.lazy && s.n > 0:
 				rh := ruleHash(opSpec(line, o))
 				if tailLast && rh == s.last {
 					return false
@@ -459,6 +459,20 @@ func (w *writeCounter) Restore(ctx context.Context, data []byte) error {
 	w.commits += xtables.SectionsWithCommands(data)
 	if w.restoreLines {
 		w.noteRestored(data)
+	}
+	return nil
+}
+
+// RestoreTyped counts as Restore does.
+func (w *writeCounter) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+	err := w.Runner.RestoreTyped(ctx, in)
+	if err != nil {
+		w.other = true
+		return err
+	}
+	w.commits += xtables.SectionsWithCommands(in.Text)
+	if w.restoreLines {
+		w.noteRestored(in.Text)
 	}
 	return nil
 }

@@ -202,6 +202,10 @@ type racingRunner struct {
 	race bool
 }
 
+func (r *racingRunner) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+	return r.Restore(ctx, in.Text)
+}
+
 func (r *racingRunner) Restore(ctx context.Context, data []byte) error {
 	if err := r.Fake.Restore(ctx, data); err != nil {
 		return err
@@ -271,5 +275,22 @@ func TestLegacyResyncListsEveryFew(t *testing.T) {
 		if l, _ := resync(t, q, qfake); l != 0 {
 			t.Errorf("nft resync %d listed", i)
 		}
+	}
+}
+
+// TestPayloadsRestoredTyped: the engine hands its rendered payloads to the
+// Runner with their lines typed (RestoreTyped), full and partial syncs
+// alike, so the in-process writer reads the ops instead of the text.
+func TestPayloadsRestoredTyped(t *testing.T) {
+	p, fake := resyncProxier(t, xtables.BackendLegacy, nil)
+	st := fake.Stats()
+	if st.TypedRestores == 0 || !bytes.Contains(st.LastRestore, []byte("KUBE-SVC-")) {
+		t.Fatalf("first sync: %d of %d restores typed, the last %d bytes; want the services' payload typed", st.TypedRestores, st.Restores, len(st.LastRestore))
+	}
+	p.OnServiceAdd(svc("ns", "late", "10.96.0.99", nodePort(30099)))
+	p.OnEndpointSliceAdd(slice("ns", "late", "", ep{ip: "10.1.99.1"}))
+	mustSync(t, p)
+	if got := fake.Stats(); got.TypedRestores != st.TypedRestores+1 || got.Restores != st.Restores+1 {
+		t.Errorf("partial sync: typed restores %d -> %d, restores %d -> %d; want one more of each", st.TypedRestores, got.TypedRestores, st.Restores, got.Restores)
 	}
 }

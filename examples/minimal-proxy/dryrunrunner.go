@@ -56,6 +56,9 @@ func (dryRunRunner) DeleteRule(context.Context, xtables.Table, xtables.Chain, ..
 	return errDryRun
 }
 func (dryRunRunner) Restore(context.Context, []byte) error { return errDryRun }
+func (dryRunRunner) RestoreTyped(context.Context, xtables.TypedRestore) error {
+	return errDryRun
+}
 func (dryRunRunner) SaveInto(context.Context, xtables.Table, *bytes.Buffer) error {
 	return nil
 }

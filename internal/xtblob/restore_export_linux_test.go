@@ -1,6 +1,9 @@
 package xtblob
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"iter"
+)
 
 // RawForTest is table as the kernel returns it (its info, then its
 // entries byte for byte), for the external tests.
@@ -28,9 +31,11 @@ func RawForTest(fam Family, name string) ([]byte, error) {
 
 // PlanForTest runs what Restore does in user space (parse, encode, apply
 // to empty tables, lay out and write the blobs) and returns the blobs'
-// total size. workers is RestoreOptions.Workers.
-func PlanForTest(fam Family, data []byte, workers int) (int, error) {
-	p := parseInput(fam, data)
+// total size. workers is RestoreOptions.Workers, lines
+// RestoreOptions.Lines.
+func PlanForTest(fam Family, data []byte, lines iter.Seq[Line], workers int) (int, error) {
+	opts := RestoreOptions{Lines: lines}
+	p := opts.parse(fam, data)
 	p.encode(workers, nil)
 	defer p.free()
 	tables := map[string]*table{}

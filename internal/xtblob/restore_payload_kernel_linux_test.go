@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"iter"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +24,7 @@ import (
 	"github.com/svcproxy/svcproxy/internal/xtblob"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
@@ -63,9 +66,35 @@ func payloadService(i int) (*v1.Service, *discovery.EndpointSlice) {
 // first sync of n services, recorded over iptablestest's fake.
 func enginePayloads(tb testing.TB, n int) [][]byte {
 	tb.Helper()
-	f := iptablestest.NewFake(v1.IPv4Protocol)
 	var got [][]byte
-	f.SetRestoreHook(func(d []byte) error { got = append(got, bytes.Clone(d)); return nil })
+	for _, in := range engineTypedPayloads(tb, n) {
+		got = append(got, in.Text)
+	}
+	return got
+}
+
+// typedRecorder records every restore's input, with its ops when the
+// engine typed it (RestoreTyped).
+type typedRecorder struct {
+	xtables.Runner
+	got []xtables.TypedRestore
+}
+
+func (r *typedRecorder) Restore(ctx context.Context, data []byte) error {
+	r.got = append(r.got, xtables.TypedRestore{Text: bytes.Clone(data)})
+	return r.Runner.Restore(ctx, data)
+}
+
+func (r *typedRecorder) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+	r.got = append(r.got, xtables.TypedRestore{Text: bytes.Clone(in.Text), Ops: slices.Clone(in.Ops)})
+	return r.Runner.RestoreTyped(ctx, in)
+}
+
+// engineTypedPayloads is enginePayloads with the ops the engine typed
+// them with (none for the inputs it restores as text).
+func engineTypedPayloads(tb testing.TB, n int) []xtables.TypedRestore {
+	tb.Helper()
+	f := &typedRecorder{Runner: iptablestest.NewFake(v1.IPv4Protocol)}
 	p, err := iptables.NewProxier(iptables.Config{
 		Common: engine.Common{NodeName: "node-a"},
 		Netfilter: engine.Netfilter{
@@ -85,7 +114,29 @@ func enginePayloads(tb testing.TB, n int) [][]byte {
 	if err := p.Sync(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	return got
+	return f.got
+}
+
+// linesOf types an input's lines for RestoreOptions.Lines as the xtables
+// Runner does from the engine's ops (nil: untyped).
+func linesOf(ops []xtables.RestoreOp) iter.Seq[xtblob.Line] {
+	if len(ops) == 0 {
+		return nil
+	}
+	return func(yield func(xtblob.Line) bool) {
+		for _, o := range ops {
+			l := xtblob.Line{End: o.End}
+			switch o.Kind {
+			case xtables.RestoreDeclare:
+				l.Kind, l.Name = xtblob.LineDeclare, o.Name
+			case xtables.RestoreAppend:
+				l.Kind, l.Name = xtblob.LineAppend, o.Name
+			}
+			if !yield(l) {
+				return
+			}
+		}
+	}
 }
 
 func toolRestore(input []byte) error {
@@ -122,41 +173,80 @@ func saveAll(tb testing.TB) string {
 
 // TestKernelEnginePayload applies the engine's cold-start payloads of
 // 1,000 services, then the services' one again (a resync redeclaring
-// every chain),
-// with the tool in one network namespace and with Restore in another:
-// iptables-legacy-save and the tables' bytes must not tell them apart.
+// every chain), in a network namespace each: with the tool, with Restore
+// of the text, with Restore of the text typed by the engine's ops
+// (RestoreOptions.Lines), and through the legacy xtables Runner's
+// RestoreTyped (in process, as the engine restores): iptables-legacy-save
+// and the tables' bytes must not tell them apart.
 func TestKernelEnginePayload(t *testing.T) {
-	payloads := enginePayloads(t, 1000)
+	payloads := engineTypedPayloads(t, 1000)
 	if len(payloads) == 0 {
 		t.Fatal("the engine restored nothing")
 	}
-	t.Logf("%d payloads", len(payloads))
+	typed := 0
+	for _, p := range payloads {
+		if len(p.Ops) > 0 {
+			typed++
+		}
+	}
+	if typed == 0 {
+		t.Fatal("the engine typed none of its restores (RestoreTyped)")
+	}
+	t.Logf("%d payloads, %d typed", len(payloads), typed)
 	var want []string
 	// round 0: every payload (the base chains' setup, -N and -I lines,
 	// then the services); round 1: the services' payload again.
-	rounds := [][][]byte{payloads, payloads[len(payloads)-1:]}
+	rounds := [][]xtables.TypedRestore{payloads, payloads[len(payloads)-1:]}
 	netnstest.InFreshNetns(t, func() {
 		for _, round := range rounds {
 			for _, p := range round {
-				if err := toolRestore(p); err != nil {
+				if err := toolRestore(p.Text); err != nil {
 					t.Fatal(err)
 				}
 			}
 			want = append(want, saveAll(t))
 		}
 	})
-	netnstest.InFreshNetns(t, func() {
-		for round, ps := range rounds {
-			for _, p := range ps {
-				if err := xtblob.Restore(xtblob.IPv4, p, xtblob.RestoreOptions{}); err != nil {
+	for _, how := range []string{"text", "typed", "runner"} {
+		netnstest.InFreshNetns(t, func() {
+			var r xtables.Runner
+			if how == "runner" {
+				var err error
+				if r, err = xtables.New(xtables.RunnerConfig{Backend: xtables.BackendLegacy}); err != nil {
 					t.Fatal(err)
 				}
+				if !r.Capabilities().InProcess {
+					t.Skip("the legacy Runner does not restore in process here")
+				}
 			}
-			if got := saveAll(t); got != want[round] {
-				t.Errorf("round %d: iptables-legacy-save after Restore differs from after the tool (%d and %d bytes)", round, len(got), len(want[round]))
+			for round, ps := range rounds {
+				for _, p := range ps {
+					var err error
+					switch how {
+					case "text":
+						err = xtblob.Restore(xtblob.IPv4, p.Text, xtblob.RestoreOptions{})
+					case "typed":
+						err = xtblob.Restore(xtblob.IPv4, p.Text, xtblob.RestoreOptions{Lines: linesOf(p.Ops)})
+					default:
+						// read back every write: Verify of the typed input too
+						r.CheckNextRestore()
+						err = r.RestoreTyped(context.Background(), p)
+					}
+					if err != nil {
+						t.Fatalf("%s: %v", how, err)
+					}
+				}
+				if got := saveAll(t); got != want[round] {
+					t.Errorf("%s: round %d: iptables-legacy-save after Restore differs from after the tool (%d and %d bytes)", how, round, len(got), len(want[round]))
+				}
 			}
-		}
-	})
+			if r != nil {
+				if st := r.(xtables.InProcessRestorer).InProcessStats(); st.Unsupported+st.Refused+st.Partial != 0 || st.SelfCheckFailures != 0 || !st.Active || st.SelfChecks != 3 {
+					t.Errorf("runner: %+v, want every restore in process and checked", st)
+				}
+			}
+		})
+	}
 }
 
 func cpuTime() time.Duration {
@@ -207,22 +297,30 @@ func BenchmarkKernelRestore(b *testing.B) {
 // BenchmarkRestoreUserSpace is Restore's own work on the engine's
 // cold-start payload (parse, encode, apply, lay out, write the blob),
 // without the kernel's, encoding on one goroutine (workers=1) and on
-// GOMAXPROCS (workers=0, Restore's default).
+// GOMAXPROCS (workers=0, Restore's default); input "text" is parsed from
+// its text, "typed" read from the engine's ops where it typed them
+// (RestoreOptions.Lines, as the xtables Runner's RestoreTyped hands them).
 func BenchmarkRestoreUserSpace(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		payloads := enginePayloads(b, n)
+		payloads := engineTypedPayloads(b, n)
 		for _, workers := range []int{1, 0} {
-			b.Run(fmt.Sprintf("services=%d/workers=%d", n, workers), func(b *testing.B) {
-				c0 := cpuTime()
-				for b.Loop() {
-					for _, p := range payloads {
-						if _, err := xtblob.PlanForTest(xtblob.IPv4, p, workers); err != nil {
-							b.Fatal(err)
+			for _, input := range []string{"text", "typed"} {
+				b.Run(fmt.Sprintf("services=%d/workers=%d/input=%s", n, workers, input), func(b *testing.B) {
+					c0 := cpuTime()
+					for b.Loop() {
+						for _, p := range payloads {
+							lines := linesOf(p.Ops)
+							if input == "text" {
+								lines = nil
+							}
+							if _, err := xtblob.PlanForTest(xtblob.IPv4, p.Text, lines, workers); err != nil {
+								b.Fatal(err)
+							}
 						}
 					}
-				}
-				b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N), "cpu-s/op")
-			})
+					b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N), "cpu-s/op")
+				})
+			}
 		}
 	}
 }

@@ -555,15 +555,27 @@ func (r *execRunner) HandedToTool() (unsupported, refused uint64) {
 	return r.toolUnsupported.Load(), r.toolRefused.Load()
 }
 
+// Restore implements Runner.
 func (r *execRunner) Restore(ctx context.Context, data []byte) error {
+	return r.restoreTyped(ctx, data, nil)
+}
+
+// RestoreTyped implements Runner: the in-process path reads the lines'
+// kinds and chains from in.Ops; the tool, when it runs, reads in.Text.
+func (r *execRunner) RestoreTyped(ctx context.Context, in TypedRestore) error {
+	return r.restoreTyped(ctx, in.Text, in.Ops)
+}
+
+// restoreTyped restores data, whose lines ops types (nil: untyped).
+func (r *execRunner) restoreTyped(ctx context.Context, data []byte, ops []RestoreOp) error {
 	if !r.inProcess.Load() {
 		return r.restoreTool(ctx, data)
 	}
-	err := r.restoreInProcess(ctx, data)
+	err := r.restoreInProcess(ctx, data, ops)
 	switch {
 	case err == nil:
 		if r.checkNext.CompareAndSwap(true, false) {
-			return r.selfCheck(ctx, data)
+			return r.selfCheck(ctx, data, ops)
 		}
 		return nil
 	case errors.Is(err, xtblob.ErrUnsupported):
@@ -633,11 +645,12 @@ func (r *execRunner) restoreTool(ctx context.Context, data []byte) error {
 // inProcessTool names the in-process restore in errors and lock counts.
 const inProcessTool = "iptables-legacy-restore (in process)"
 
-// restoreInProcess applies data with xtblob.Restore, mapping its errors to
+// restoreInProcess applies data (its lines typed by ops, when given) with
+// xtblob.Restore, mapping its errors to
 // the tool's: a *RestoreError naming the line, a *LockError inside it when
 // the lock was held too long. An error matching xtblob.ErrUnsupported is
 // returned as it is (nothing was written).
-func (r *execRunner) restoreInProcess(ctx context.Context, data []byte) error {
+func (r *execRunner) restoreInProcess(ctx context.Context, data []byte, ops []RestoreOp) error {
 	if err := ctx.Err(); err != nil {
 		return &RestoreError{Output: inProcessTool + " not started", Err: err}
 	}
@@ -645,7 +658,11 @@ func (r *execRunner) restoreInProcess(ctx context.Context, data []byte) error {
 	if r.family == v1.IPv6Protocol {
 		fam = xtblob.IPv6
 	}
-	err := r.writeTables(fam, data, xtblob.RestoreOptions{LockWait: r.lockWait, KeepPolicyCounters: r.keepPolicyCounters})
+	opts := xtblob.RestoreOptions{LockWait: r.lockWait, KeepPolicyCounters: r.keepPolicyCounters}
+	if len(ops) > 0 {
+		opts.Lines = xtblobLines(ops)
+	}
+	err := r.writeTables(fam, data, opts)
 	if err == nil || errors.Is(err, xtblob.ErrUnsupported) {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -34,12 +35,17 @@ func (r *execRunner) CheckNextRestore() {
 	}
 }
 
-// selfCheck reads back what the in-process Restore of data wrote.
-func (r *execRunner) selfCheck(ctx context.Context, data []byte) error {
+// selfCheck reads back what the in-process Restore of data (its lines
+// typed by ops, when given) wrote.
+func (r *execRunner) selfCheck(ctx context.Context, data []byte, ops []RestoreOp) error {
 	start := time.Now()
 	defer func() { r.selfCheckNanos.Add(uint64(time.Since(start))) }()
 	listings := map[string][]byte{}
-	for _, t := range tablesOf(data) {
+	tables := tablesOfOps(data, ops)
+	if len(ops) == 0 {
+		tables = tablesOf(data)
+	}
+	for _, t := range tables {
 		var buf bytes.Buffer
 		if err := r.listTable(ctx, Table(t), &buf); err != nil {
 			r.log.Info("Could not read back what the in-process restore wrote; not checked", "table", t, "err", err.Error())
@@ -51,7 +57,11 @@ func (r *execRunner) selfCheck(ctx context.Context, data []byte) error {
 	if r.family == v1.IPv6Protocol {
 		fam = xtblob.IPv6
 	}
-	err := r.verify(fam, data, listings, xtblob.RestoreOptions{LockWait: r.lockWait})
+	opts := xtblob.RestoreOptions{LockWait: r.lockWait}
+	if len(ops) > 0 {
+		opts.Lines = xtblobLines(ops)
+	}
+	err := r.verify(fam, data, listings, opts)
 	r.selfChecks.Add(1)
 	switch {
 	case errors.Is(err, xtblob.ErrMismatch):
@@ -83,6 +93,23 @@ func tablesOf(data []byte) []string {
 				out = append(out, name)
 			}
 		}
+	}
+	return out
+}
+
+// tablesOfOps is tablesOf of data, read from the RestoreTable ops that type
+// its lines.
+func tablesOfOps(data []byte, ops []RestoreOp) []string {
+	var out []string
+	start := uint32(0)
+	for _, o := range ops {
+		if o.Kind == RestoreTable && o.Name > 0 && int(start)+1+int(o.Name) <= len(data) {
+			name := string(data[start+1 : start+1+uint32(o.Name)])
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+		start = o.End
 	}
 	return out
 }

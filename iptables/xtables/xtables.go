@@ -91,6 +91,15 @@ type Runner interface {
 	// several tables ("*nat ... COMMIT"). A table whose input fails
 	// changes nothing; the error is a *RestoreError.
 	Restore(ctx context.Context, data []byte) error
+	// RestoreTyped is Restore of in.Text, whose lines in.Ops types as its
+	// writer wrote them (the iptables engine's payloads): the legacy
+	// backend's in-process writer reads the lines' kinds and chains from
+	// in.Ops instead of parsing the text back; the tools, and a Runner
+	// that keeps no kernel, read in.Text. The result is Restore's. A
+	// wrapper that intercepts Restore (to log, count or time it)
+	// intercepts RestoreTyped too: the iptables engine restores its
+	// payloads through RestoreTyped, other callers through Restore.
+	RestoreTyped(ctx context.Context, in TypedRestore) error
 	// SaveInto appends iptables-save output of table to buf.
 	SaveInto(ctx context.Context, table Table, buf *bytes.Buffer) error
 	// HasRandomFully reports whether MASQUERADE --random-fully is supported.

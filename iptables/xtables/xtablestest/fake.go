@@ -53,6 +53,8 @@ var _ xtables.Runner = (*Fake)(nil)
 type Stats struct {
 	// Restores counts Restore calls, FailedRestores those that returned an error.
 	Restores, FailedRestores int
+	// TypedRestores counts the Restore calls made through RestoreTyped.
+	TypedRestores int
 	// RestoreLines and RestoreBytes total the input of all Restore calls.
 	RestoreLines, RestoreBytes int
 	// LastRestore is a copy of the input of the last Restore call.
@@ -465,12 +467,20 @@ func (f *Fake) SaveInto(ctx context.Context, table xtables.Table, buf *bytes.Buf
 // errors (ErrNoSuchChain, ErrBadRule, ...); an error injected with
 // FailNextRestore or SetRestoreHook is returned as is.
 func (f *Fake) Restore(ctx context.Context, data []byte) error {
+	return f.restoreInput(ctx, data, false)
+}
+
+// restoreInput is Restore (typed: called as RestoreTyped).
+func (f *Fake) restoreInput(ctx context.Context, data []byte, typed bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Restores++
+	if typed {
+		f.stats.TypedRestores++
+	}
 	f.stats.RestoreBytes += len(data)
 	f.stats.RestoreLines += bytes.Count(data, []byte{'\n'})
 	if len(data) > 0 && data[len(data)-1] != '\n' {
@@ -492,6 +502,13 @@ func (f *Fake) Restore(ctx context.Context, data []byte) error {
 		f.stats.FailedRestores++
 	}
 	return err
+}
+
+// RestoreTyped implements xtables.Runner: Restore of in.Text (the Fake
+// parses the text whatever in.Ops say), counted in Restores and, besides,
+// in TypedRestores.
+func (f *Fake) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+	return f.restoreInput(ctx, in.Text, true)
 }
 
 // Capabilities implements xtables.Runner: what SetCapabilities set, by
