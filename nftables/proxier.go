@@ -421,22 +421,20 @@ func needsNFT(cs *changeSet) bool {
 
 // removeUnwanted adds to cs the removal of per-service chains, affinity
 // sets and container elements in st that neither want nor static holds.
+// cs shares the claims of the sync that diffed want and static
+// (changeSet.next): every element they want is claimed there, but
+// hairpin-connections', which st.refs counts once the plans are recorded.
 func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.NamespacedName]*servicePlan, static *staticPlan, now time.Time) {
 	// Sized from the state (what the table holds is about what is
 	// wanted), keyed without building strings: at 10,000 services this
 	// runs on every full resync over some 110,000 chains and 40,000
 	// elements.
 	chainsWanted := onlyWantedChains(st, want, static)
-	nElems := 0
-	for _, m := range st.elems {
-		nElems += len(m)
-	}
 	var chains map[string]bool
 	if !chainsWanted {
 		chains = make(map[string]bool, len(st.chains))
 	}
 	sets := make(map[string]bool, len(st.sets))
-	elems := make(map[containerKey]bool, nElems)
 	for _, sp := range want {
 		if !chainsWanted {
 			for _, c := range sp.chains {
@@ -446,12 +444,6 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 		for _, s := range sp.sets {
 			sets[s.name] = true
 		}
-		for i := range sp.elems {
-			elems[containerKey{sp.elems[i].key, sp.elems[i].container}] = true
-		}
-	}
-	for i := range static.elems {
-		elems[containerKey{static.elems[i].key, static.elems[i].container}] = true
 	}
 	var flush []string
 	for n, h := range st.chains {
@@ -484,7 +476,11 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 	for c := range numContainers {
 		var keys []elemKey
 		for k := range st.elems[c] {
-			if !elems[containerKey{k, c}] {
+			if c == ctrHairpin {
+				if st.refs[k] <= 0 {
+					keys = append(keys, k)
+				}
+			} else if _, wanted := cs.claimed[containerKey{k, c}]; !wanted {
 				keys = append(keys, k)
 			}
 		}
