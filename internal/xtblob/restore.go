@@ -383,8 +383,8 @@ func (ps *parser) line(line int, l []byte, nl bool, t Line) {
 		return
 	case len(l) > 0 && l[0] == ':':
 		var name, rest []byte
-		if t.Kind == LineDeclare && isWord(l, 1, int(t.Name)) {
-			name, rest = l[1:1+t.Name], l[1+t.Name:]
+		if n := int(t.Name); t.Kind == LineDeclare && isWord(l, 1, n) {
+			name, rest = l[1:1+n], l[1+n:]
 		} else {
 			name, rest = field(l[1:])
 		}
@@ -400,10 +400,10 @@ func (ps *parser) line(line int, l []byte, nl bool, t Line) {
 		return
 	}
 	n := len(p.encs)
-	if t.Kind == LineAppend && len(l) > 3 && l[0] == '-' && l[1] == 'A' && l[2] == ' ' && isWord(l, 3, int(t.Name)) && !strings.ContainsRune("-\"'!", rune(l[3])) {
+	if c := int(t.Name); t.Kind == LineAppend && len(l) > 3 && l[0] == '-' && l[1] == 'A' && l[2] == ' ' && isWord(l, 3, c) && !strings.ContainsRune("-\"'!", rune(l[3])) {
 		// what parseCommand makes of "-A CHAIN rule"
-		p.ops = append(p.ops, op{kind: opAppend, line: int32(line), enc: int32(n), chain: p.spanOf(l[3 : 3+t.Name])})
-		p.encs = append(p.encs, encRule{text: p.spanOf(trimSpace(l[3+t.Name:]))})
+		p.ops = append(p.ops, op{kind: opAppend, line: int32(line), enc: int32(n), chain: p.spanOf(l[3 : 3+c])})
+		p.encs = append(p.encs, encRule{text: p.spanOf(trimSpace(l[3+c:]))})
 	} else {
 		p.parseCommand(line, l)
 	}

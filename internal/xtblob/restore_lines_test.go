@@ -41,7 +41,7 @@ func scramble(ls []Line, r *rand.Rand) []Line {
 	out := slices.Clone(ls)
 	for i := range out {
 		out[i].Kind = LineKind(r.IntN(4))
-		out[i].Name = uint8(r.IntN(40))
+		out[i].Name = uint8(r.IntN(256))
 	}
 	return out
 }
@@ -79,6 +79,10 @@ func typedCorpus(t testing.TB) map[string]string {
 		}
 		in[filepath.Base(g)] = string(b)
 	}
+	// chain names of 253 to 255 bytes: a name's length is a byte
+	long := strings.Repeat("C", 253)
+	in["long"] = "*filter\n:" + long + " - [0:0]\n:" + long + "D - [0:0]\n:" + long + "DE - [0:0]\n:" + long + "DEF - [0:0]\n" +
+		"-A " + long + " -j ACCEPT\n-A " + long + "D -j ACCEPT\n-A " + long + "DE -j ACCEPT\n-A " + long + "DE\n-A " + long + "DEF -j DROP\nCOMMIT\n"
 	// lines the typed path must leave to the text parser
 	in["odd"] = "*filter\n:  KUBE-A - [0:0]\n:KUBE-B\t- [0:0]\n-A  KUBE-A -j ACCEPT\n-A KUBE-A\t-j DROP\n-A !X -j DROP\n-A -j DROP\n" +
 		"-A \"Q\" -j DROP\n-A KUBE-B\n-A KUBE-B \n:\n-A\nCOMMIT\n-A KUBE-A -j ACCEPT\n*nat\n:X - [0:0]\n-A X -j RETURN"
