@@ -374,8 +374,8 @@ var _ ChainCommentLister = (*netlinkRuleLister)(nil)
 
 func (l *netlinkRuleLister) ListContainer(_ context.Context, name string) (map[string]string, error) {
 	lay := layoutOf(name)
-	out := map[string]string{}
-	err := l.eachElem(name, func(k elemKey, v verdict) {
+	var out map[string]string
+	err := l.eachElem(name, func(n int) { out = make(map[string]string, n) }, func(k elemKey, v verdict) {
 		out[k.text(lay)] = v.String()
 	})
 	return out, err
@@ -384,13 +384,14 @@ func (l *netlinkRuleLister) ListContainer(_ context.Context, name string) (map[s
 // listElems is ListContainer typed (typedElemLister): the full sync's
 // listing, with no text between the kernel's bytes and the state.
 func (l *netlinkRuleLister) listElems(_ context.Context, c container) (elemSet, error) {
-	out := elemSet{}
-	err := l.eachElem(c.name(), func(k elemKey, v verdict) { out[k] = v })
+	var out elemSet
+	err := l.eachElem(c.name(), func(n int) { out = make(elemSet, n) }, func(k elemKey, v verdict) { out[k] = v })
 	return out, err
 }
 
-// eachElem calls fn with each element of the named set or map.
-func (l *netlinkRuleLister) eachElem(name string, fn func(elemKey, verdict)) error {
+// eachElem calls start with the number of elements of the named set or
+// map (once read), then fn with each.
+func (l *netlinkRuleLister) eachElem(name string, start func(n int), fn func(elemKey, verdict)) error {
 	c, err := gnft.New()
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
@@ -409,6 +410,7 @@ func (l *netlinkRuleLister) eachElem(name string, fn func(elemKey, verdict)) err
 		ipLen = 16
 	}
 	lay := layoutOf(name)
+	start(len(elems))
 	for _, e := range elems {
 		key, err := decodeKey(e.Key, lay, ipLen)
 		if err != nil {
