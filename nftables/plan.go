@@ -161,7 +161,10 @@ func (p *planner) planService(ports []proxy.ServicePortName, services map[proxy.
 			continue
 		}
 		if sp == nil {
-			sp = &servicePlan{}
+			// Each port adds its cluster IP to cluster-ips and service-ips
+			// (or no-endpoint-services): room for those two, not grown
+			// from one.
+			sp = &servicePlan{elems: make([]elemSpec, 0, 2*len(ports))}
 		}
 		p.planServicePort(sp, spn, svc, endpoints[spn])
 	}
