@@ -71,6 +71,7 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	o.dryRun = true
 	log := newLogger(io.Discard, stderr, o.config.Logging)
+	stdLog.set(log)
 	var cmds []string
 	if o.config.Mode == modeIPVS {
 		// the engine's dry run over the node's IPVS state (diffIPVS)

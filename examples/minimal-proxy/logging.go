@@ -208,3 +208,34 @@ func (s *logSink) WithValues(kv ...any) logr.LogSink {
 	c.f.AddValues(kv)
 	return &c
 }
+
+// stdLog carries the standard library logger's lines (the log package),
+// which some dependencies write to: vishvananda/netlink writes one line
+// for every member of a set ipset(8) made that carries attributes it does
+// not know (thousands on a node programmed by upstream kube-proxy, for
+// trace and diff in the ipvs mode). main sends them here; they go to the
+// binary's logger at verbosity 4 once run or diff has made it, and
+// nowhere before.
+var stdLog = &stdLogBridge{}
+
+type stdLogBridge struct {
+	mu  sync.Mutex
+	log logr.Logger // zero: discard
+}
+
+// set routes the lines to log's V(4).
+func (b *stdLogBridge) set(log logr.Logger) {
+	b.mu.Lock()
+	b.log = log.WithName("stdlog").V(4)
+	b.mu.Unlock()
+}
+
+func (b *stdLogBridge) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	log := b.log
+	b.mu.Unlock()
+	if log.GetSink() != nil && log.Enabled() {
+		log.Info(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"os"
 	"os/signal"
 	"runtime"
@@ -37,6 +38,8 @@ const (
 const shutdownGrace = 500 * time.Millisecond
 
 func main() {
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(stdLog)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -65,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(stdout, stderr, o.config.Logging)
 	klog.SetLogger(log.WithName("client-go"))
+	stdLog.set(log)
 	logFeatureGates(o.config.FeatureGates, log)
 	if len(o.noEffect) > 0 {
 		log.Info("Settings accepted for kube-proxy compatibility but without effect here", "settings", o.noEffect)
