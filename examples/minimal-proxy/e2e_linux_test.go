@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -473,6 +474,38 @@ func (c *e2eCluster) proxyArgs(mode string, flags ...string) []string {
 	}, flags...)
 }
 
+// chosenScenarios is scenarios as SVCPROXY_E2E_SCENARIOS and
+// SVCPROXY_E2E_REPEAT choose them, to chase one scenario's failure: the
+// first (a regular expression) keeps the scenarios whose names it matches,
+// the second runs those that many times over, in order. Unset, every
+// scenario once.
+func chosenScenarios(t *testing.T, scenarios []proxytest.Scenario) []proxytest.Scenario {
+	t.Helper()
+	if expr := os.Getenv("SVCPROXY_E2E_SCENARIOS"); expr != "" {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			t.Fatalf("SVCPROXY_E2E_SCENARIOS: %v", err)
+		}
+		scenarios = slices.DeleteFunc(slices.Clone(scenarios), func(sc proxytest.Scenario) bool { return !re.MatchString(sc.Name) })
+		if len(scenarios) == 0 {
+			t.Fatalf("SVCPROXY_E2E_SCENARIOS=%s matches no scenario", expr)
+		}
+		t.Logf("SVCPROXY_E2E_SCENARIOS=%s: %d scenarios", expr, len(scenarios))
+	}
+	if v := os.Getenv("SVCPROXY_E2E_REPEAT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SVCPROXY_E2E_REPEAT=%q: want a count of at least 1", v)
+		}
+		var all []proxytest.Scenario
+		for range n {
+			all = append(all, scenarios...)
+		}
+		scenarios = all
+	}
+	return scenarios
+}
+
 // testE2E runs one mode's end-to-end test on cluster c.
 func testE2E(t *testing.T, c *e2eCluster, mode e2eMode) {
 	topo, env, inNS, cp, h, feeder := c.topo, c.env, c.inNS, c.cp, c.h, c.feeder
@@ -485,6 +518,7 @@ func testE2E(t *testing.T, c *e2eCluster, mode e2eMode) {
 			t.Fatal(err)
 		}
 	}
+	scenarios = chosenScenarios(t, scenarios)
 	var plain, masqueradeAll []proxytest.Scenario
 	for _, sc := range scenarios {
 		if sc.Options.MasqueradeAll {

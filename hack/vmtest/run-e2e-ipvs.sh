@@ -19,7 +19,9 @@
 # Environment: SVCPROXY_E2E_VM_MEM (MB, default 4096), SVCPROXY_E2E_VM_CPUS
 # (default 2), SVCPROXY_E2E_VM_TIMEOUT (seconds, default 2100), and
 # SVCPROXY_E2E_SLOWDOWN (the factor the test stretches its waits by in the
-# guest, default 5: TCG emulation is that much slower than the host).
+# guest, default 5: TCG emulation is that much slower than the host);
+# SVCPROXY_E2E_SCENARIOS and SVCPROXY_E2E_REPEAT are passed on (the test's
+# scenario filter and repeat count, to chase one scenario's failure).
 #
 # Exit status: that of the test (124/125: the VM timed out or failed).
 set -euo pipefail
@@ -44,6 +46,9 @@ for kube in $kubes; do
     --env "SVCPROXY_E2E_ETCD_$v=/e2e/$kube/etcd" --env "SVCPROXY_E2E_KUBE_APISERVER_$v=/e2e/$kube/kube-apiserver")
 done
 [ -z "${SVCPROXY_E2E_KUBE:-}" ] || cp_args+=(--env "SVCPROXY_E2E_KUBE=$SVCPROXY_E2E_KUBE")
+for v in SVCPROXY_E2E_SCENARIOS SVCPROXY_E2E_REPEAT; do
+  [ -z "${!v:-}" ] || cp_args+=(--env "$v=${!v}")
+done
 CGO_ENABLED=0 go build -o "$out/minimal-proxy" ./examples/minimal-proxy/
 CGO_ENABLED=0 go test -c -o "$out/minimal-proxy.test" ./examples/minimal-proxy/
 
