@@ -160,8 +160,9 @@ func (p *Proxier) planPartial(u *changetracker.Update) opList {
 	if len(u.ChangedServices) == 0 {
 		return nil
 	}
-	sink := &partialSink{p: p}
+	sink := newPartialSink(p)
 	p.replanChanged(u, sink)
+	sink.finish()
 	sortOps(sink.ops)
 	return sink.ops
 }
@@ -200,48 +201,106 @@ func (p *Proxier) replanChanged(u *changetracker.Update, sink diffSink) {
 	}
 }
 
-// partialSink turns dataplane changes into ops.
+// partialSink turns the dataplane changes of one partial sync into ops. It
+// nets the changes of each virtual server, address and set entry over the
+// whole batch first: ops run additions first and removals last, so a
+// service removed and another that takes its virtual server, address or
+// entry in the same batch (the next service on a node port, a cluster IP
+// given again) would otherwise have the removal undo the addition.
 type partialSink struct {
 	p   *Proxier
 	ops opList
+	// vss: the programmed virtual server of each key before the batch
+	// (old) and after it (new), in the order the keys first changed
+	vss      map[VirtualServerKey]*vsDelta
+	vssOrder []VirtualServerKey
+	// addrs, entries: +1 bound (added), -1 unbound (deleted), 0 unchanged
+	addrs   map[netip.Addr]int
+	entries map[setEntry]int
+}
+
+type vsDelta struct{ old, new *plannedVS }
+
+func newPartialSink(p *Proxier) *partialSink {
+	return &partialSink{p: p, vss: make(map[VirtualServerKey]*vsDelta), addrs: make(map[netip.Addr]int), entries: make(map[setEntry]int)}
 }
 
 func (s *partialSink) vsChanged(old, new *plannedVS) {
-	switch {
-	case old == nil && new != nil:
-		s.ops = append(s.ops, op{kind: opAddVS, vs: &new.vs})
-		for _, rs := range new.rss {
-			s.ops = append(s.ops, op{kind: opAddRS, weight: 1, vs: &new.vs, rs: rs})
-		}
-	case old != nil && new == nil:
-		s.ops = append(s.ops, op{kind: opDelVS, vs: &old.vs})
-	case old != nil && new != nil:
-		if !old.vs.Equal(&new.vs) {
-			s.ops = append(s.ops, op{kind: opUpdateVS, vs: &new.vs})
-		}
-		s.ops = s.p.diffRealServers(s.ops, &new.vs, old.rss, new.rss)
+	var key VirtualServerKey
+	if old != nil {
+		key = old.vs.Key()
+	} else if new != nil {
+		key = new.vs.Key()
+	} else {
+		return
 	}
+	if d := s.vss[key]; d != nil {
+		d.new = new
+		return
+	}
+	s.vss[key] = &vsDelta{old: old, new: new}
+	s.vssOrder = append(s.vssOrder, key)
 }
 
 func (s *partialSink) addrChanged(a netip.Addr, add bool) {
 	if add {
-		s.ops = append(s.ops, addrOp(opBind, a))
+		s.addrs[a]++
 	} else {
-		s.ops = append(s.ops, addrOp(opUnbind, a))
+		s.addrs[a]--
 	}
 }
 
 func (s *partialSink) entryChanged(e setEntry, add bool) {
-	k := opDelEntry
 	if add {
-		k = opAddEntry
+		s.entries[e]++
+	} else {
+		s.entries[e]--
 	}
-	en := e.entry
-	s.ops = append(s.ops, op{kind: k, set: s.p.setSpec(e.set), entry: &en})
 }
 
 func (s *partialSink) conflict(spn proxy.ServicePortName, key VirtualServerKey, holder proxy.ServicePortName) {
 	s.p.log.Info("Virtual server already used by another service port; skipped", "service", spn.String(), "virtualServer", key.String(), "heldBy", holder.String())
+}
+
+// finish turns the net changes into ops.
+func (s *partialSink) finish() {
+	for _, key := range s.vssOrder {
+		d := s.vss[key]
+		old, new := d.old, d.new
+		switch {
+		case old == nil && new != nil:
+			s.ops = append(s.ops, op{kind: opAddVS, vs: &new.vs})
+			for _, rs := range new.rss {
+				s.ops = append(s.ops, op{kind: opAddRS, weight: 1, vs: &new.vs, rs: rs})
+			}
+		case old != nil && new == nil:
+			s.ops = append(s.ops, op{kind: opDelVS, vs: &old.vs})
+		case old != nil && new != nil:
+			if !old.vs.Equal(&new.vs) {
+				s.ops = append(s.ops, op{kind: opUpdateVS, vs: &new.vs})
+			}
+			s.ops = s.p.diffRealServers(s.ops, &new.vs, old.rss, new.rss)
+		}
+	}
+	for a, n := range s.addrs {
+		switch {
+		case n > 0:
+			s.ops = append(s.ops, addrOp(opBind, a))
+		case n < 0:
+			s.ops = append(s.ops, addrOp(opUnbind, a))
+		}
+	}
+	for e, n := range s.entries {
+		if n == 0 {
+			continue
+		}
+		k := opDelEntry
+		if n > 0 {
+			k = opAddEntry
+		}
+		en := e.entry
+		s.ops = append(s.ops, op{kind: k, set: s.p.setSpec(e.set), entry: &en})
+	}
 }
 
 // diffRealServers appends the ops that turn real servers old into new (both
