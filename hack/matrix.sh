@@ -50,7 +50,7 @@
 # SVCPROXY_NFTABLES_NETLINK=1), so that a suite is verified whatever that
 # list says, and the "iptables legacy tool" cell switches the in-process
 # writer off (=0).
-#   nftables gate           the version check: NewInterfaces refuses kernel
+#   nftables gate           the version check: nftkernel.NewInterfaces refuses kernel
 #                           < 5.13 or nft < 1.0.1 with a *VersionError, and
 #                           minimal-proxy --proxy-mode=nftables then runs the
 #                           iptables mode (one log line); on a suite below

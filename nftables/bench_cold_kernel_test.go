@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
@@ -57,7 +58,7 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 		var wall, cpu, restart, restartCPU, repair, repairCPU time.Duration
 		var peak uint64
 		start := func() *nftables.Proxier {
-			ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+			ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 			if err != nil {
 				b.Skipf("nftables unavailable: %v", err)
 			}

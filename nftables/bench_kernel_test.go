@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 )
 
 // BenchmarkKernelSync: N services × 10 endpoints, one slice each, every
@@ -52,7 +53,7 @@ func BenchmarkKernelPartialOne(b *testing.B) {
 
 func partialOneBench(b *testing.B, n int, viaNetlink bool) {
 	cfg := testConfig()
-	ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+	ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 	if err != nil {
 		b.Skipf("nftables unavailable: %v", err)
 	}
@@ -123,7 +124,7 @@ func kernelSyncBench(b *testing.B, n, eps int, full bool) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	cfg := testConfig()
 	cfg.Clock = clk
-	ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+	ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 	if err != nil {
 		b.Skipf("nftables unavailable: %v", err)
 	}
@@ -227,7 +228,7 @@ func BenchmarkKernelDriftCheck(b *testing.B) {
 		for _, via := range []string{"netlink", "nft"} {
 			b.Run(fmt.Sprintf("services=%d/endpoints=%d/%s", sh.n, sh.eps, via), func(b *testing.B) {
 				inFreshNetns(b, func() {
-					ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+					ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 					if err != nil {
 						b.Skipf("nftables unavailable: %v", err)
 					}

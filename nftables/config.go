@@ -72,24 +72,28 @@ type Config struct {
 	NFTOnly bool
 }
 
-// Interfaces is what a Proxier drives.
+// Interfaces is what a Proxier drives: package nftkernel has the real
+// ones (nftkernel.NewInterfaces), nftablestest the fakes. Every
+// interface's methods are required (see "The driver" in the package
+// doc).
 type Interfaces struct {
 	// NFTables is bound to TableName in the proxier's family (ip or ip6).
-	// Required. nftablestest.Fakes supplies a fake; NewInterfaces the
-	// real one.
+	// Required. nftablestest.Fakes supplies a fake;
+	// nftkernel.NewInterfaces the real one.
 	NFTables knftables.Interface
 	// OtherFamily, if set, is the same table in the other family:
 	// Cleanup removes it too (so --cleanup removes every leftover).
 	OtherFamily knftables.Interface
-	// Comments, if set, reads the table for full syncs over netlink
-	// (NewNetlinkRuleLister: chain names, each chain's first rule's
-	// comment, set and map elements), instead of knftables' listings.
-	// NewInterfaces sets it.
+	// Comments, if set, reads the table over netlink
+	// (nftkernel.NewNetlinkRuleLister): for full syncs chain names, each
+	// chain's first rule's comment, set and map elements, and for the
+	// self-check and the drift check the rules' comments of a few chains,
+	// instead of knftables' listings. nftkernel.NewInterfaces sets it.
 	Comments ChainCommentLister
 	// Generation, if set, reads the ruleset generation id, so a full
 	// resync of a table unchanged since our last transaction skips the
-	// listing (resync.go). NewInterfaces sets it; nil: every full sync
-	// lists.
+	// listing (resync.go). nftkernel.NewInterfaces sets it; nil: every
+	// full sync lists.
 	Generation GenerationReader
 	// Netlink, if set, writes the transactions of partial syncs as
 	// netlink batches instead of through nft, whenever every object of
@@ -98,11 +102,11 @@ type Interfaces struct {
 	// otherwise, and for full syncs and the dry run, nft. nft reads the
 	// whole table back before any transaction that adds a rule, so
 	// through it even a small partial sync costs O(table). nil: nft
-	// only. NewInterfaces sets it. Config.NFTOnly, the environment and
-	// the versions (NFTVersion) may still keep it unused; a batch the
-	// kernel refuses is written again through nft, and the writer is
-	// switched off after repeated refusals or a failed read-back (see
-	// Proxier.NetlinkStats).
+	// only. nftkernel.NewInterfaces sets it. Config.NFTOnly, the
+	// environment and the versions (NFTVersion) may still keep it
+	// unused; a batch the kernel refuses is written again through nft,
+	// and the writer is switched off after repeated refusals or a failed
+	// read-back (see Proxier.NetlinkStats).
 	Netlink NetlinkWriter
 	// LocalhostSockets, if set, opens the sockets of the localhost
 	// node-port proxy (Config.LocalhostNodePorts): listening ones on the
@@ -113,17 +117,9 @@ type Interfaces struct {
 	// NFTVersion is the version of the nft that NFTables drives ("1.0.6"),
 	// which with the kernel's decides whether Netlink is used by default
 	// (internal/fastpath: the versions the writer was verified with).
-	// NewInterfaces sets it; "" (fakes, an embedder's own writer) leaves
-	// the versions unchecked.
+	// nftkernel.NewInterfaces sets it; "" (fakes, an embedder's own
+	// writer) leaves the versions unchecked.
 	NFTVersion string
-	// chainRules, set by NewInterfaces, reads the self-check's sample of
-	// chains and the drift check's chain over netlink
-	// (selfcheck_lister_linux.go), while NFTables is
-	// still chainRulesOf (the Interface it lists the table of: an embedder
-	// that puts another NFTables in place gets one knftables ListRules per
-	// chain, as without it).
-	chainRules   chainRulesLister
-	chainRulesOf knftables.Interface
 }
 
 // Family returns the knftables family of an IP family (ip or ip6).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
@@ -20,7 +21,7 @@ func kernelHarness() netnstest.KernelHarness {
 			var ifs nftables.Interfaces
 			err := netnstest.Exec(env.Node, func() error {
 				var err error
-				ifs, err = nftables.NewInterfaces(env.Topo.Family)
+				ifs, err = nftkernel.NewInterfaces(env.Topo.Family)
 				return err
 			})
 			if err != nil {

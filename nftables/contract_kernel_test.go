@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 )
 
 // countingNFT counts the listings asked of nft (each parses its JSON),
@@ -49,7 +50,7 @@ func TestKernelForwardingInterfacesSameEngine(t *testing.T) {
 	run := func(wrap bool) (outs []string, table string, lists map[string]int) {
 		lists = map[string]int{}
 		inFreshNetns(t, func() {
-			ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+			ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 			if err != nil {
 				t.Skipf("nftables unavailable: %v", err)
 			}

@@ -72,7 +72,7 @@
 //     elements added or removed;
 //   - a partial sync's transaction, and each chunk of a full sync's,
 //     goes to the kernel as one netlink batch
-//     (Interfaces.Netlink, set by NewInterfaces), not through nft: nft
+//     (Interfaces.Netlink, set by nftkernel.NewInterfaces), not through nft: nft
 //     (1.0.6) reads every chain, set and map of the table back before any
 //     transaction that adds a rule, O(table) however small the change.
 //     The planner types the per-service rules once (rule.go: a numgen
@@ -84,8 +84,8 @@
 //     what the kernel holds and the encoder work on those values; their
 //     nft text is rendered only for the dry run and the nft path, a
 //     listing read over netlink is decoded into them from the kernel's
-//     bytes, and one read through nft (or a ChainCommentLister's text) is
-//     parsed into them once, an element of a form the engine never writes
+//     bytes (ChainCommentLister.ListElements; nldecode.go), and one read
+//     through nft is parsed into them once, an element of a form the engine never writes
 //     kept as its text and deleted by it. The encoder writes
 //     the expressions nft generates for those rules, chains, affinity sets
 //     and elements into one reused buffer (so
@@ -196,7 +196,7 @@
 //   - switch: Config.NFTOnly (the binary's --nftables-netlink=false), or
 //     the environment variable SVCPROXY_NFTABLES_NETLINK=0, makes nft
 //     write everything; by default the writer is on only where the nft
-//     that NewInterfaces found (Interfaces.NFTVersion) and the running
+//     that nftkernel.NewInterfaces found (Interfaces.NFTVersion) and the running
 //     kernel are within the versions it was verified with
 //     (internal/fastpath: today nft 1.0.6 to 1.1.3 on kernels from 6.1),
 //     and SVCPROXY_NFTABLES_NETLINK=1 turns it on elsewhere. NewProxier
@@ -232,10 +232,30 @@
 // referenced), as upstream does.
 //
 // The engine needs Linux, nft ≥ 1.0.1 and kernel ≥ 5.13, as upstream:
-// NewInterfaces refuses a host below either with a *VersionError that names
+// nftkernel.NewInterfaces refuses a host below either with a *VersionError that names
 // the requirement (CheckHostVersions; KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK
 // set to anything skips the kernel check, as it does upstream), and
 // examples/minimal-proxy then falls back to the iptables mode. On other
 // systems the package is empty. Package nftablestest has the fake (over
 // knftables.Fake) and a packet tracer for tests.
+//
+// # The driver
+//
+// What the engine drives is Interfaces: knftables.Interface (the nft
+// binary, or a fake) and the interfaces this package declares for what
+// nft is too slow at, each optional in Interfaces and, when set, used
+// through its required methods only: ChainCommentLister (the table read
+// over netlink: full syncs, the self-check, the drift check),
+// GenerationReader (the ruleset generation id) and NetlinkWriter (a
+// transaction as one netlink batch, the bytes WireBatch lays out; a
+// refusal a *BatchError). Nothing is asked of a driver by type assertion
+// and nothing of what the engine decides depends on a driver's concrete
+// type, so a wrapper that embeds an interface, or forwards each method
+// with its arguments (ctx included) as it got them, leaves the engine as
+// it was (TestKernelForwardingInterfacesSameEngine,
+// TestWireLayoutReachesWrappedWriter). The rendering of the plan for the
+// kernel is the engine's (nlencode.go, nlbatch.go, and nldecode.go for
+// the elements read back); package nftkernel is the real driver, over
+// netlink in the calling thread's network namespace, and its
+// NewInterfaces builds the Interfaces of a node.
 package nftables

@@ -342,3 +342,17 @@ func parseListedElems(c container, n int, at func(i int) (key []string, value st
 }
 
 var errShortKey = errors.New("short key")
+
+// protoName is a protocol as nft writes it (tcp, udp, sctp, else its
+// number).
+func protoName(p byte) string {
+	switch p {
+	case unix.IPPROTO_TCP:
+		return "tcp"
+	case unix.IPPROTO_UDP:
+		return "udp"
+	case unix.IPPROTO_SCTP:
+		return "sctp"
+	}
+	return strconv.Itoa(int(p))
+}

@@ -19,7 +19,7 @@ import (
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
-// A Proxier over nftablestest's fake (nftables.NewInterfaces gives the
+// A Proxier over nftablestest's fake (nftkernel.NewInterfaces gives the
 // real kernel's): one Service with one endpoint, then where a packet from
 // a pod to its cluster IP goes.
 func Example() {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // nftablesDrifted runs the drift hook (tests only).
@@ -105,25 +103,4 @@ func sameMessages(a, b *nlEncoder) bool {
 		}
 	}
 	return true
-}
-
-// RuleCommentsNetlink is the self-check's netlink lister of family
-// (kernel tests): each listed chain's rules' comments ("-" for none).
-func RuleCommentsNetlink(ctx context.Context, family v1.IPFamily, chains []string) (map[string][]string, error) {
-	got, err := netlinkChainRulesLister(family)(ctx, chains)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]string{}
-	for c, rules := range got {
-		out[c] = []string{}
-		for _, r := range rules {
-			comment := "-"
-			if r.Comment != nil {
-				comment = *r.Comment
-			}
-			out[c] = append(out[c], comment)
-		}
-	}
-	return out, nil
 }

@@ -17,10 +17,10 @@ import (
 
 // The netlink writer's switch, fallback and self-check.
 //
-// Switch: Interfaces.Netlink set (NewInterfaces sets it), Config.NFTOnly
+// Switch: Interfaces.Netlink set (nftkernel.NewInterfaces sets it), Config.NFTOnly
 // unset (the binary's --nftables-netlink), SVCPROXY_NFTABLES_NETLINK not
 // "0", and, when the Interfaces say which nft they drive
-// (Interfaces.NFTVersion: NewInterfaces), that nft and the running kernel
+// (Interfaces.NFTVersion: nftkernel.NewInterfaces), that nft and the running kernel
 // within the versions the writer was verified with
 // (internal/fastpath.NFTablesNetlink; SVCPROXY_NFTABLES_NETLINK=1 turns it
 // on elsewhere too). NewProxier logs one line saying which writes and why.
@@ -36,8 +36,8 @@ import (
 // Self-check: the first batch written over netlink, and the first of each
 // full sync, is read back: a sample of the chains it wrote
 // (selfCheckChains: the first of each kind, then spread over the batch),
-// over netlink when the Interfaces come from NewInterfaces (a get and a
-// rule dump per chain: netlinkChainRulesLister), otherwise, and for a
+// over netlink when Interfaces.Comments is set (its RuleComments: a get
+// and a rule dump per chain with nftkernel's lister), otherwise, and for a
 // chain the netlink read did not list, with knftables ListRules (one `nft
 // --json list chain` per chain, which reads every set's elements of the
 // table: the four took 2 s of a cold start at 40,000 services). Each must hold as
@@ -210,14 +210,35 @@ func selfCheckSample(want []*chainSpec, k int) []*chainSpec {
 	return out
 }
 
-// chainLister is the Interfaces' netlink lister of chains' rules
-// (NewInterfaces), or nil when there is none or NFTables is no longer the
-// Interface it was made with (an embedder's fake, say).
+// chainRulesLister lists the rules of several chains of the table for the
+// self-check's read-back and the drift check. A chain missing from the
+// result was not listed: missing from the table, or not read.
+type chainRulesLister func(ctx context.Context, chains []string) (map[string][]*knftables.Rule, error)
+
+// chainLister lists chains' rules through Interfaces.Comments (its
+// RuleComments: a get and a rule dump per chain over netlink, where nft
+// reads the elements of every set of the table to list one chain), or is
+// nil when there is no lister: then each chain is one knftables ListRules.
 func (p *proxier) chainLister() chainRulesLister {
-	if p.ifs.chainRules != nil && p.ifs.chainRulesOf == p.nft {
-		return p.ifs.chainRules
+	lister := p.ifs.Comments
+	if lister == nil {
+		return nil
 	}
-	return nil
+	return func(ctx context.Context, chains []string) (map[string][]*knftables.Rule, error) {
+		comments, err := lister.RuleComments(ctx, chains)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string][]*knftables.Rule, len(comments))
+		for c, cs := range comments {
+			rules := make([]*knftables.Rule, len(cs))
+			for i, comment := range cs {
+				rules[i] = &knftables.Rule{Chain: c, Comment: comment}
+			}
+			out[c] = rules
+		}
+		return out, nil
+	}
 }
 
 // selfCheckNetlink reads back a sample of the chains cs wrote (see above).

@@ -4,70 +4,112 @@ package nftables
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 
-	v1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/knftables"
-
-	"github.com/svcproxy/svcproxy/internal/fastpath"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
-// NewInterfaces returns the real Interfaces for family: the kube-proxy
-// table through the nft binary (nft and kernel versions as CheckHostVersions
-// requires: a *VersionError otherwise), and the
-// same table of the other family for Cleanup. Listings use netlink where
-// knftables offers it, and partial syncs write over netlink
-// (NewNetlinkWriter).
-func NewInterfaces(family v1.IPFamily) (Interfaces, error) {
-	other := v1.IPv6Protocol
-	if family == v1.IPv6Protocol {
-		other = v1.IPv4Protocol
-	}
-	// Upstream's version requirements, with a typed error that names the
-	// one not met (knftables.New would refuse an old nft too, untyped).
-	if err := CheckHostVersions(); err != nil {
-		return Interfaces{}, err
-	}
-	nft, err := knftables.New(Family(family), TableName, knftables.UseNetlink)
-	if err != nil {
-		return Interfaces{}, fmt.Errorf("nftables: %w", err)
-	}
-	ifs := Interfaces{NFTables: nft, Comments: NewNetlinkRuleLister(family), Generation: NewGenerationReader(),
-		Netlink: NewNetlinkWriter(), NFTVersion: nftVersion(), chainRules: netlinkChainRulesLister(family), chainRulesOf: nft}
-	if o, err := knftables.New(Family(other), TableName, knftables.UseNetlink); err == nil {
-		ifs.OtherFamily = o
-	}
-	return ifs, nil
+// The interfaces below are what the engine drives besides
+// knftables.Interface: its kernel driver (package nftkernel implements
+// them over netlink; nftablestest fakes the generation reader). Every
+// method is required and nothing is asked of a driver by type assertion,
+// so a wrapper that embeds an interface, or forwards every method with
+// its arguments as it got them, leaves the engine as it was.
+
+// ChainCommentLister is what the engine reads of the table over netlink,
+// faster than knftables (whose ListRules, ListAll and ListElements parse
+// nft's JSON listing: a full sync's listing, BenchmarkKernelResync's
+// listed-s): whether the table exists, the comment of the first rule of
+// each chain (where the engine keeps the chain's content hash), the chain
+// names, the elements of the engine's sets and maps as the kernel holds
+// them, and the rules' comments of a few chains (the self-check's
+// read-back and the drift check). Every method is required: a wrapper
+// forwards all of them (or embeds the interface) and the engine reads the
+// table the same way through it.
+type ChainCommentLister interface {
+	// TableExists reports whether the kube-proxy table exists.
+	TableExists(ctx context.Context) (bool, error)
+	// ChainHeads returns, for each of the named chains that has rules,
+	// its first rule's comment and its number of rules.
+	ChainHeads(ctx context.Context, chains []string) (map[string]ChainHead, error)
+	// ListChainNames returns the names of the table's chains.
+	ListChainNames(ctx context.Context) ([]string, error)
+	// ListElements calls start with the number of elements of the named
+	// set or map, once read, then fn with each element as the kernel
+	// lists it; an error of fn ends the listing and is returned as it
+	// is. The engine decodes the elements itself (the key layouts are
+	// its own), with no text between the kernel's bytes and its state,
+	// into a map sized by start.
+	ListElements(ctx context.Context, name string, start func(n int), fn func(ListedElement) error) error
+	// RuleComments returns the comments of the rules of each of the
+	// named chains that exists, in order (nil: a rule without one); a
+	// chain with no rules maps to an empty slice, a missing chain to
+	// nothing. The self-check reads its sample of the chains a netlink
+	// batch wrote with it, and the drift check the services chain.
+	RuleComments(ctx context.Context, chains []string) (map[string][]*string, error)
 }
 
-// nftVersion is the version nft --version prints ("1.0.6"), or
-// "unknown" when it cannot be read (then the netlink writer is off unless
-// SVCPROXY_NFTABLES_NETLINK=1).
-func nftVersion() string {
-	out, err := exec.Command("nft", "--version").Output()
-	if err != nil {
-		return "unknown"
-	}
-	v, ok := fastpath.ParseVersion(string(out))
-	if !ok {
-		return "unknown"
-	}
-	return v.String()
+// ChainHead is what a full sync reads of a chain: the first rule's comment
+// (nil: none), where the engine keeps the chain's content hash, and the
+// number of rules, which shows a rule added or deleted by hand below it.
+type ChainHead struct {
+	Comment *string
+	Rules   int
 }
 
-// CleanupLeftovers deletes the kube-proxy table of both families (ours or
-// upstream kube-proxy's), for a --cleanup run that builds no Proxier.
-func CleanupLeftovers(ctx context.Context) error {
-	var errs []error
-	for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
-		nft, err := knftables.New(fam, TableName)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("nftables: %w", err))
-			continue
-		}
-		errs = append(errs, deleteTable(ctx, nft))
-	}
-	return errors.Join(errs...)
+// ListedElement is an element of a set or map as the kernel lists it
+// (NFT_MSG_NEWSETELEM).
+type ListedElement struct {
+	// Key is the key's data (NFTA_SET_ELEM_KEY's NFTA_DATA_VALUE): the
+	// key's fields concatenated, each padded to a multiple of 4 bytes.
+	// The engine keeps nothing of it once ListElements' fn returned.
+	Key []byte
+	// HasVerdict is true for an element of a verdict map: Verdict is its
+	// value's code (NFTA_VERDICT_CODE: unix.NFT_GOTO, NF_ACCEPT …) and
+	// Chain the chain of a goto or jump (NFTA_VERDICT_CHAIN). false: an
+	// element of a set.
+	HasVerdict bool
+	Verdict    int32
+	Chain      string
 }
+
+// GenerationReader reads the kernel's nftables ruleset generation id
+// (NFT_MSG_GETGEN): it moves by one on every committed nftables
+// transaction in the network namespace, of any table and family
+// (iptables-nft's included). nftkernel.NewGenerationReader is the real
+// one; nftablestest.Fake models it.
+type GenerationReader interface {
+	Generation() (uint32, error)
+}
+
+// NetlinkWriter sends one nftables transaction as a netlink batch, in the
+// network namespace of the calling thread. The kernel applies a batch
+// atomically: all of it or, on any error, none.
+type NetlinkWriter interface {
+	// WriteBatch sends msgs (nftables messages, without sequence numbers)
+	// between a batch begin and end and returns the kernel's verdict: nil
+	// once the batch is committed, else an error (a *BatchError when the
+	// kernel refused it). Once it returned nil, the engine reuses the
+	// memory of msgs' Data: a writer keeps nothing of them. The batch to
+	// send, byte for byte, is WireBatch(ctx, msgs).
+	WriteBatch(ctx context.Context, msgs []netlink.Message) error
+}
+
+// BatchError is a batch the kernel refused: Errno for message Index of the
+// batch (-1: the batch as a whole, e.g. when the commit failed).
+type BatchError struct {
+	Index int
+	Type  uint16 // the message's nftables type (NFT_MSG_…)
+	Errno unix.Errno
+}
+
+func (e *BatchError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("netlink batch refused: %v", e.Errno)
+	}
+	return fmt.Sprintf("netlink batch refused at message %d (type %d): %v", e.Index, e.Type, e.Errno)
+}
+
+// Unwrap lets errors.Is(err, unix.ENOENT) and the like see the errno.
+func (e *BatchError) Unwrap() error { return e.Errno }

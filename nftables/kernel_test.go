@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 )
 
 // inFreshNetns runs f on this goroutine's OS thread inside a new network
@@ -59,7 +60,7 @@ func nft(tb testing.TB, args ...string) string {
 
 func realProxier(tb testing.TB) *nftables.Proxier {
 	tb.Helper()
-	ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+	ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 	if err != nil {
 		tb.Skipf("nftables unavailable: %v", err)
 	}

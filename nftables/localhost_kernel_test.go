@@ -20,13 +20,14 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 )
 
 // kernelLocalhostProxier is a Proxier over the real kernel of the calling
 // thread's network namespace.
 func kernelLocalhostProxier(t *testing.T, cfg nftables.Config) *nftables.Proxier {
 	t.Helper()
-	ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+	ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 	if err != nil {
 		t.Skipf("nftables unavailable: %v", err)
 	}
@@ -113,7 +114,7 @@ func TestKernelLocalhostNodePortsReject(t *testing.T) {
 				t.Errorf("table lacks %q:\n%s", want, table)
 			}
 		}
-		ifs, _ := nftables.NewInterfaces(v1.IPv4Protocol)
+		ifs, _ := nftkernel.NewInterfaces(v1.IPv4Protocol)
 		before := rejectedPackets(t, ifs.NFTables, "tcp")
 		if got, err := dialLoopback("30000"); !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("gate on: 127.0.0.1:30000 answered %q (%v), want refused", got, err)
@@ -208,7 +209,7 @@ func TestKernelLocalhostNodePortsProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ns.Close()
-		ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+		ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 		if err != nil {
 			t.Skipf("nftables unavailable: %v", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -78,7 +79,7 @@ func TestKernelAdoptUpstreamTable(t *testing.T) {
 			svcs, slices := goldenObjects(topo)
 			cfg := upstreamVariants[0].config(topo)
 			start := func(nft *checkedNFT, maxOps int) *nftables.Proxier {
-				ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+				ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 				if err != nil {
 					t.Skipf("nftables unavailable: %v", err)
 				}

@@ -21,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
@@ -109,7 +110,7 @@ func withTwin(t *testing.T, fam v1.IPFamily, cfg nftables.Config, f func(tw *twi
 			panic(fmt.Sprintf("cannot return to the original netns: %v", err))
 		}
 	}()
-	tw := &twin{t: t, fam: fam, nl: &countingWriter{w: nftables.NewNetlinkWriter(), t: t, fam: fam}}
+	tw := &twin{t: t, fam: fam, nl: &countingWriter{w: nftkernel.NewNetlinkWriter(), t: t, fam: fam}}
 	for i := range tw.ns {
 		ns, err := netns.New()
 		if err != nil {
@@ -117,7 +118,7 @@ func withTwin(t *testing.T, fam v1.IPFamily, cfg nftables.Config, f func(tw *twi
 		}
 		defer ns.Close()
 		tw.ns[i] = ns
-		ifs, err := nftables.NewInterfaces(fam)
+		ifs, err := nftkernel.NewInterfaces(fam)
 		if err != nil {
 			t.Skipf("nftables unavailable: %v", err)
 		}
@@ -325,7 +326,7 @@ func TestKernelNetlinkEquivalence(t *testing.T) {
 					var writes [2]int
 					for i := range tw.p {
 						before := tw.list(i)
-						ifs, err := nftables.NewInterfaces(fam)
+						ifs, err := nftkernel.NewInterfaces(fam)
 						if err != nil {
 							t.Fatal(err)
 						}

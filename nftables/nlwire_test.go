@@ -13,10 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestWireSegmentsAreTheBatch: the arenas the writer sends as they are
-// (writeWire), between its begin and end, are byte for byte the batch
-// WriteBatch lays out from the messages (encodeBatch), across pooled
-// arenas and an arena of its own for a message larger than one.
+// TestWireSegmentsAreTheBatch: the arenas WireBatch hands the writer as
+// they are, between its begin and end, are byte for byte the batch it
+// lays out from the messages alone (encodeBatch), across pooled arenas
+// and an arena of its own for a message larger than one.
 func TestWireSegmentsAreTheBatch(t *testing.T) {
 	for _, n := range []int{1, 3, 20000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -37,7 +37,10 @@ func TestWireSegmentsAreTheBatch(t *testing.T) {
 				t.Fatalf("%d arenas, want several", len(b.wire))
 			}
 			want, _, _ := encodeBatch(b.msgs, 1)
-			bufs, size := wireBuffers(&b)
+			bufs, size := WireBatch(context.WithValue(context.Background(), wireKey{}, &b), b.msgs)
+			if len(bufs) != len(b.wire)+2 {
+				t.Fatalf("WireBatch laid out %d buffers, want the %d arenas between a begin and an end", len(bufs), len(b.wire))
+			}
 			got := bytes.Join(bufs, nil)
 			if size != len(got) {
 				t.Errorf("size %d, laid out %d", size, len(got))

@@ -6,27 +6,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
-
-// GenerationReader reads the kernel's nftables ruleset generation id
-// (NFT_MSG_GETGEN): it moves by one on every committed nftables
-// transaction in the network namespace, of any table and family
-// (iptables-nft's included). NewGenerationReader is the real one;
-// nftablestest.Fake models it.
-type GenerationReader interface {
-	Generation() (uint32, error)
-}
-
-type netlinkGeneration struct{}
-
-func (netlinkGeneration) Generation() (uint32, error) { return nfgen.Generation() }
-
-// NewGenerationReader returns the GenerationReader of the calling thread's
-// network namespace at each call (one netlink request, tens of
-// microseconds).
-func NewGenerationReader() GenerationReader { return netlinkGeneration{} }
 
 // A full resync of an unchanged table costs next to nothing: the engine
 // keeps custody of the table through the generation id. It records the
@@ -79,7 +60,7 @@ func (p *proxier) lastCommitHolds(req *engine.Request) bool {
 // engine takes custody from there.
 func (p *proxier) listStateTracked(ctx context.Context, known *tableState) (*tableState, error) {
 	before, okBefore := p.generation()
-	st, err := listState(ctx, p.nft, p.ifs.Comments, known)
+	st, err := listState(ctx, p.nft, p.ifs.Comments, p.family(), known)
 	after, okAfter := p.generation()
 	if err == nil && okBefore && okAfter && before == after {
 		p.custody.Verified(after)

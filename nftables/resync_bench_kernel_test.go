@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 )
 
 // BenchmarkKernelResync: the full resync of an unchanged table by the
@@ -35,7 +36,7 @@ func BenchmarkKernelResync(b *testing.B) {
 }
 
 func kernelResyncBench(b *testing.B, n int) {
-	ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+	ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 	if err != nil {
 		b.Skipf("nftables unavailable: %v", err)
 	}

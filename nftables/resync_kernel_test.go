@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
@@ -33,8 +34,12 @@ func (c *countingLister) ChainHeads(ctx context.Context, chains []string) (map[s
 	return c.real.ChainHeads(ctx, chains)
 }
 
-func (c *countingLister) ListContainer(ctx context.Context, name string) (map[string]string, error) {
-	return c.real.ListContainer(ctx, name)
+func (c *countingLister) ListElements(ctx context.Context, name string, start func(int), fn func(nftables.ListedElement) error) error {
+	return c.real.ListElements(ctx, name, start, fn)
+}
+
+func (c *countingLister) RuleComments(ctx context.Context, chains []string) (map[string][]*string, error) {
+	return c.real.RuleComments(ctx, chains)
 }
 
 func (c *countingLister) ListChainNames(ctx context.Context) ([]string, error) {
@@ -48,7 +53,7 @@ func (c *countingLister) ListChainNames(ctx context.Context) ([]string, error) {
 // repair what is ours.
 func TestKernelResyncOfUnchangedTable(t *testing.T) {
 	inFreshNetns(t, func() {
-		ifs, err := nftables.NewInterfaces(v1.IPv4Protocol)
+		ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 		if err != nil {
 			t.Skipf("nftables unavailable: %v", err)
 		}

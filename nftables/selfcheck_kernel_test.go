@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 )
 
 // TestKernelRuleCommentsNetlink: the self-check's netlink read-back lists
@@ -28,10 +28,21 @@ func TestKernelRuleCommentsNetlink(t *testing.T) {
 		} {
 			nft(t, cmd...)
 		}
-		got, err := nftables.RuleCommentsNetlink(context.Background(), v1.IPv4Protocol,
+		listed, err := nftkernel.NewNetlinkRuleLister(v1.IPv4Protocol).RuleComments(context.Background(),
 			[]string{"service-A/ns/tcp/p", "missing", "endpoint-B__10.0.0.1/80", "empty"})
 		if err != nil {
 			t.Fatal(err)
+		}
+		got := map[string][]string{}
+		for c, comments := range listed {
+			got[c] = []string{}
+			for _, comment := range comments {
+				if comment == nil {
+					got[c] = append(got[c], "-")
+				} else {
+					got[c] = append(got[c], *comment)
+				}
+			}
 		}
 		want := map[string][]string{
 			"service-A/ns/tcp/p":      {"svcproxy:H1", "-"},

@@ -98,8 +98,10 @@ func listNames(ctx context.Context, nft knftables.Interface, lister ChainComment
 // known, when not nil, is the state the engine recorded (a periodic
 // resync): chains that still exist keep their recorded content hashes and
 // only object names and elements are listed, which is far cheaper than
-// reading every chain's first rule.
-func listState(ctx context.Context, nft knftables.Interface, lister ChainCommentLister, known *tableState) (*tableState, error) {
+// reading every chain's first rule. family is the table's
+// (unix.NFPROTO_IPV4 or NFPROTO_IPV6), whose address length the
+// lister's element keys have.
+func listState(ctx context.Context, nft knftables.Interface, lister ChainCommentLister, family byte, known *tableState) (*tableState, error) {
 	st := newTableState()
 	var rules []*knftables.Rule
 	if lister != nil {
@@ -192,28 +194,14 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 			continue
 		}
 		var foreign []foreignElem
-		switch typed, _ := lister.(typedElemLister); {
-		case typed != nil:
-			// The engine's own netlink lister: typed from the kernel's
-			// bytes, no text between.
-			m, err := typed.listElems(ctx, c)
+		if lister != nil {
+			// Typed from the kernel's bytes, no text between.
+			m, err := listElements(ctx, lister, c, family)
 			if err != nil {
 				return nil, err
 			}
 			st.elems[c] = m
-		case lister != nil:
-			text, err := lister.ListContainer(ctx, c.name())
-			if err != nil {
-				return nil, err
-			}
-			keys := make([]string, 0, len(text))
-			for k := range text {
-				keys = append(keys, k)
-			}
-			st.elems[c], foreign = parseListedElems(c, len(keys), func(i int) ([]string, string) {
-				return strings.Split(keys[i], " . "), text[keys[i]]
-			})
-		default:
+		} else {
 			typ := "map"
 			if c.isSet() {
 				typ = "set"
@@ -229,13 +217,6 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 		st.foreign = append(st.foreign, foreign...)
 	}
 	return st, nil
-}
-
-// typedElemLister is what the engine's own netlink lister adds to
-// ChainCommentLister: a container's elements typed from the kernel's
-// bytes. Other listers' text is parsed (parseListedElems).
-type typedElemLister interface {
-	listElems(ctx context.Context, c container) (elemSet, error)
 }
 
 // chainWrite is a chain (re)written: declared, flushed if it existed, and

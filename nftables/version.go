@@ -25,7 +25,7 @@ const (
 )
 
 // VersionError says that the host is below one requirement of the
-// nftables mode. NewInterfaces returns it (with a second one when both
+// nftables mode. nftkernel.NewInterfaces returns it (with a second one when both
 // requirements fail: find them with errors.As, or Unwrap() []error);
 // callers fall back to another mode.
 type VersionError struct {

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 )
 
 // TestKernelVersionGate: NewInterfaces refuses this host exactly when
@@ -27,7 +28,7 @@ func TestKernelVersionGate(t *testing.T) {
 		if expect := os.Getenv("SVCPROXY_EXPECT_NFTABLES"); expect != "" && refused != (expect == "refused") {
 			t.Fatalf("SVCPROXY_EXPECT_NFTABLES=%s, but the version check gave %v", expect, gate)
 		}
-		_, err := nftables.NewInterfaces(v1.IPv4Protocol)
+		_, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 		var got *nftables.VersionError
 		switch {
 		case refused && !errors.As(err, &got):

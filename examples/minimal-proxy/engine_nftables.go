@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
 	"github.com/svcproxy/svcproxy/proxy/healthcheck"
@@ -60,7 +61,7 @@ func buildNFTables(p engineParams, family v1.IPFamily) (*engine, error) {
 			ncfg.ServiceHealthServer = svcHealth
 		}
 		ncfg.Conntrack = conntrack.New()
-		if ifs, err = nftables.NewInterfaces(family); err != nil {
+		if ifs, err = nftkernel.NewInterfaces(family); err != nil {
 			return nil, err
 		}
 	}
@@ -75,7 +76,7 @@ func buildNFTables(p engineParams, family v1.IPFamily) (*engine, error) {
 // binary, or one older than 1.0.1 (knftables checks), or no nftables in
 // the kernel.
 func probeNFTables() error {
-	if _, err := nftables.NewInterfaces(v1.IPv4Protocol); err != nil {
+	if _, err := nftkernel.NewInterfaces(v1.IPv4Protocol); err != nil {
 		return err
 	}
 	return nil
@@ -106,7 +107,7 @@ func registerNFTablesMetrics(reg prometheus.Registerer, mode string, gates map[s
 	}
 	tables := map[v1.IPFamily]knftables.Interface{}
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		if ifs, err := nftables.NewInterfaces(family); err == nil {
+		if ifs, err := nftkernel.NewInterfaces(family); err == nil {
 			tables[family] = ifs.NFTables
 		}
 	}

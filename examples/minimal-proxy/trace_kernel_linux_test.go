@@ -24,6 +24,7 @@ import (
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
+	"github.com/svcproxy/svcproxy/nftables/nftkernel"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/conntrack"
 	enginebase "github.com/svcproxy/svcproxy/proxy/engine"
@@ -217,7 +218,7 @@ func TestTraceKernelNFTables(t *testing.T) {
 				var ifs nftables.Interfaces
 				err := netnstest.Exec(env.Node, func() error {
 					var err error
-					ifs, err = nftables.NewInterfaces(env.Topo.Family)
+					ifs, err = nftkernel.NewInterfaces(env.Topo.Family)
 					return err
 				})
 				if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftables
+package nftkernel
 
 import (
 	"bytes"
@@ -9,9 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -20,39 +18,9 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/nftables"
 )
-
-// ChainCommentLister is what a full sync reads of the table over netlink,
-// faster than knftables (whose ListRules, ListAll and ListElements parse
-// nft's JSON listing: a full sync's listing, BenchmarkKernelResync's
-// listed-s): whether the table exists, the comment of the first rule of
-// each chain (where the engine keeps the chain's content hash), the chain
-// names, and the elements of the engine's sets and maps. Every method is
-// required: a wrapper forwards all of them (or embeds the interface) and
-// the engine reads the table the same way through it.
-type ChainCommentLister interface {
-	// TableExists reports whether the kube-proxy table exists.
-	TableExists(ctx context.Context) (bool, error)
-	// ChainHeads returns, for each of the named chains that has rules,
-	// its first rule's comment and its number of rules.
-	ChainHeads(ctx context.Context, chains []string) (map[string]ChainHead, error)
-	// ListChainNames returns the names of the table's chains.
-	ListChainNames(ctx context.Context) ([]string, error)
-	// ListContainer returns the elements of the named set or map: keys
-	// and values as nft writes them ("10.96.0.1 . tcp . 80",
-	// "goto service-…"). (The engine reads NewNetlinkRuleLister's
-	// elements typed, without this text; another lister's text is
-	// parsed once.)
-	ListContainer(ctx context.Context, name string) (map[string]string, error)
-}
-
-// ChainHead is what a full sync reads of a chain: the first rule's comment
-// (nil: none), where the engine keeps the chain's content hash, and the
-// number of rules, which shows a rule added or deleted by hand below it.
-type ChainHead struct {
-	Comment *string
-	Rules   int
-}
 
 // netlinkRuleLister asks the kernel directly, one rule dump per chain
 // (the kernel finds a named chain by hash, while one dump of the whole
@@ -63,15 +31,15 @@ type netlinkRuleLister struct {
 	table  string
 }
 
-// NewNetlinkRuleLister returns the netlink ChainCommentLister for the
-// kube-proxy table of family, in the network namespace of the calling
-// thread at each call.
-func NewNetlinkRuleLister(family v1.IPFamily) ChainCommentLister {
+// NewNetlinkRuleLister returns the netlink nftables.ChainCommentLister
+// for the kube-proxy table of family, in the network namespace of the
+// calling thread at each call.
+func NewNetlinkRuleLister(family v1.IPFamily) nftables.ChainCommentLister {
 	f := uint8(unix.NFPROTO_IPV4)
 	if family == v1.IPv6Protocol {
 		f = unix.NFPROTO_IPV6
 	}
-	return &netlinkRuleLister{family: f, table: TableName}
+	return &netlinkRuleLister{family: f, table: nftables.TableName}
 }
 
 func (l *netlinkRuleLister) TableExists(_ context.Context) (bool, error) {
@@ -102,7 +70,7 @@ func (l *netlinkRuleLister) TableExists(_ context.Context) (bool, error) {
 	return true, nil
 }
 
-func (l *netlinkRuleLister) ChainHeads(ctx context.Context, chains []string) (map[string]ChainHead, error) {
+func (l *netlinkRuleLister) ChainHeads(ctx context.Context, chains []string) (map[string]nftables.ChainHead, error) {
 	// Sockets are opened here, on the caller's thread, so they belong to
 	// its network namespace whichever threads the workers then run on.
 	workers := min(runtime.GOMAXPROCS(0), 4, max(1, len(chains)/1024))
@@ -122,7 +90,7 @@ func (l *netlinkRuleLister) ChainHeads(ctx context.Context, chains []string) (ma
 			return nil, fmt.Errorf("netlink bind: %w", err)
 		}
 	}
-	results := make([]map[string]ChainHead, workers)
+	results := make([]map[string]nftables.ChainHead, workers)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -137,7 +105,7 @@ func (l *netlinkRuleLister) ChainHeads(ctx context.Context, chains []string) (ma
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	out := make(map[string]ChainHead, len(chains))
+	out := make(map[string]nftables.ChainHead, len(chains))
 	for _, r := range results {
 		maps.Copy(out, r)
 	}
@@ -146,8 +114,8 @@ func (l *netlinkRuleLister) ChainHeads(ctx context.Context, chains []string) (ma
 
 // perChain dumps the rules of each chain in turn on fd and keeps the first
 // one's comment, counting the chain's rules (dumpRules).
-func (l *netlinkRuleLister) perChain(ctx context.Context, fd int, chains []string) (map[string]ChainHead, error) {
-	out := make(map[string]ChainHead, len(chains))
+func (l *netlinkRuleLister) perChain(ctx context.Context, fd int, chains []string) (map[string]nftables.ChainHead, error) {
+	out := make(map[string]nftables.ChainHead, len(chains))
 	err := l.dumpRules(ctx, fd, chains, func(chain string, first bool, data []byte) error {
 		head := out[chain]
 		head.Rules++
@@ -164,12 +132,13 @@ func (l *netlinkRuleLister) perChain(ctx context.Context, fd int, chains []strin
 	return out, err
 }
 
-// ruleComments returns every rule's comment (nil: none) of each of chains
+// RuleComments returns every rule's comment (nil: none) of each of chains
 // that exists, in order, from one rule dump per chain on a socket of the
 // calling thread's network namespace; a chain with no rules maps to an
-// empty slice, a missing chain to nothing. The netlink self-check reads
-// its sample with it (fastpath.go).
-func (l *netlinkRuleLister) ruleComments(ctx context.Context, chains []string) (map[string][]*string, error) {
+// empty slice, a missing chain to nothing. It replaced one
+// `nft --json list chain` process per chain of the self-check's sample:
+// nft reads the elements of every set of the table to list one chain.
+func (l *netlinkRuleLister) RuleComments(ctx context.Context, chains []string) (map[string][]*string, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
@@ -370,28 +339,12 @@ func parseRuleMessage(b []byte) (chain string, comment *string, err error) {
 	return chain, comment, ad.Err()
 }
 
-var _ ChainCommentLister = (*netlinkRuleLister)(nil)
+var _ nftables.ChainCommentLister = (*netlinkRuleLister)(nil)
 
-func (l *netlinkRuleLister) ListContainer(_ context.Context, name string) (map[string]string, error) {
-	lay := layoutOf(name)
-	var out map[string]string
-	err := l.eachElem(name, func(n int) { out = make(map[string]string, n) }, func(k elemKey, v verdict) {
-		out[k.text(lay)] = v.String()
-	})
-	return out, err
-}
-
-// listElems is ListContainer typed (typedElemLister): the full sync's
-// listing, with no text between the kernel's bytes and the state.
-func (l *netlinkRuleLister) listElems(_ context.Context, c container) (elemSet, error) {
-	var out elemSet
-	err := l.eachElem(c.name(), func(n int) { out = make(elemSet, n) }, func(k elemKey, v verdict) { out[k] = v })
-	return out, err
-}
-
-// eachElem calls start with the number of elements of the named set or
-// map (once read), then fn with each.
-func (l *netlinkRuleLister) eachElem(name string, start func(n int), fn func(elemKey, verdict)) error {
+// ListElements lists the named set or map of the table (google/nftables'
+// GetSetByName and GetSetElements), calls start with their number and
+// hands each element to fn as the kernel lists it.
+func (l *netlinkRuleLister) ListElements(_ context.Context, name string, start func(n int), fn func(nftables.ListedElement) error) error {
 	c, err := gnft.New()
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
@@ -405,76 +358,27 @@ func (l *netlinkRuleLister) eachElem(name string, start func(n int), fn func(ele
 	if err != nil {
 		return fmt.Errorf("netlink: elements of %s: %w", name, err)
 	}
-	ipLen := 4
-	if l.family == unix.NFPROTO_IPV6 {
-		ipLen = 16
-	}
-	lay := layoutOf(name)
 	start(len(elems))
 	for _, e := range elems {
-		key, err := decodeKey(e.Key, lay, ipLen)
-		if err != nil {
-			return fmt.Errorf("netlink: element of %s: %w", name, err)
+		le := nftables.ListedElement{Key: e.Key}
+		if v := decodeVerdict(e.VerdictData, e.Val); v != nil {
+			le.HasVerdict, le.Verdict, le.Chain = true, int32(v.Kind), v.Chain
 		}
-		fn(key, decodeVerdict(e.VerdictData, e.Val))
+		if err := fn(le); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// decodeKey reads a concatenated key of layout l; every field takes a
-// multiple of 4 bytes.
-func decodeKey(b []byte, l keyLayout, ipLen int) (elemKey, error) {
-	var k elemKey
-	addr := func(a *netip.Addr) bool {
-		if len(b) < ipLen {
-			return false
-		}
-		*a, _ = netip.AddrFromSlice(b[:ipLen])
-		b = b[ipLen:]
-		return true
-	}
-	switch l {
-	case layoutAddr:
-		if !addr(&k.addr) {
-			return k, errShortKey
-		}
-		return k, nil
-	case layoutHairpin:
-		if !addr(&k.addr) || !addr(&k.addr2) {
-			return k, errShortKey
-		}
-	case layoutAddrProtoPort:
-		if !addr(&k.addr) {
-			return k, errShortKey
-		}
-	}
-	if len(b) < 8 {
-		return k, errShortKey
-	}
-	k.proto, k.port = b[0], binary.BigEndian.Uint16(b[4:6])
-	return k, nil
-}
-
-func protoName(p byte) string {
-	switch p {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_SCTP:
-		return "sctp"
-	}
-	return strconv.Itoa(int(p))
-}
-
-// decodeVerdict reads a verdict-map value: from VerdictData when the
-// library decoded it, else from the raw NFTA_DATA_VERDICT attributes (the
-// zero verdict when there is none: a set's element).
-func decodeVerdict(v *expr.Verdict, raw []byte) verdict {
+// decodeVerdict reads a verdict-map value: VerdictData when the library
+// decoded it, else the raw NFTA_DATA_VERDICT attributes (nil when there
+// is none, a set's element, or they do not decode).
+func decodeVerdict(v *expr.Verdict, raw []byte) *expr.Verdict {
 	if v == nil && len(raw) > 0 {
 		ad, err := netlink.NewAttributeDecoder(raw)
 		if err != nil {
-			return verdict{}
+			return nil
 		}
 		ad.ByteOrder = binary.BigEndian
 		v = &expr.Verdict{}
@@ -487,13 +391,10 @@ func decodeVerdict(v *expr.Verdict, raw []byte) verdict {
 			}
 		}
 		if ad.Err() != nil {
-			return verdict{}
+			return nil
 		}
 	}
-	if v == nil {
-		return verdict{}
-	}
-	return verdictFromCode(int32(v.Kind), v.Chain)
+	return v
 }
 
 // ListChainNames returns the names of the table's chains from one kernel

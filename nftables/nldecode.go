@@ -1,0 +1,82 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// The engine reads its elements back from the kernel's bytes, as it
+// writes them (nlencode.go): a ChainCommentLister hands over each element
+// as the kernel lists it (ListedElement) and the engine decodes its key
+// by the container's layout.
+
+// listElements reads the elements of container c through lister, typed
+// from the kernel's bytes; family is the table's (NFPROTO_IPV4 or
+// NFPROTO_IPV6).
+func listElements(ctx context.Context, lister ChainCommentLister, c container, family byte) (elemSet, error) {
+	ipLen := 4
+	if family == unix.NFPROTO_IPV6 {
+		ipLen = 16
+	}
+	name, lay := c.name(), c.layout()
+	var out elemSet
+	err := lister.ListElements(ctx, name, func(n int) { out = make(elemSet, n) }, func(e ListedElement) error {
+		key, err := decodeKey(e.Key, lay, ipLen)
+		if err != nil {
+			return fmt.Errorf("netlink: element of %s: %w", name, err)
+		}
+		var v verdict
+		if e.HasVerdict {
+			v = verdictFromCode(e.Verdict, e.Chain)
+		}
+		if out == nil { // a lister that did not call start
+			out = elemSet{}
+		}
+		out[key] = v
+		return nil
+	})
+	if out == nil && err == nil {
+		out = elemSet{}
+	}
+	return out, err
+}
+
+// decodeKey reads a concatenated key of layout l; every field takes a
+// multiple of 4 bytes.
+func decodeKey(b []byte, l keyLayout, ipLen int) (elemKey, error) {
+	var k elemKey
+	addr := func(a *netip.Addr) bool {
+		if len(b) < ipLen {
+			return false
+		}
+		*a, _ = netip.AddrFromSlice(b[:ipLen])
+		b = b[ipLen:]
+		return true
+	}
+	switch l {
+	case layoutAddr:
+		if !addr(&k.addr) {
+			return k, errShortKey
+		}
+		return k, nil
+	case layoutHairpin:
+		if !addr(&k.addr) || !addr(&k.addr2) {
+			return k, errShortKey
+		}
+	case layoutAddrProtoPort:
+		if !addr(&k.addr) {
+			return k, errShortKey
+		}
+	}
+	if len(b) < 8 {
+		return k, errShortKey
+	}
+	k.proto, k.port = b[0], binary.BigEndian.Uint16(b[4:6])
+	return k, nil
+}
