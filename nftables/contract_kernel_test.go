@@ -42,7 +42,9 @@ func (c *countingNFT) ListElements(ctx context.Context, objectType, name string)
 // embedder writes around the engine's drivers (each embeds the interface
 // and overrides nothing) give the same engine: everything the engine reads
 // of the table goes through methods of ChainCommentLister, GenerationReader
-// and knftables.Interface, so a wrapper forwards it by construction. The
+// and knftables.Interface, and every netlink batch through NetlinkWriter's
+// (its ctx handed on: the encoder's buffers still go out without a copy),
+// so a wrapper forwards it by construction. The
 // same syncs (full or partial, reason, writes) on a real kernel, the same
 // listings asked of nft, and the same table, with and without the
 // wrappers.
@@ -59,6 +61,7 @@ func TestKernelForwardingInterfacesSameEngine(t *testing.T) {
 				ifs.NFTables = struct{ knftables.Interface }{ifs.NFTables}
 				ifs.Comments = struct{ nftables.ChainCommentLister }{ifs.Comments}
 				ifs.Generation = struct{ nftables.GenerationReader }{ifs.Generation}
+				ifs.Netlink = struct{ nftables.NetlinkWriter }{ifs.Netlink}
 			}
 			clk := clocktesting.NewFakeClock(time.Now())
 			cfg := testConfig()
@@ -91,6 +94,13 @@ func TestKernelForwardingInterfacesSameEngine(t *testing.T) {
 	wrapOuts, wrapTable, wrapLists := run(true)
 	if fmt.Sprint(plainLists) != fmt.Sprint(wrapLists) {
 		t.Errorf("nft listings differ with forwarding wrappers: plain %v, wrapped %v", plainLists, wrapLists)
+	}
+	// NFTables is a counting wrapper in both runs: with Comments set, the
+	// self-check and the drift check read chains through it, not through
+	// one nft listing per chain (as they did, before RuleComments, once
+	// NFTables was no longer the Interface NewInterfaces made).
+	if n := plainLists["ListRules"] + wrapLists["ListRules"]; n != 0 {
+		t.Errorf("%d chains listed through nft with Interfaces.Comments set", n)
 	}
 	if fmt.Sprint(plainOuts) != fmt.Sprint(wrapOuts) {
 		t.Errorf("syncs differ with forwarding wrappers:\nplain:   %q\nwrapped: %q", plainOuts, wrapOuts)
