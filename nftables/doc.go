@@ -79,7 +79,7 @@
 //     step, a match, a statement); their nft text (dry run, the nft path,
 //     the content hash) and their netlink expressions are both rendered
 //     from those fields, the text never parsed back. Set and map elements
-//     are typed likewise (elem.go: a container, a key of addresses,
+//     are typed likewise (elem.go: a container, a key of an address,
 //     protocol and port, a verdict): the planner, the diff, the record of
 //     what the kernel holds and the encoder work on those values; their
 //     nft text is rendered only for the dry run and the nft path, a

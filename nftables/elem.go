@@ -104,18 +104,18 @@ func (l keyLayout) fields() int {
 
 // elemKey is an element's key: the fields of its container's layout, the
 // others zero. Comparable, so the state and the diff key maps by it.
+// hairpin-connections' key holds one address, its source and destination
+// alike (an endpoint reaching itself): a listed key whose two addresses
+// differ is foreign (never written by the engine, deleted by its text).
 type elemKey struct {
-	addr, addr2 netip.Addr // addr2: hairpin-connections' second address
-	port        uint16
-	proto       uint8 // unix.IPPROTO_*
+	addr  netip.Addr
+	port  uint16
+	proto uint8 // unix.IPPROTO_*
 }
 
 // compare orders keys (deterministic transactions).
 func (k elemKey) compare(o elemKey) int {
 	if c := k.addr.Compare(o.addr); c != 0 {
-		return c
-	}
-	if c := k.addr2.Compare(o.addr2); c != 0 {
 		return c
 	}
 	if k.proto != o.proto {
@@ -135,7 +135,7 @@ func protoPortKey(proto uint8, port uint16) elemKey { return elemKey{proto: prot
 // hairpinKey is an endpoint reaching itself: source and destination the
 // endpoint's address.
 func hairpinKey(a netip.Addr, proto uint8, port uint16) elemKey {
-	return elemKey{addr: a, addr2: a, proto: proto, port: port}
+	return elemKey{addr: a, proto: proto, port: port}
 }
 
 // textFields renders k as nft writes its key, one string per field.
@@ -146,7 +146,8 @@ func (k elemKey) textFields(l keyLayout) []string {
 	case layoutProtoPort:
 		return []string{protoName(k.proto), strconv.Itoa(int(k.port))}
 	case layoutHairpin:
-		return []string{k.addr.String(), k.addr2.String(), protoName(k.proto), strconv.Itoa(int(k.port))}
+		a := k.addr.String()
+		return []string{a, a, protoName(k.proto), strconv.Itoa(int(k.port))}
 	}
 	return []string{k.addr.String(), protoName(k.proto), strconv.Itoa(int(k.port))}
 }
@@ -184,7 +185,7 @@ func parseElemKey(l keyLayout, fields []string) (k elemKey, ok bool) {
 		if k.addr, ok = addr(fields[0]); !ok {
 			return k, false
 		}
-		if k.addr2, ok = addr(fields[1]); !ok {
+		if a2, ok := addr(fields[1]); !ok || a2 != k.addr {
 			return k, false
 		}
 		return k, protoPort(fields[2:])

@@ -32,7 +32,7 @@ func TestElemKeyRoundTrips(t *testing.T) {
 			case layoutProtoPort:
 				k = protoPortKey(unix.IPPROTO_SCTP, 30080)
 			case layoutHairpin:
-				k = elemKey{addr: fam.a, addr2: fam.b, proto: unix.IPPROTO_UDP, port: 53}
+				k = hairpinKey(fam.b, unix.IPPROTO_UDP, 53)
 			default:
 				k = addrProtoPortKey(fam.b, unix.IPPROTO_TCP, 443)
 			}
@@ -40,8 +40,8 @@ func TestElemKeyRoundTrips(t *testing.T) {
 			if got, ok := parseElemKey(l, fields); !ok || got != k {
 				t.Errorf("%s: %q parsed as %+v, %v; want %+v", c.name(), fields, got, ok, k)
 			}
-			if got, err := decodeKey(e.appendKey(nil, l, &k), l, e.ipLen()); err != nil || got != k {
-				t.Errorf("%s: %q decoded as %+v, %v", c.name(), fields, got, err)
+			if got, foreign, err := decodeKey(e.appendKey(nil, l, &k), l, e.ipLen()); err != nil || foreign != nil || got != k {
+				t.Errorf("%s: %q decoded as %+v, %q, %v", c.name(), fields, got, foreign, err)
 			}
 			m, foreign := parseListedElems(c, 1, func(int) ([]string, string) { return fields, "goto x" })
 			if len(foreign) != 0 || m[k] != gotoVerdict("x") {
@@ -56,6 +56,23 @@ func TestElemKeyRoundTrips(t *testing.T) {
 					t.Errorf("%s: %q not foreign", c.name(), odd)
 				}
 			}
+		}
+	}
+	// hairpin-connections' key holds one address: two that differ are
+	// foreign, read from text or from the kernel's bytes.
+	for _, fam := range []struct {
+		nf   byte
+		a, b string
+	}{{unix.NFPROTO_IPV4, "10.0.0.1", "10.0.0.2"}, {unix.NFPROTO_IPV6, "fd00::1", "fd00::2"}} {
+		fields := []string{fam.a, fam.b, "tcp", "80"}
+		if _, foreign := parseListedElems(ctrHairpin, 1, func(int) ([]string, string) { return fields, "" }); len(foreign) != 1 {
+			t.Errorf("hairpin %q not foreign", fields)
+		}
+		e := newNLEncoder(fam.nf)
+		a, b := netip.MustParseAddr(fam.a), netip.MustParseAddr(fam.b)
+		raw := append(append(a.AsSlice(), b.AsSlice()...), unix.IPPROTO_TCP, 0, 0, 0, 0, 80, 0, 0)
+		if _, foreign, err := decodeKey(raw, layoutHairpin, e.ipLen()); err != nil || !slices.Equal(foreign, fields) {
+			t.Errorf("hairpin bytes of %q: foreign %q, %v", fields, foreign, err)
 		}
 	}
 	for _, text := range []string{"", "drop", "accept", "return", "goto service-x", "jump y", "continue", "goto  x", "verdict 7"} {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,17 +20,22 @@ import (
 // listElements reads the elements of container c through lister, typed
 // from the kernel's bytes; family is the table's (NFPROTO_IPV4 or
 // NFPROTO_IPV6).
-func listElements(ctx context.Context, lister ChainCommentLister, c container, family byte) (elemSet, error) {
+func listElements(ctx context.Context, lister ChainCommentLister, c container, family byte) (elemSet, []foreignElem, error) {
 	ipLen := 4
 	if family == unix.NFPROTO_IPV6 {
 		ipLen = 16
 	}
 	name, lay := c.name(), c.layout()
 	var out elemSet
+	var foreign []foreignElem
 	err := lister.ListElements(ctx, name, func(n int) { out = make(elemSet, n) }, func(e ListedElement) error {
-		key, err := decodeKey(e.Key, lay, ipLen)
+		key, text, err := decodeKey(e.Key, lay, ipLen)
 		if err != nil {
 			return fmt.Errorf("netlink: element of %s: %w", name, err)
+		}
+		if text != nil {
+			foreign = append(foreign, foreignElem{container: c, key: text})
+			return nil
 		}
 		var v verdict
 		if e.HasVerdict {
@@ -44,13 +50,14 @@ func listElements(ctx context.Context, lister ChainCommentLister, c container, f
 	if out == nil && err == nil {
 		out = elemSet{}
 	}
-	return out, err
+	return out, foreign, err
 }
 
 // decodeKey reads a concatenated key of layout l; every field takes a
-// multiple of 4 bytes.
-func decodeKey(b []byte, l keyLayout, ipLen int) (elemKey, error) {
-	var k elemKey
+// multiple of 4 bytes. A hairpin-connections key whose two addresses
+// differ (never the engine's) is returned as its text, foreign.
+func decodeKey(b []byte, l keyLayout, ipLen int) (k elemKey, foreign []string, err error) {
+	var a2 netip.Addr
 	addr := func(a *netip.Addr) bool {
 		if len(b) < ipLen {
 			return false
@@ -62,21 +69,24 @@ func decodeKey(b []byte, l keyLayout, ipLen int) (elemKey, error) {
 	switch l {
 	case layoutAddr:
 		if !addr(&k.addr) {
-			return k, errShortKey
+			return k, nil, errShortKey
 		}
-		return k, nil
+		return k, nil, nil
 	case layoutHairpin:
-		if !addr(&k.addr) || !addr(&k.addr2) {
-			return k, errShortKey
+		if !addr(&k.addr) || !addr(&a2) {
+			return k, nil, errShortKey
 		}
 	case layoutAddrProtoPort:
 		if !addr(&k.addr) {
-			return k, errShortKey
+			return k, nil, errShortKey
 		}
 	}
 	if len(b) < 8 {
-		return k, errShortKey
+		return k, nil, errShortKey
 	}
 	k.proto, k.port = b[0], binary.BigEndian.Uint16(b[4:6])
-	return k, nil
+	if l == layoutHairpin && a2 != k.addr {
+		return k, []string{k.addr.String(), a2.String(), protoName(k.proto), strconv.Itoa(int(k.port))}, nil
+	}
+	return k, nil, nil
 }

@@ -416,7 +416,7 @@ func (e *nlEncoder) checkElement(el *elemSpec, add bool) error {
 			return errNotEncodable
 		}
 	case layoutHairpin:
-		if !e.keyAddr(el.key.addr) || !e.keyAddr(el.key.addr2) {
+		if !e.keyAddr(el.key.addr) {
 			return errNotEncodable
 		}
 	}
@@ -483,7 +483,7 @@ func (e *nlEncoder) appendKey(b []byte, l keyLayout, k *elemKey) []byte {
 	case layoutAddr:
 		return addr(b, k.addr)
 	case layoutHairpin:
-		b = addr(addr(b, k.addr), k.addr2)
+		b = addr(addr(b, k.addr), k.addr) // source and destination alike
 	case layoutAddrProtoPort:
 		b = addr(b, k.addr)
 	}

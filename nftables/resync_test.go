@@ -259,8 +259,9 @@ func TestResyncWithoutGenerationLists(t *testing.T) {
 
 // A full resync over elements added by hand deletes them and puts back
 // what was replaced, whatever their form: keys of forms the engine never
-// writes (a protocol nft names, a port in place of a protocol) and values
-// it never writes (accept, continue) included.
+// writes (a protocol nft names, a port in place of a protocol, a hairpin
+// entry of two addresses) and values it never writes (accept, continue)
+// included.
 func TestResyncDeletesForeignElements(t *testing.T) {
 	f := newResyncFixture(t, nil)
 	ctx := context.Background()
@@ -277,6 +278,7 @@ func TestResyncDeletesForeignElements(t *testing.T) {
 		{Map: "service-nodeports", Key: []string{"30000", "tcp"}, Value: []string{"drop"}},
 		{Set: "cluster-ips", Key: []string{"10.0.0.97"}},
 		{Set: "hairpin-connections", Key: []string{"10.0.0.1", "10.0.0.1", "6", "80"}},
+		{Set: "hairpin-connections", Key: []string{"10.0.0.1", "10.0.0.2", "tcp", "80"}},
 	} {
 		tx.Add(e)
 	}

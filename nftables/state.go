@@ -195,12 +195,13 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 		}
 		var foreign []foreignElem
 		if lister != nil {
-			// Typed from the kernel's bytes, no text between.
-			m, err := listElements(ctx, lister, c, family)
+			// Typed from the kernel's bytes, no text between (but for
+			// foreign keys).
+			m, f, err := listElements(ctx, lister, c, family)
 			if err != nil {
 				return nil, err
 			}
-			st.elems[c] = m
+			st.elems[c], foreign = m, f
 		} else {
 			typ := "map"
 			if c.isSet() {
