@@ -17,8 +17,9 @@
 //
 // Each call works in the network namespace of the calling thread. The
 // implementations keep nothing of what they are handed once a call
-// returned; nothing is retried inside a call, except the chain-name dump
-// the kernel marks interrupted, read again up to three times.
+// returned; nothing is retried inside a call, except a chain-name dump
+// the kernel marks interrupted (read up to three times) and a receive
+// interrupted by a signal.
 //
 // What the engine needs of its driver is the methods of those
 // interfaces, every one required; it asks nothing by type assertion and
@@ -26,8 +27,9 @@
 // batch's layout are the engine's). So a wrapper that logs, counts or
 // times the driver embeds the interface, or forwards each method with its
 // arguments as it got them (the ctx of WriteBatch included: it carries the
-// encoder's buffers, which WireBatch sends without a copy), and the engine
-// syncs, lists and writes exactly as without it.
+// encoder's buffers, which WireBatch hands the writer to send without a
+// copy), and the engine syncs, lists and writes exactly as without it
+// (nftables' TestKernelForwardingInterfacesSameEngine).
 //
 // The package, as package nftables, is empty on systems other than Linux.
 package nftkernel
