@@ -237,7 +237,7 @@ func TestRunSequentialReports(t *testing.T) {
 	if err == nil {
 		t.Fatalf("child passed, want a failure; output:\n%s", out)
 	}
-	for _, w := range []string{`seed 1 scenario "second" step "on" check "c"`, "want:   rejected", "got not-proxied", "events since the step began: set Service conformance/second, sync"} {
+	for _, w := range []string{`seed 1 scenario "second" step "on" check "c"`, "want:   rejected", "got not-proxied", "events since the last step's checks: ", "set Service conformance/second, sync"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}

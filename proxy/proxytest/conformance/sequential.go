@@ -27,7 +27,7 @@ import (
 // one's on the same node port or address, nor an EndpointSlice arriving
 // before its Service or after its deletion. RunSequential does, once per
 // seed (1 to seeds): a failure names the seed, the step, and the events
-// since the step began.
+// since the previous step was checked (a clearing between scenarios included).
 func RunSequential(t *testing.T, topo proxytest.Topology, scenarios []proxytest.Scenario, h Harness, seeds int) {
 	t.Helper()
 	if h.New == nil {
@@ -146,7 +146,6 @@ func runSequential(t *testing.T, topo proxytest.Topology, scenarios []proxytest.
 		}
 		moveTo(proxytest.Objects{Node: proxytest.MakeNode(topo, topo.Zone)}, false)
 		for _, st := range sc.Steps {
-			events = events[:0]
 			moveTo(st.Objects, true)
 			failed := false
 			for _, c := range st.Checks {
@@ -157,7 +156,7 @@ func runSequential(t *testing.T, topo proxytest.Topology, scenarios []proxytest.
 					}
 				}
 				if err != nil {
-					t.Errorf("seed %d scenario %q step %q check %q:\n  packet: %s\n  want:   %s\n  %v\n  events since the step began: %s",
+					t.Errorf("seed %d scenario %q step %q check %q:\n  packet: %s\n  want:   %s\n  %v\n  events since the last step's checks: %s",
 						seed, sc.Name, st.Name, c.Name, c.Packet, c.Want, err, strings.Join(events, ", "))
 					failed = true
 				}
@@ -167,6 +166,7 @@ func runSequential(t *testing.T, topo proxytest.Topology, scenarios []proxytest.
 					t.Logf("seed %d scenario %q step %q: dataplane:\n%s", seed, sc.Name, st.Name, d.Dump())
 				}
 			}
+			events = events[:0] // the next report starts here (a clearing included)
 		}
 	}
 }
