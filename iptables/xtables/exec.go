@@ -617,10 +617,25 @@ func (r *execRunner) restoreTyped(ctx context.Context, data []byte, ops []Restor
 }
 
 // restoreTool runs iptables-restore --noflush on data.
+//
+// The input is a file (a memfd), not a pipe: iptables 1.8.8 and later
+// take the xtables lock with alarm(wait) and never cancel it, so
+// SIGALRM arrives wait seconds after the lock was taken and interrupts a
+// read of standard input that is waiting on a pipe; the tool's input loop
+// ends there. Inside a table that fails the restore ("COMMIT expected");
+// between two tables it exits 0 with the later tables never written (seen
+// with iptables-legacy-restore 1.8.9 and -w 1, input stalled for 3 s; in the
+// matrix's trixie guest, 1.8.11, a 3 MB input fed from a pipe failed after
+// 28,086 lines). A file's reads are not interrupted.
 func (r *execRunner) restoreTool(ctx context.Context, data []byte) error {
 	args := append([]string{"--noflush"}, r.wait...)
 	cmd := exec.CommandContext(ctx, r.restore, args...)
-	cmd.Stdin = bytes.NewReader(data)
+	if f, err := inputFile(data); err == nil {
+		defer f.Close()
+		cmd.Stdin = f
+	} else {
+		cmd.Stdin = bytes.NewReader(data)
+	}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

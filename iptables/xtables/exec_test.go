@@ -112,3 +112,26 @@ func TestExecRunnerHonoursContext(t *testing.T) {
 		t.Errorf("ChainExists = %v, want context.DeadlineExceeded", err)
 	}
 }
+
+// On Linux the restore tool reads its input from a file, never a pipe:
+// iptables 1.8.8 and later leave the lock's alarm(wait) pending, and its
+// SIGALRM ends the tool's input loop when it interrupts a read waiting on
+// a pipe (the rest of the input silently dropped between tables).
+func TestExecRunnerRestoreInputIsAFile(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("memfd input is Linux only")
+	}
+	input := []byte("*filter\n:FOO - [0:0]\nCOMMIT\n*nat\n:BAR - [0:0]\nCOMMIT\n")
+	got := filepath.Join(t.TempDir(), "input")
+	fakeTools(t, "v1.8.11", "if [ -p /dev/stdin ]; then echo 'stdin is a pipe' >&2; exit 1; fi; cat > "+got)
+	r, err := xtables.New(xtables.RunnerConfig{Backend: xtables.BackendLegacy, LegacyTool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Restore(context.Background(), input); err != nil {
+		t.Fatalf("Restore = %v", err)
+	}
+	if b, err := os.ReadFile(got); err != nil || string(b) != string(input) {
+		t.Errorf("the tool read %q (%v), want %q", b, err, input)
+	}
+}
