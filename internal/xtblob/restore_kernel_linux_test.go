@@ -33,7 +33,12 @@ func tool(f Family, name string) string {
 func runTool(t testing.TB, f Family, input string) error {
 	t.Helper()
 	cmd := exec.Command(tool(f, "tables-legacy-restore"), "--noflush", "-w", "5")
-	cmd.Stdin = strings.NewReader(input)
+	in, err := ToolInputForTest([]byte(input))
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	cmd.Stdin = in
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, out)

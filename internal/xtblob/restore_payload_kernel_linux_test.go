@@ -141,7 +141,12 @@ func linesOf(ops []xtables.RestoreOp) iter.Seq[xtblob.Line] {
 
 func toolRestore(input []byte) error {
 	cmd := exec.Command("iptables-legacy-restore", "--noflush", "-w", "5")
-	cmd.Stdin = bytes.NewReader(input)
+	in, err := xtblob.ToolInputForTest(input)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	cmd.Stdin = in
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%v: %s", err, out)
 	}
