@@ -55,6 +55,18 @@ func Run(t *testing.T, family v1.IPFamily, h Harness) {
 // string method, its output is logged after a step with a failure.
 func RunScenarios(t *testing.T, topo proxytest.Topology, scenarios []proxytest.Scenario, h Harness) {
 	t.Helper()
+	quirked := prepare(t, topo, scenarios, h)
+	for i, sc := range scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			runScenario(t, topo, sc, quirked[i], h)
+		})
+	}
+}
+
+// prepare checks h and scenarios and returns scenarios with h.Quirks
+// applied; it ends the test on a problem.
+func prepare(t *testing.T, topo proxytest.Topology, scenarios []proxytest.Scenario, h Harness) []proxytest.Scenario {
+	t.Helper()
 	if h.New == nil {
 		t.Fatal("conformance: Harness.New is nil")
 	}
@@ -65,11 +77,7 @@ func RunScenarios(t *testing.T, topo proxytest.Topology, scenarios []proxytest.S
 	if err != nil {
 		t.Fatalf("conformance: %v", err)
 	}
-	for i, sc := range scenarios {
-		t.Run(sc.Name, func(t *testing.T) {
-			runScenario(t, topo, sc, quirked[i], h)
-		})
-	}
+	return quirked
 }
 
 // runScenario runs sc, checking the wanted results of quirked (sc with

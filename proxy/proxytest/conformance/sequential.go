@@ -30,16 +30,7 @@ import (
 // since the previous step was checked (a clearing between scenarios included).
 func RunSequential(t *testing.T, topo proxytest.Topology, scenarios []proxytest.Scenario, h Harness, seeds int) {
 	t.Helper()
-	if h.New == nil {
-		t.Fatal("conformance: Harness.New is nil")
-	}
-	if err := proxytest.Validate(topo, scenarios); err != nil {
-		t.Fatalf("conformance: invalid scenarios: %v", err)
-	}
-	quirked, err := proxytest.ApplyQuirks(scenarios, h.Quirks)
-	if err != nil {
-		t.Fatalf("conformance: %v", err)
-	}
+	quirked := prepare(t, topo, scenarios, h)
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			runSequential(t, topo, quirked, h, uint64(seed))
