@@ -125,7 +125,12 @@
 //     exist; and any of these (RequestFullSync included) lists nothing at all
 //     when the ruleset generation id (Interfaces.Generation) is still the
 //     one the engine's last transaction left: no transaction of anyone
-//     else has committed in the network namespace since (resync.go). Any
+//     else has committed in the network namespace since (resync.go). A
+//     periodic or requested one that lists nothing plans again only the
+//     services the change tracker reports changed since the last sync,
+//     and services whose recorded plan the engine's record of the table
+//     does not hold; every other service's recorded plan is taken as it
+//     is. Any
 //     other writer's commit moves the generation, so a chain of ours that
 //     another writer put back is listed and removed (flushed, then
 //     deleted) by the next full resync;

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // nftablesDrifted runs the drift hook (tests only).
@@ -102,5 +103,27 @@ func sameMessages(a, b *nlEncoder) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// RecordedPlanForTest is the plan p recorded for service ns/name (an
+// opaque pointer, compared across syncs: the same one means the full sync
+// took it as it was), or nil.
+func RecordedPlanForTest(p *Proxier, ns, name string) any {
+	sp := p.p.plans[types.NamespacedName{Namespace: ns, Name: name}]
+	if sp == nil {
+		return nil
+	}
+	return sp
+}
+
+// SpoilRecordedChainForTest makes p's record of chain wrong (another
+// content hash) without touching the table: a fault in the engine's own
+// record.
+func SpoilRecordedChainForTest(p *Proxier, chain string) bool {
+	if _, ok := p.p.state.chains[chain]; !ok {
+		return false
+	}
+	p.p.state.chains[chain] = "spoiled"
 	return true
 }

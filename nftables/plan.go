@@ -25,6 +25,17 @@ type chainSpec struct {
 	comment string     // set when the chain is created (nft ignores it on an existing chain)
 	rules   []ruleSpec
 	hash    string
+	// nrules is len(rules) once a recorded plan's rules are released
+	// (proxier.commit): a listing's rule count is checked against it.
+	nrules int
+}
+
+// ruleCount is the number of rules the chain holds, released or not.
+func (c *chainSpec) ruleCount() int {
+	if c.rules == nil {
+		return c.nrules
+	}
+	return len(c.rules)
 }
 
 // baseChain is a chain attached to a netfilter hook.

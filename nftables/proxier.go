@@ -225,7 +225,9 @@ func (p *proxier) commit(cs *changeSet, now time.Time) {
 			continue
 		}
 		for i := range sp.chains {
-			sp.chains[i].rules = nil
+			if c := &sp.chains[i]; c.rules != nil {
+				c.nrules, c.rules = len(c.rules), nil
+			}
 		}
 	}
 }
@@ -274,7 +276,8 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		}
 	}
 	st := p.state
-	if !req.Unchanged() {
+	unchanged := req.Unchanged()
+	if !unchanged {
 		var err error
 		if st, err = p.listStateTracked(ctx, known); err != nil {
 			return engine.Result{}, fmt.Errorf("listing table %s: %w", TableName, err)
@@ -288,6 +291,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	for _, ports := range u.ServicePorts {
 		nPorts += len(ports)
 	}
+	recorded := p.recordedPlans(req, unchanged)
 	p.state, p.plans = st, make(map[types.NamespacedName]*servicePlan, len(u.ServicePorts))
 	st.refs = map[elemKey]int{} // counted again as the plans are recorded
 	st.reserve(nPorts)
@@ -354,6 +358,10 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		return err
 	}
 	for _, n := range names {
+		if sp := recordedPlan(recorded, u, st, n); sp != nil {
+			cs.keepService(n, sp) // writes nothing: the chunk stays as it is
+			continue
+		}
 		sp := pl.planService(u.ServicePorts[n], u.Services, u.Endpoints)
 		if sp == nil {
 			continue

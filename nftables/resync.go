@@ -6,6 +6,9 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcproxy/svcproxy/changetracker"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
 
@@ -19,8 +22,14 @@ import (
 // node-change, engine-chosen or requested full resync (the reasons the base
 // lets trust the last write: engine.Request.Unchanged) that finds the
 // generation still at the recorded value skips the listing and diffs the
-// plan against the in-memory state (the plan is still computed in full,
-// so a fault in the engine's own record is still written out). Any doubt
+// plan against the in-memory state. A periodic or requested one (not a
+// node change: the node's labels select endpoints) plans again only the
+// services the change tracker reports changed since the last sync (what a
+// partial sync would plan): every other service's recorded plan is taken
+// as it is, once checked against the state (its chains' hashes and rule
+// counts, its sets and its elements: recordHolds), and planned again if
+// the state does not hold it, so a fault in the engine's own record is
+// still written out. Any doubt
 // (a start, a failure, drift, a cleanup, the generation moved, no reader,
 // a read error) lists the table as before. A requested full sync skips
 // only when custody goes back to a listing that read every chain's hash
@@ -94,4 +103,64 @@ func (p *proxier) generation() (uint32, bool) {
 	}
 	g, err := p.ifs.Generation.Generation()
 	return g, err == nil
+}
+
+// recordedPlans returns the plans recorded before this full sync that it
+// may take instead of planning again, or nil: only when the listing was
+// skipped (unchanged: the table is the state) on a periodic or requested
+// resync without a node change. (A node change may select other
+// endpoints for every service; the other reasons doubt the state.)
+func (p *proxier) recordedPlans(req *engine.Request, unchanged bool) map[types.NamespacedName]*servicePlan {
+	if !unchanged || req.Update.NodeChanged {
+		return nil
+	}
+	switch req.Reason {
+	case engine.ReasonPeriodic, engine.ReasonRequested:
+		return p.plans
+	}
+	return nil
+}
+
+// recordedPlan is service n's recorded plan when the full sync may take it
+// as it is: the change tracker reports n unchanged since the last sync
+// (its ports and endpoints are those it was planned from) and the state
+// holds the plan. nil: plan it.
+func recordedPlan(recorded map[types.NamespacedName]*servicePlan, u *changetracker.Update, st *tableState, n types.NamespacedName) *servicePlan {
+	if recorded == nil || u.ChangedServices.Has(n) {
+		return nil
+	}
+	sp := recorded[n]
+	if sp == nil || !recordHolds(st, sp) {
+		return nil
+	}
+	return sp
+}
+
+// recordHolds reports whether st holds everything sp writes: its chains
+// with their content hashes (and rule counts, where a listing counted
+// them), its sets with their timeouts and its elements with their values.
+// An element another service holds with another value (a conflict the
+// first service keeps) fails it too: such a service is planned again.
+func recordHolds(st *tableState, sp *servicePlan) bool {
+	for i := range sp.chains {
+		c := &sp.chains[i]
+		if h, ok := st.chains[c.name]; !ok || h != c.hash {
+			return false
+		}
+		if n, counted := st.counts[c.name]; counted && n != c.ruleCount() {
+			return false
+		}
+	}
+	for _, s := range sp.sets {
+		if t, ok := st.sets[s.name]; !ok || t != s.timeout {
+			return false
+		}
+	}
+	for i := range sp.elems {
+		e := &sp.elems[i]
+		if v, ok := st.elems[e.container][e.key]; !ok || v != e.value {
+			return false
+		}
+	}
+	return true
 }

@@ -293,3 +293,80 @@ func TestResyncDeletesForeignElements(t *testing.T) {
 		t.Errorf("foreign elements not deleted:\n%s", got)
 	}
 }
+
+// A periodic or requested resync over an unchanged table plans again only
+// the services the change tracker reports changed since the last sync:
+// every other one's recorded plan is taken as it is (the same plan), and
+// the table ends as a cold start on a fresh table would write it.
+func TestResyncPlansOnlyChangedServices(t *testing.T) {
+	f := newResyncFixture(t, nil)
+	unchanged := nftables.RecordedPlanForTest(f.p, "ns", "svc-5")
+	changed := nftables.RecordedPlanForTest(f.p, "ns", "svc-3")
+	if unchanged == nil || changed == nil {
+		t.Fatal("no recorded plans")
+	}
+	// A change pending when the full resync runs.
+	f.p.OnEndpointSliceUpdate(f.c.slices[3], makeSlice(3, 2, 9))
+	f.c.slices[3] = makeSlice(3, 2, 9)
+	f.p.RequestFullSync()
+	f.fakes.NFTables.ResetCalls()
+	out := mustSync(t, f.p)
+	if !out.Full || f.fakes.NFTables.Listings() != 0 || out.Result.Writes == 0 {
+		t.Fatalf("requested resync with a change pending: full=%v, %d listings, %d writes", out.Full, f.fakes.NFTables.Listings(), out.Result.Writes)
+	}
+	if got := nftables.RecordedPlanForTest(f.p, "ns", "svc-5"); got != unchanged {
+		t.Error("an unchanged service was planned again")
+	}
+	if got := nftables.RecordedPlanForTest(f.p, "ns", "svc-3"); got == changed {
+		t.Error("the changed service was not planned again")
+	}
+	fresh := nftablestest.NewFakes(v1.IPv4Protocol)
+	q := newTestProxier(t, fresh, testConfig())
+	f.c.feed(q)
+	mustSync(t, q)
+	// The resync left flushed endpoint chains of svc-3 to delete later.
+	f.clk.Step(2 * time.Second)
+	f.p.RequestFullSync()
+	mustSync(t, f.p)
+	if got, want := sortedLines(f.fakes.Dump()), sortedLines(fresh.Dump()); got != want {
+		t.Errorf("table after the resync:\n%s\nwant (a cold start):\n%s", got, want)
+	}
+	if out, n := f.periodic(t); n != 0 || out.Result.Writes != 0 {
+		t.Errorf("next periodic resync: %d listings, %d writes; want none", n, out.Result.Writes)
+	}
+}
+
+// A fault in the engine's own record (a chain recorded with another
+// content than the table holds, nothing foreign committed) is still
+// written out by a full resync that trusts the generation: the service
+// whose record the state does not hold is planned again and its chain
+// rewritten.
+func TestResyncRewritesAFaultOfTheRecord(t *testing.T) {
+	f := newResyncFixture(t, nil)
+	var victim string
+	for name := range f.fakes.NFTables.Table.Chains {
+		if strings.HasPrefix(name, "service-") && strings.Contains(name, "/svc-7/") {
+			victim = name
+		}
+	}
+	if !nftables.SpoilRecordedChainForTest(f.p, victim) {
+		t.Fatalf("no recorded chain %q", victim)
+	}
+	before := nftables.RecordedPlanForTest(f.p, "ns", "svc-7")
+	out, n := f.periodic(t)
+	if n != 0 || out.Result.Writes == 0 {
+		t.Fatalf("periodic resync over a spoiled record: %d listings, %d writes; want none and a rewrite", n, out.Result.Writes)
+	}
+	if !strings.Contains(f.fakes.NFTables.LastTransaction.String(), victim) {
+		t.Errorf("the resync did not rewrite %s:\n%s", victim, f.fakes.NFTables.LastTransaction.String())
+	}
+	if nftables.RecordedPlanForTest(f.p, "ns", "svc-7") == before {
+		t.Error("the service of the spoiled chain was not planned again")
+	}
+	if got := f.fakes.Dump(); got != f.want {
+		t.Errorf("table changed:\n%s", got)
+	}
+	if out, n := f.periodic(t); n != 0 || out.Result.Writes != 0 {
+		t.Errorf("next periodic resync: %d listings, %d writes; want none", n, out.Result.Writes)
+	}
+}

@@ -339,7 +339,7 @@ func (cs *changeSet) diffChains(st *tableState, want, had []chainSpec) {
 	for i := range want {
 		c := &want[i]
 		h, ok := st.chains[c.name]
-		if n, counted := st.counts[c.name]; ok && h == c.hash && (!counted || n == len(c.rules)) {
+		if n, counted := st.counts[c.name]; ok && h == c.hash && (!counted || n == c.ruleCount()) {
 			continue
 		}
 		_, wasStale := st.stale[c.name]
@@ -515,6 +515,30 @@ func (cs *changeSet) diffService(st *tableState, name types.NamespacedName, had,
 	cs.diffSets(st, w.sets, h.sets)
 	cs.diffElems(st, w.elems, h.elems)
 	cs.plans[name] = want
+}
+
+// keepService records sp, a plan the state holds (recordHolds), as
+// diffService(st, name, nil, sp) would without the lookups in the state
+// that recordHolds made: it claims sp's elements (a later service asking
+// for one of them conflicts) and counts its hairpin entries, and writes
+// nothing.
+func (cs *changeSet) keepService(name types.NamespacedName, sp *servicePlan) {
+	for i := range sp.elems {
+		e := &sp.elems[i]
+		if e.container == ctrHairpin {
+			cs.hairpin[e.key]++
+			continue
+		}
+		ck := containerKey{e.key, e.container}
+		if v, ok := cs.claimed[ck]; ok {
+			if v != e.value {
+				*cs.conflicts++
+			}
+			continue
+		}
+		cs.claimed[ck] = e.value
+	}
+	cs.plans[name] = sp
 }
 
 // staleDeletes deletes chains stale for at least staleDelay that this
