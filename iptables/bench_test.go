@@ -273,3 +273,15 @@ func BenchmarkSyncCold(b *testing.B) {
 		})
 	}
 }
+
+// TestColdOpsSized: the first full render sizes its ops from a count of
+// lines (fullLinesEstimate) that holds the benchmark workload's lines
+// with little to spare, so BenchmarkSyncCold allocates them once and
+// not much more than they take.
+func TestColdOpsSized(t *testing.T) {
+	p, cr := benchProxierT(t, 500) // small enough that its buffers are kept (releaseLarge)
+	n := cr.lastLines
+	if capacity := OpsCap(p); capacity < n || capacity > n+n/20 {
+		t.Errorf("ops buffer of %d for %d lines: want at least as many, at most 5%% more", capacity, n)
+	}
+}

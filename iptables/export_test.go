@@ -21,3 +21,6 @@ func init() { checkOps = true }
 
 // SetCheckOps turns the check of every payload's ops on or off.
 func SetCheckOps(on bool) { checkOps = on }
+
+// OpsCap is how many ops p's render buffer holds.
+func OpsCap(p *Proxier) int { return cap(p.r.out.ops) }
