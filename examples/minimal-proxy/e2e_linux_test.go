@@ -447,6 +447,7 @@ func startE2ECluster(t *testing.T, bins e2eBinaries, family v1.IPFamily) *e2eClu
 	// scenarios' cluster IPs come from a second ServiceCIDR (the API server
 	// serves a family only when its flag has a range of that family).
 	c.cp = startControlPlane(t, bins, c.inNS, "10.95.0.0/24,fd00:95::/112")
+	checkKubernetesService(t, c.cp, "10.95.0.1")
 	addServiceCIDR(t, c.cp, c.topo.ServiceCIDR.String())
 
 	c.h = &apiHandlers{client: c.cp.Client}
