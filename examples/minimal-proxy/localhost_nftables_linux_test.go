@@ -90,8 +90,19 @@ func TestLocalhostNodePortsBinary(t *testing.T) {
 				if err != nil || !strings.HasPrefix(got, tc.want) {
 					t.Errorf("127.0.0.1:30080 answered %q (%v), want %q…", got, err, tc.want)
 				}
-				_, body, err := p.get(p.metrics, "/metrics")
-				if err != nil || !strings.Contains(body, `kubeproxy_nftables_localhost_nodeport_listeners{ip_family="IPv4"} 3`) {
+				// Polled (bounded: 30 s, 2 s a request): at a load of 30 one
+				// scrape can outlast its client's timeout.
+				const listeners = `kubeproxy_nftables_localhost_nodeport_listeners{ip_family="IPv4"} 3`
+				var body string
+				var err error
+				for deadline := time.Now().Add(30 * time.Second); ; {
+					_, body, err = p.get(p.metrics, "/metrics")
+					if (err == nil && strings.Contains(body, listeners)) || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				if err != nil || !strings.Contains(body, listeners) {
 					var lines []string
 					for _, l := range strings.Split(body, "\n") {
 						if strings.Contains(l, "localhost") {
