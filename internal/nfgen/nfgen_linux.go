@@ -54,14 +54,76 @@ func Generation() (uint32, error) {
 	return 0, errors.New("nfgen: no generation id in the kernel's reply")
 }
 
-// ipt_getinfo / ip6t_getinfo (linux/netfilter_ipv{4,6}/ip{,6}_tables.h).
+// TableInfo is what the kernel tells of an iptables-legacy table without
+// copying its entries: struct ipt_getinfo (ip6t_getinfo for IPv6, the
+// same layout) less the name. HookEntry and Underflow are byte offsets
+// into the table's blob, indexed by netfilter hook (NF_INET_PRE_ROUTING
+// to NF_INET_POST_ROUTING); only the hooks in ValidHooks mean anything.
+type TableInfo struct {
+	ValidHooks uint32
+	HookEntry  [5]uint32
+	Underflow  [5]uint32
+	NumEntries uint32 // entries in the blob, the table's final ERROR entry included
+	Size       uint32 // bytes of the blob
+}
+
+// getInfo is struct ipt_getinfo / ip6t_getinfo
+// (linux/netfilter_ipv{4,6}/ip{,6}_tables.h).
 type getInfo struct {
-	name       [32]byte
-	validHooks uint32
-	hookEntry  [5]uint32
-	underflow  [5]uint32
-	numEntries uint32
-	size       uint32
+	name [32]byte
+	TableInfo
+}
+
+// ReadTableInfo reads table's info (IPT_SO_GET_INFO; IP6T_SO_GET_INFO
+// when ipv6) through fd, a raw socket of the family (AF_INET or AF_INET6)
+// in the network namespace to read, which the caller keeps open for its
+// next calls (say, IPT_SO_GET_ENTRIES of Info.Size bytes). It is the one
+// reader of that info in svcproxy: LegacyInfo, LegacyDigest and the
+// in-process writer (internal/xtblob) all use it. A failing call returns
+// the kernel's errno (a unix.Errno): ENOENT when the table is not loaded,
+// ENOPROTOOPT when x_tables is not.
+func ReadTableInfo(fd int, ipv6 bool, table string) (TableInfo, error) {
+	var info getInfo
+	if len(table) >= len(info.name) {
+		return TableInfo{}, fmt.Errorf("nfgen: table name %q too long", table)
+	}
+	copy(info.name[:], table)
+	level := unix.SOL_IP
+	if ipv6 {
+		level = unix.SOL_IPV6
+	}
+	size := uint32(unsafe.Sizeof(info))
+	if errno := getsockopt(fd, level, soGetInfo, unsafe.Pointer(&info), &size); errno != 0 {
+		return TableInfo{}, errno
+	}
+	return info.TableInfo, nil
+}
+
+// rawSocket opens the raw socket of the family that the x_tables socket
+// options go through.
+func rawSocket(ipv6 bool) (int, error) {
+	domain := unix.AF_INET
+	if ipv6 {
+		domain = unix.AF_INET6
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if err != nil {
+		return -1, fmt.Errorf("nfgen: raw socket: %w", err)
+	}
+	return fd, nil
+}
+
+// tableInfo is ReadTableInfo for LegacyInfo and LegacyDigest: ok is false
+// when the table (or x_tables) is not loaded.
+func tableInfo(fd int, ipv6 bool, table string) (info TableInfo, ok bool, err error) {
+	info, err = ReadTableInfo(fd, ipv6, table)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOPROTOOPT) {
+		return info, false, nil
+	}
+	if errno := unix.Errno(0); errors.As(err, &errno) {
+		return info, false, fmt.Errorf("nfgen: table info of %s: %w", table, errno)
+	}
+	return info, err == nil, err
 }
 
 // Socket options (IPT_BASE_CTL + 0 and + 1; the same for IPv6) and the
@@ -86,32 +148,20 @@ const (
 // and the hook offsets, not the content: a change that keeps the size and
 // the entry count goes unseen.
 func LegacyInfo(ipv6 bool, table string) (d Digest, ok bool, err error) {
-	domain, level := unix.AF_INET, unix.SOL_IP
-	if ipv6 {
-		domain, level = unix.AF_INET6, unix.SOL_IPV6
-	}
-	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	fd, err := rawSocket(ipv6)
 	if err != nil {
-		return d, false, fmt.Errorf("nfgen: raw socket: %w", err)
+		return d, false, err
 	}
 	defer unix.Close(fd)
-	var info getInfo
-	if len(table) >= len(info.name) {
-		return d, false, fmt.Errorf("nfgen: table name %q too long", table)
+	info, ok, err := tableInfo(fd, ipv6, table)
+	if !ok {
+		return d, false, err
 	}
-	copy(info.name[:], table)
-	size := uint32(unsafe.Sizeof(info))
-	if errno := getsockopt(fd, level, soGetInfo, unsafe.Pointer(&info), &size); errno != 0 {
-		if errno == unix.ENOENT || errno == unix.ENOPROTOOPT {
-			return d, false, nil
-		}
-		return d, false, fmt.Errorf("nfgen: table info of %s: %w", table, errno)
-	}
-	h := uint64(info.size)
-	for _, off := range append(info.hookEntry[:], info.underflow[:]...) {
+	h := uint64(info.Size)
+	for _, off := range append(info.HookEntry[:], info.Underflow[:]...) {
 		h = (h ^ uint64(off)) * 1099511628211
 	}
-	return Digest{Hash: h, Entries: info.numEntries, Size: info.size}, true, nil
+	return Digest{Hash: h, Entries: info.NumEntries, Size: info.Size}, true, nil
 }
 
 // LegacyDigest fingerprints an iptables-legacy table of the calling
@@ -122,41 +172,33 @@ func LegacyInfo(ipv6 bool, table string) (d Digest, ok bool, err error) {
 // blob (BenchmarkKernelLegacyDigest in BENCHMARKS.md has the cost), which
 // is why the engines use LegacyInfo.
 func LegacyDigest(ipv6 bool, table string, seed maphash.Seed) (d Digest, ok bool, err error) {
-	domain, level := unix.AF_INET, unix.SOL_IP
+	level := unix.SOL_IP
 	nextAt, ctrAt, minSize := nextOffsetAt, countersAt, minEntrySize
 	if ipv6 {
-		domain, level = unix.AF_INET6, unix.SOL_IPV6
+		level = unix.SOL_IPV6
 		nextAt, ctrAt, minSize = nextOffsetAt6, countersAt6, minEntrySize6
 	}
-	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	fd, err := rawSocket(ipv6)
 	if err != nil {
-		return d, false, fmt.Errorf("nfgen: raw socket: %w", err)
+		return d, false, err
 	}
 	defer unix.Close(fd)
-	var info getInfo
-	if len(table) >= len(info.name) {
-		return d, false, fmt.Errorf("nfgen: table name %q too long", table)
-	}
+	var info TableInfo
 	var buf []byte
 	for attempt := 0; ; attempt++ {
-		info = getInfo{}
-		copy(info.name[:], table)
-		size := uint32(unsafe.Sizeof(info))
-		if errno := getsockopt(fd, level, soGetInfo, unsafe.Pointer(&info), &size); errno != 0 {
-			if errno == unix.ENOENT || errno == unix.ENOPROTOOPT {
-				return d, false, nil
-			}
-			return d, false, fmt.Errorf("nfgen: table info of %s: %w", table, errno)
+		info, ok, err = tableInfo(fd, ipv6, table)
+		if !ok {
+			return d, false, err
 		}
-		n := getEntriesHeader + int(info.size)
+		n := getEntriesHeader + int(info.Size)
 		if cap(buf) < n {
 			buf = make([]byte, n)
 		}
 		buf = buf[:n]
 		clear(buf[:getEntriesHeader])
 		copy(buf, table)
-		binary.NativeEndian.PutUint32(buf[32:], info.size)
-		size = uint32(n)
+		binary.NativeEndian.PutUint32(buf[32:], info.Size)
+		size := uint32(n)
 		errno := getsockopt(fd, level, soGetEntries, unsafe.Pointer(&buf[0]), &size)
 		if errno == 0 {
 			break
@@ -169,7 +211,7 @@ func LegacyDigest(ipv6 bool, table string, seed maphash.Seed) (d Digest, ok bool
 	var h maphash.Hash
 	h.SetSeed(seed)
 	var hooks [40]byte
-	for i, off := range append(info.hookEntry[:], info.underflow[:]...) {
+	for i, off := range append(info.HookEntry[:], info.Underflow[:]...) {
 		binary.NativeEndian.PutUint32(hooks[4*i:], off)
 	}
 	h.Write(hooks[:])
@@ -188,7 +230,7 @@ func LegacyDigest(ipv6 bool, table string, seed maphash.Seed) (d Digest, ok bool
 		blob = blob[next:]
 		entries++
 	}
-	return Digest{Hash: h.Sum64(), Entries: entries, Size: info.size}, true, nil
+	return Digest{Hash: h.Sum64(), Entries: entries, Size: info.Size}, true, nil
 }
 
 func getsockopt(fd, level, opt int, p unsafe.Pointer, size *uint32) unix.Errno {

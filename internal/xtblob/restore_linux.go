@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nfgen"
 )
 
 // Socket options of x_tables (IPT_BASE_CTL, the same numbers for IP6T_ on
@@ -20,10 +22,8 @@ import (
 const (
 	soSetReplace     = 64 // IPT_SO_SET_REPLACE
 	soSetAddCounters = 65 // IPT_SO_SET_ADD_COUNTERS
-	soGetInfo        = 64 // IPT_SO_GET_INFO
 	soGetEntries     = 65 // IPT_SO_GET_ENTRIES
 
-	getInfoSize      = 84 // struct ipt_getinfo
 	getEntriesHeader = 40 // struct ipt_get_entries: name, size, padding to the entries
 	replaceHeader    = 96 // struct ipt_replace up to its entries
 	countersHeader   = 40 // struct xt_counters_info: name, num_counters, padding
@@ -243,32 +243,25 @@ func (k *kernel) setsockopt(opt int, b []byte) error {
 	return nil
 }
 
-// readTable reads table name (its info, then its entries into memory
-// outside the Go heap, which the table keeps as its source 0).
+// readTable reads table name (its info through nfgen.ReadTableInfo, then
+// its entries into memory outside the Go heap, which the table keeps as
+// its source 0).
 func (k *kernel) readTable(name string) (*table, error) {
 	if len(name) >= tableNameLen {
 		return nil, fmt.Errorf("table name %q too long", name)
 	}
 	for attempt := 0; ; attempt++ {
-		var gi [getInfoSize]byte
-		copy(gi[:], name)
-		size := uint32(len(gi))
-		if err := k.getsockopt(soGetInfo, unsafe.Pointer(&gi[0]), &size); err != nil {
+		gi, err := nfgen.ReadTableInfo(k.fd, k.fam == IPv6, name)
+		if err != nil {
 			return nil, fmt.Errorf("can't initialize table `%s': %w", name, err)
 		}
-		var inf info
-		inf.validHooks = u32(gi[32:])
-		for h := 0; h < numHooks; h++ {
-			inf.hookEntry[h] = u32(gi[36+4*h:])
-			inf.underflow[h] = u32(gi[56+4*h:])
-		}
-		inf.numEntries = u32(gi[76:])
-		inf.size = u32(gi[80:])
+		inf := info{validHooks: gi.ValidHooks, hookEntry: gi.HookEntry, underflow: gi.Underflow,
+			numEntries: gi.NumEntries, size: gi.Size}
 		buf := allocBig(getEntriesHeader + int(inf.size))
 		copy(buf, name)
 		binary.NativeEndian.PutUint32(buf[32:], inf.size)
-		size = uint32(len(buf))
-		err := k.getsockopt(soGetEntries, unsafe.Pointer(&buf[0]), &size)
+		size := uint32(len(buf))
+		err = k.getsockopt(soGetEntries, unsafe.Pointer(&buf[0]), &size)
 		if err == nil {
 			// the table keeps the entries only; the header stays
 			// allocated in front of them and is freed with them.
