@@ -49,12 +49,8 @@ func (c *countingRunner) DeleteRule(context.Context, xtables.Table, xtables.Chai
 func (c *countingRunner) SaveInto(context.Context, xtables.Table, *bytes.Buffer) error { return nil }
 func (c *countingRunner) HasRandomFully() bool                                         { return true }
 
-// RestoreTyped counts in.Text as Restore does.
-func (c *countingRunner) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
-	return c.Restore(ctx, in.Text)
-}
-
-func (c *countingRunner) Restore(_ context.Context, data []byte) error {
+func (c *countingRunner) Restore(_ context.Context, in xtables.RestoreInput) error {
+	data := in.Text
 	c.restores++
 	c.lastBytes = len(data)
 	c.lastLines = bytes.Count(data, []byte{'\n'})

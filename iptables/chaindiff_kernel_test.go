@@ -24,14 +24,9 @@ type restoreRecorder struct {
 	base     int
 }
 
-func (r *restoreRecorder) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+func (r *restoreRecorder) Restore(ctx context.Context, in xtables.RestoreInput) error {
 	r.note(in.Text)
-	return r.Runner.RestoreTyped(ctx, in)
-}
-
-func (r *restoreRecorder) Restore(ctx context.Context, data []byte) error {
-	r.note(data)
-	return r.Runner.Restore(ctx, data)
+	return r.Runner.Restore(ctx, in)
 }
 
 func (r *restoreRecorder) note(data []byte) {

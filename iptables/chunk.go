@@ -250,7 +250,7 @@ func (p *Proxier) restoreChunks(ctx context.Context, payload restorePayload) err
 	n := 0
 	for c := range chunks {
 		n++
-		if err := p.ipt.Restore(ctx, c); err != nil {
+		if err := p.ipt.Restore(ctx, xtables.RestoreInput{Text: c}); err != nil {
 			close(stop)
 			for range chunks {
 			}

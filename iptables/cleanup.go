@@ -59,7 +59,7 @@ func cleanupRules(ctx context.Context, ipt xtables.Runner) error {
 			w.op("-X", c).end()
 		}
 		w.raw("COMMIT")
-		if err := ipt.Restore(ctx, w.buf); err != nil {
+		if err := ipt.Restore(ctx, xtables.RestoreInput{Text: w.buf}); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -21,6 +21,23 @@ import (
 // xtables.Runner, so the wrapper forwards all of it by construction.
 type forwardingRunner struct{ xtables.Runner }
 
+// restoreCounter is the wrapper an embedder writes to count (or log, or
+// time) the engine's writes: it embeds the Runner and overrides Restore
+// only. Restore is the one way the engine writes a transaction, typed
+// payloads included, so the wrapper sees every one.
+type restoreCounter struct {
+	xtables.Runner
+	restores, typed int
+}
+
+func (c *restoreCounter) Restore(ctx context.Context, in xtables.RestoreInput) error {
+	c.restores++
+	if len(in.Ops) > 0 {
+		c.typed++
+	}
+	return c.Runner.Restore(ctx, in)
+}
+
 // contractRun is what one Proxier over a Fake did: the tables it left,
 // the Fake's calls and stats, the base's counters, and the chunk size it
 // chose.
@@ -31,17 +48,22 @@ type contractRun struct {
 	Syncs     [3]uint64 // syncs, full syncs, failures
 	Chunk     int
 	Drifted   []bool
+	// TestRestores counts the Fake's restores made by the test itself
+	// (the foreign change), not by the engine.
+	TestRestores int
 }
 
-func runContract(t *testing.T, caps xtables.Capabilities, watch string, wrap bool) contractRun {
+// runContract runs one Proxier over a Fake, through wrap(fake) when wrap
+// is not nil.
+func runContract(t *testing.T, caps xtables.Capabilities, watch string, wrap func(xtables.Runner) xtables.Runner) contractRun {
 	t.Helper()
 	ctx := context.Background()
 	fake := iptablestest.NewFake(v1.IPv4Protocol)
 	fake.SetCapabilities(caps)
 	fake.SetTableWatch(watch)
 	var ipt xtables.Runner = fake
-	if wrap {
-		ipt = forwardingRunner{fake}
+	if wrap != nil {
+		ipt = wrap(fake)
 	}
 	p, err := NewProxier(Config{Common: engine.Common{NodeName: testNode}}, Interfaces{IPTables: ipt})
 	if err != nil {
@@ -75,9 +97,10 @@ func runContract(t *testing.T, caps xtables.Capabilities, watch string, wrap boo
 		drift()
 	}
 	// A foreign change: the canary flushed and deleted by hand.
-	if err := fake.Restore(ctx, []byte("*nat\n-F KUBE-PROXY-CANARY\n-X KUBE-PROXY-CANARY\nCOMMIT\n")); err != nil {
+	if err := fake.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n-F KUBE-PROXY-CANARY\n-X KUBE-PROXY-CANARY\nCOMMIT\n")}); err != nil {
 		t.Fatal(err)
 	}
+	run.TestRestores++
 	drift()
 	p.RequestFullSync()
 	mustSync(t, p)
@@ -106,10 +129,28 @@ func TestForwardingRunnerSameEngine(t *testing.T) {
 		{"legacy in process", xtables.Capabilities{Backend: xtables.BackendLegacy, SaveAll: true, InProcess: true}, xtables.BackendLegacy},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			direct := runContract(t, c.caps, c.watch, false)
-			wrapped := runContract(t, c.caps, c.watch, true)
+			direct := runContract(t, c.caps, c.watch, nil)
+			wrapped := runContract(t, c.caps, c.watch, func(r xtables.Runner) xtables.Runner { return forwardingRunner{r} })
 			if diff := cmp.Diff(direct, wrapped); diff != "" {
 				t.Errorf("over a forwarding wrapper the engine differs (-direct +wrapped):\n%s", diff)
+			}
+			// A wrapper that overrides Restore alone sees every restore
+			// the engine makes, its typed payloads included, and changes
+			// nothing either.
+			var counter *restoreCounter
+			counted := runContract(t, c.caps, c.watch, func(r xtables.Runner) xtables.Runner {
+				counter = &restoreCounter{Runner: r}
+				return counter
+			})
+			if diff := cmp.Diff(direct, counted); diff != "" {
+				t.Errorf("over a wrapper overriding Restore the engine differs (-direct +wrapped):\n%s", diff)
+			}
+			st := counted.FakeStats
+			if engine := st.Restores - counted.TestRestores; counter.restores != engine || counter.typed != st.TypedRestores {
+				t.Errorf("the wrapper's Restore saw %d restores (%d typed); the Runner got %d from the engine (%d typed)", counter.restores, counter.typed, engine, st.TypedRestores)
+			}
+			if st.TypedRestores == 0 {
+				t.Errorf("no restore typed: the wrapper's count does not cover the engine's payloads")
 			}
 			if c.caps.Backend != "" && direct.Chunk == 0 && !c.caps.InProcess {
 				t.Errorf("%s: no chunking chosen for a tool backend", c.name)

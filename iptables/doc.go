@@ -47,7 +47,7 @@
 //     payload is rendered once, its text and its lines typed side by side
 //     (ops.go); the chain compare, the chunker, the digest bookkeeping and
 //     the in-process writer read the typed lines
-//     (xtables.Runner.RestoreTyped), never the text parsed back; the tools
+//     (xtables.RestoreInput.Ops), never the text parsed back; the tools
 //     read the text. Every
 //     full sync asks it to read back what it writes
 //     (xtables.Runner.CheckNextRestore), and a read-back that differs, or a

@@ -34,18 +34,11 @@ func (c *commandCounter) EnsureRule(ctx context.Context, pos xtables.RulePositio
 	return c.listCounter.EnsureRule(ctx, pos, t, ch, args...)
 }
 
-func (c *commandCounter) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+func (c *commandCounter) Restore(ctx context.Context, in xtables.RestoreInput) error {
 	if isBaseRestore(in.Text) {
 		c.base++
 	}
-	return c.listCounter.RestoreTyped(ctx, in)
-}
-
-func (c *commandCounter) Restore(ctx context.Context, data []byte) error {
-	if isBaseRestore(data) {
-		c.base++
-	}
-	return c.listCounter.Restore(ctx, data)
+	return c.listCounter.Restore(ctx, in)
 }
 
 // TestKernelEnsureBaseInOneRestore: with both backends, on a node without

@@ -11,6 +11,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 
 	. "github.com/svcproxy/svcproxy/iptables"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
 )
@@ -177,7 +178,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			replay := newFakeWithBase(t, tc.family, tc.cfg)
-			if err := replay.Restore(t.Context(), []byte(plan)); err != nil {
+			if err := replay.Restore(t.Context(), xtables.RestoreInput{Text: []byte(plan)}); err != nil {
 				t.Fatalf("Plan output does not restore: %v", err)
 			}
 			if d := replay.Dump(); d != got {

@@ -483,14 +483,9 @@ type xtwalkRecorder struct {
 	restores [][]byte
 }
 
-func (r *xtwalkRecorder) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
+func (r *xtwalkRecorder) Restore(ctx context.Context, in xtables.RestoreInput) error {
 	r.restores = append(r.restores, bytes.Clone(in.Text))
-	return r.Runner.RestoreTyped(ctx, in)
-}
-
-func (r *xtwalkRecorder) Restore(ctx context.Context, data []byte) error {
-	r.restores = append(r.restores, bytes.Clone(data))
-	return r.Runner.Restore(ctx, data)
+	return r.Runner.Restore(ctx, in)
 }
 
 // xtwalkTables are the tables compared by blob hash.

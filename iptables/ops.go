@@ -18,13 +18,13 @@ import (
 // text back: the chain compare of a full sync (reducePayload), the
 // chunker (splitPayloadEach), the digest bookkeeping after a restore
 // (applyPayload) and the Runner, which gets both
-// (xtables.Runner.RestoreTyped): the legacy backend's in-process writer
+// (xtables.RestoreInput's Text and Ops): the legacy backend's in-process writer
 // reads the ops, the iptables-restore tools the text (and a chunk, which
 // only the tools get, is text alone).
 
 // opKind is what one payload line does; restoreOp is one line of a
 // payload, typed: xtables' types, which the Runner reads
-// (Runner.RestoreTyped). An op holds offsets, not the text (a large full
+// (RestoreInput.Ops). An op holds offsets, not the text (a large full
 // sync writes hundreds of thousands of lines: BenchmarkSyncFull): the
 // line starts where the previous op ends, its name (the table, or the
 // chain) right after the kind's prefix ("*", ":", "-A ").

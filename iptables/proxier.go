@@ -210,12 +210,12 @@ func (p *Proxier) apply(ctx context.Context, req *engine.Request) (engine.Result
 }
 
 // restore applies a payload: one iptables-restore, its lines typed
-// (Runner.RestoreTyped: the in-process writer reads the ops instead of
+// (RestoreInput.Ops: the in-process writer reads the ops instead of
 // parsing the text), or for a full payload that creates more than p.chunk
 // nat chains, one per chunk (chunk.go; only the tools get chunks).
 func (p *Proxier) restore(ctx context.Context, payload restorePayload, full bool) error {
 	if !full || p.chunk <= 0 {
-		return p.ipt.RestoreTyped(ctx, xtables.TypedRestore{Text: payload.text, Ops: payload.ops})
+		return p.ipt.Restore(ctx, xtables.RestoreInput{Text: payload.text, Ops: payload.ops})
 	}
 	return p.restoreChunks(ctx, payload)
 }
@@ -387,7 +387,7 @@ func (p *Proxier) ensureBase(ctx context.Context) (tableSums, error) {
 		if len(data) == 0 {
 			return existing, nil
 		}
-		err := p.ipt.Restore(ctx, data)
+		err := p.ipt.Restore(ctx, xtables.RestoreInput{Text: data})
 		if err == nil {
 			return existing, nil
 		}

@@ -450,22 +450,8 @@ type tableChain struct {
 
 func (w *writeCounter) writes() int { return w.commits }
 
-func (w *writeCounter) Restore(ctx context.Context, data []byte) error {
-	err := w.Runner.Restore(ctx, data)
-	if err != nil {
-		w.other = true
-		return err
-	}
-	w.commits += xtables.SectionsWithCommands(data)
-	if w.restoreLines {
-		w.noteRestored(data)
-	}
-	return nil
-}
-
-// RestoreTyped counts as Restore does.
-func (w *writeCounter) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
-	err := w.Runner.RestoreTyped(ctx, in)
+func (w *writeCounter) Restore(ctx context.Context, in xtables.RestoreInput) error {
+	err := w.Runner.Restore(ctx, in)
 	if err != nil {
 		w.other = true
 		return err

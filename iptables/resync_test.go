@@ -202,12 +202,8 @@ type racingRunner struct {
 	race bool
 }
 
-func (r *racingRunner) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
-	return r.Restore(ctx, in.Text)
-}
-
-func (r *racingRunner) Restore(ctx context.Context, data []byte) error {
-	if err := r.Fake.Restore(ctx, data); err != nil {
+func (r *racingRunner) Restore(ctx context.Context, in xtables.RestoreInput) error {
+	if err := r.Fake.Restore(ctx, in); err != nil {
 		return err
 	}
 	if r.race {
@@ -279,7 +275,7 @@ func TestLegacyResyncListsEveryFew(t *testing.T) {
 }
 
 // TestPayloadsRestoredTyped: the engine hands its rendered payloads to the
-// Runner with their lines typed (RestoreTyped), full and partial syncs
+// Runner with their lines typed (RestoreInput.Ops), full and partial syncs
 // alike, so the in-process writer reads the ops instead of the text.
 func TestPayloadsRestoredTyped(t *testing.T) {
 	p, fake := resyncProxier(t, xtables.BackendLegacy, nil)

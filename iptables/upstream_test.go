@@ -11,6 +11,7 @@ import (
 
 	. "github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -38,7 +39,7 @@ func TestRulesMatchUpstream(t *testing.T) {
 					t.Fatal(err)
 				}
 				theirs := iptablestest.NewFake(v1.IPv4Protocol)
-				if err := theirs.Restore(context.Background(), upstream); err != nil {
+				if err := theirs.Restore(context.Background(), xtables.RestoreInput{Text: upstream}); err != nil {
 					t.Fatalf("%s: %v", path, err)
 				}
 

@@ -151,7 +151,7 @@ func (p *Proxier) syncIPTables(ctx context.Context) error {
 	writeRules(&p.rulesBuf, &p.cfg, true) // --random-fully always, as kube-proxy v1.37
 	// A full sync: the in-process writer reads back what it writes.
 	ipt.CheckNextRestore()
-	if err := ipt.Restore(ctx, p.rulesBuf.Bytes()); err != nil {
+	if err := ipt.Restore(ctx, xtables.RestoreInput{Text: p.rulesBuf.Bytes()}); err != nil {
 		p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
 		return fmt.Errorf("ipvs: iptables-restore: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/iptables/xtables/xtablestest"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
@@ -116,7 +117,7 @@ func upstreamSections(s string) (map[string]string, error) {
 	out["kube-ipvs0"] = sortedLines(parts["kube-ipvs0"])
 	out["ipset"] = strings.TrimSpace(parts["ipset"]) + "\n"
 	ipt := xtablestest.NewFake(v1.IPv4Protocol)
-	if err := ipt.Restore(context.Background(), []byte(parts["iptables"])); err != nil {
+	if err := ipt.Restore(context.Background(), xtables.RestoreInput{Text: []byte(parts["iptables"])}); err != nil {
 		return nil, fmt.Errorf("iptables: %w", err)
 	}
 	out["iptables"] = comparableRules(ipt.Dump(), emptySets(out["ipset"]))

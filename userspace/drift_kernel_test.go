@@ -55,8 +55,8 @@ func (r nsRunner) DeleteRule(ctx context.Context, t xtables.Table, c xtables.Cha
 	return netnstest.Exec(r.ns, func() error { return r.Runner.DeleteRule(ctx, t, c, args...) })
 }
 
-func (r nsRunner) Restore(ctx context.Context, data []byte) error {
-	return netnstest.Exec(r.ns, func() error { return r.Runner.Restore(ctx, data) })
+func (r nsRunner) Restore(ctx context.Context, in xtables.RestoreInput) error {
+	return netnstest.Exec(r.ns, func() error { return r.Runner.Restore(ctx, in) })
 }
 
 func (r nsRunner) SaveInto(ctx context.Context, t xtables.Table, buf *bytes.Buffer) error {

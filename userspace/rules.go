@@ -71,7 +71,7 @@ func (p *Proxier) syncRules(ctx context.Context, full bool) (int, error) {
 		// The in-process writer reads back what a full sync writes.
 		ipt.CheckNextRestore()
 	}
-	if err := ipt.Restore(ctx, rs.buf.Bytes()); err != nil {
+	if err := ipt.Restore(ctx, xtables.RestoreInput{Text: rs.buf.Bytes()}); err != nil {
 		p.cfg.Metrics.IncIPTablesRestoreFailures(p.cfg.IPFamily)
 		rs.valid = false
 		return 0, fmt.Errorf("userspace: writing capture rules: %w", err)

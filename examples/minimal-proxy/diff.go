@@ -171,7 +171,7 @@ var ownedChainPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-F
 func diffIPTablesPlan(ctx context.Context, plan, backend string, run toolRunner) ([]string, error) {
 	return diffPlanFamilies(plan, func(family v1.IPFamily, text string) ([]string, error) {
 		want := iptablestest.NewFake(family)
-		if err := want.Restore(ctx, []byte(text)); err != nil {
+		if err := want.Restore(ctx, xtables.RestoreInput{Text: []byte(text)}); err != nil {
 			return nil, fmt.Errorf("reading the plan: %w", err)
 		}
 		saved, _, _, _, err := readIPTables(ctx, backend, family == v1.IPv6Protocol, run)

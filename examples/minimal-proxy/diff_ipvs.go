@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 )
 
@@ -63,7 +64,7 @@ func diffIPVS(ctx context.Context, o *options, read ipvsStateReader, node *nodeV
 			return nil, fmt.Errorf("the plan has an %s part, but the node's %s state was not read", family, family)
 		}
 		want := iptablestest.NewFake(family)
-		if err := want.Restore(ctx, []byte(rules)); err != nil {
+		if err := want.Restore(ctx, xtables.RestoreInput{Text: []byte(rules)}); err != nil {
 			return nil, fmt.Errorf("reading the plan's iptables rules: %w", err)
 		}
 		ipt, err := diffIPTablesRules(family, want, s)

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
 	"github.com/svcproxy/svcproxy/ipvs/ipvstest"
 )
@@ -99,7 +100,7 @@ func TestDiffIPVS(t *testing.T) {
 	if err := f.IPVS.AddVirtualServer(strayVS); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.IPTables.Restore(context.Background(), []byte("*nat\n-F KUBE-SERVICES\nCOMMIT\n")); err != nil {
+	if err := f.IPTables.Restore(context.Background(), xtables.RestoreInput{Text: []byte("*nat\n-F KUBE-SERVICES\nCOMMIT\n")}); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(diff(), "\n") + "\n"

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/iptables/iptablestest"
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // TestDiffIPTablesPlan: the demo's plan against a node holding exactly
@@ -21,7 +22,7 @@ func TestDiffIPTablesPlan(t *testing.T) {
 		t.Fatalf("dry run exited %d", code)
 	}
 	node := iptablestest.NewFake(v1.IPv4Protocol)
-	if err := node.Restore(context.Background(), []byte(plan.String())); err != nil {
+	if err := node.Restore(context.Background(), xtables.RestoreInput{Text: []byte(plan.String())}); err != nil {
 		t.Fatal(err)
 	}
 	tools := func() toolRunner {
@@ -32,7 +33,7 @@ func TestDiffIPTablesPlan(t *testing.T) {
 		t.Fatalf("diff of the plan against itself: %q %v", cmds, err)
 	}
 	edit := "*nat\n-F KUBE-SVC-CDGGSHYLG3RE2FKL\n:KUBE-SEP-STALE - [0:0]\nCOMMIT\n"
-	if err := node.Restore(context.Background(), []byte(edit)); err != nil {
+	if err := node.Restore(context.Background(), xtables.RestoreInput{Text: []byte(edit)}); err != nil {
 		t.Fatal(err)
 	}
 	cmds, err = diffIPTablesPlan(context.Background(), plan.String(), "", tools())

@@ -55,10 +55,7 @@ func (dryRunRunner) EnsureRule(context.Context, xtables.RulePosition, xtables.Ta
 func (dryRunRunner) DeleteRule(context.Context, xtables.Table, xtables.Chain, ...string) error {
 	return errDryRun
 }
-func (dryRunRunner) Restore(context.Context, []byte) error { return errDryRun }
-func (dryRunRunner) RestoreTyped(context.Context, xtables.TypedRestore) error {
-	return errDryRun
-}
+func (dryRunRunner) Restore(context.Context, xtables.RestoreInput) error { return errDryRun }
 func (dryRunRunner) SaveInto(context.Context, xtables.Table, *bytes.Buffer) error {
 	return nil
 }

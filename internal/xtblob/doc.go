@@ -19,8 +19,9 @@
 //     back in one replace, keeping every other chain and rule (and their
 //     counters) as they were. A writer that typed the input's lines as it
 //     rendered them (RestoreOptions.Lines: the iptables engine, through
-//     the xtables Runner's RestoreTyped) spares Restore and Verify
-//     splitting the declarations and -A lines back out of the text; the
+//     the xtables Runner's Restore of a RestoreInput with Ops) spares
+//     Restore and Verify splitting the declarations and -A lines back out
+//     of the text; the
 //     text stays the authority (a line its type does not describe exactly
 //     is parsed), and the rules' matches are still read from it by the
 //     Encoder.

@@ -74,25 +74,20 @@ func enginePayloads(tb testing.TB, n int) [][]byte {
 }
 
 // typedRecorder records every restore's input, with its ops when the
-// engine typed it (RestoreTyped).
+// engine typed it (RestoreInput.Ops).
 type typedRecorder struct {
 	xtables.Runner
-	got []xtables.TypedRestore
+	got []xtables.RestoreInput
 }
 
-func (r *typedRecorder) Restore(ctx context.Context, data []byte) error {
-	r.got = append(r.got, xtables.TypedRestore{Text: bytes.Clone(data)})
-	return r.Runner.Restore(ctx, data)
-}
-
-func (r *typedRecorder) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
-	r.got = append(r.got, xtables.TypedRestore{Text: bytes.Clone(in.Text), Ops: slices.Clone(in.Ops)})
-	return r.Runner.RestoreTyped(ctx, in)
+func (r *typedRecorder) Restore(ctx context.Context, in xtables.RestoreInput) error {
+	r.got = append(r.got, xtables.RestoreInput{Text: bytes.Clone(in.Text), Ops: slices.Clone(in.Ops)})
+	return r.Runner.Restore(ctx, in)
 }
 
 // engineTypedPayloads is enginePayloads with the ops the engine typed
 // them with (none for the inputs it restores as text).
-func engineTypedPayloads(tb testing.TB, n int) []xtables.TypedRestore {
+func engineTypedPayloads(tb testing.TB, n int) []xtables.RestoreInput {
 	tb.Helper()
 	f := &typedRecorder{Runner: iptablestest.NewFake(v1.IPv4Protocol)}
 	p, err := iptables.NewProxier(iptables.Config{
@@ -181,7 +176,7 @@ func saveAll(tb testing.TB) string {
 // every chain), in a network namespace each: with the tool, with Restore
 // of the text, with Restore of the text typed by the engine's ops
 // (RestoreOptions.Lines), and through the legacy xtables Runner's
-// RestoreTyped (in process, as the engine restores): iptables-legacy-save
+// Restore of the typed input (in process, as the engine restores): iptables-legacy-save
 // and the tables' bytes must not tell them apart.
 func TestKernelEnginePayload(t *testing.T) {
 	payloads := engineTypedPayloads(t, 1000)
@@ -195,13 +190,13 @@ func TestKernelEnginePayload(t *testing.T) {
 		}
 	}
 	if typed == 0 {
-		t.Fatal("the engine typed none of its restores (RestoreTyped)")
+		t.Fatal("the engine typed none of its restores (RestoreInput.Ops)")
 	}
 	t.Logf("%d payloads, %d typed", len(payloads), typed)
 	var want []string
 	// round 0: every payload (the base chains' setup, -N and -I lines,
 	// then the services); round 1: the services' payload again.
-	rounds := [][]xtables.TypedRestore{payloads, payloads[len(payloads)-1:]}
+	rounds := [][]xtables.RestoreInput{payloads, payloads[len(payloads)-1:]}
 	netnstest.InFreshNetns(t, func() {
 		for _, round := range rounds {
 			for _, p := range round {
@@ -235,7 +230,7 @@ func TestKernelEnginePayload(t *testing.T) {
 					default:
 						// read back every write: Verify of the typed input too
 						r.CheckNextRestore()
-						err = r.RestoreTyped(context.Background(), p)
+						err = r.Restore(context.Background(), p)
 					}
 					if err != nil {
 						t.Fatalf("%s: %v", how, err)
@@ -304,7 +299,7 @@ func BenchmarkKernelRestore(b *testing.B) {
 // without the kernel's, encoding on one goroutine (workers=1) and on
 // GOMAXPROCS (workers=0, Restore's default); input "text" is parsed from
 // its text, "typed" read from the engine's ops where it typed them
-// (RestoreOptions.Lines, as the xtables Runner's RestoreTyped hands them).
+// (RestoreOptions.Lines, as the xtables Runner's Restore hands them).
 func BenchmarkRestoreUserSpace(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		payloads := engineTypedPayloads(b, n)

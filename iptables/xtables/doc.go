@@ -30,13 +30,13 @@
 //     input as iptables-legacy-restore --noflush would, and replaces the
 //     table in one call, holding the same xtables lock with the same
 //     bounded wait and keeping every other chain, rule and counter.
-//     RestoreTyped does the same with an input whose lines its writer
-//     typed (TypedRestore: the iptables engine's payloads): the process
+//     An input whose lines its writer typed (RestoreInput.Ops: the
+//     iptables engine's payloads) is applied the same way: the process
 //     takes each chain declaration and -A line's chain and rule from the
 //     ops rather than splitting the text, and reads every other line, and
 //     any line whose op does not describe it, from the text; the result,
-//     the self-check and the fallbacks below are Restore's, and the tool,
-//     when it runs, gets the text. Input
+//     the self-check and the fallbacks below are those of the text alone,
+//     and the tool, when it runs, gets the text. Input
 //     with a line it does not encode (anything beyond what the engines
 //     write) goes to the tool whole, with nothing written before; so does
 //     everything when RunnerConfig.LegacyTool is set, with iptables

@@ -33,11 +33,11 @@ func Example() {
 	}
 	local := xtables.LocalMatch(proxy.LocalDetector{Mode: proxy.LocalModeClusterCIDR, CIDR: netip.MustParsePrefix("10.244.0.0/16")}, true)
 	rules := "*nat\n-A MY-SERVICES " + strings.Join(local, " ") + " -d 10.96.0.10/32 -p tcp --dport 80 -j MARK --set-xmark 0x4000/0x4000\nCOMMIT\n"
-	if err := ipt.Restore(ctx, []byte(rules)); err != nil {
+	if err := ipt.Restore(ctx, xtables.RestoreInput{Text: []byte(rules)}); err != nil {
 		panic(err)
 	}
 	// A refused line is a typed error.
-	err := ipt.Restore(ctx, []byte("*nat\n-A NO-SUCH-CHAIN -j ACCEPT\nCOMMIT\n"))
+	err := ipt.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n-A NO-SUCH-CHAIN -j ACCEPT\nCOMMIT\n")})
 	var re *xtables.RestoreError
 	fmt.Println(errors.Is(err, xtables.ErrRestore), errors.As(err, &re) && re.Line == 2)
 

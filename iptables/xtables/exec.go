@@ -555,19 +555,11 @@ func (r *execRunner) HandedToTool() (unsupported, refused uint64) {
 	return r.toolUnsupported.Load(), r.toolRefused.Load()
 }
 
-// Restore implements Runner.
-func (r *execRunner) Restore(ctx context.Context, data []byte) error {
-	return r.restoreTyped(ctx, data, nil)
-}
-
-// RestoreTyped implements Runner: the in-process path reads the lines'
-// kinds and chains from in.Ops; the tool, when it runs, reads in.Text.
-func (r *execRunner) RestoreTyped(ctx context.Context, in TypedRestore) error {
-	return r.restoreTyped(ctx, in.Text, in.Ops)
-}
-
-// restoreTyped restores data, whose lines ops types (nil: untyped).
-func (r *execRunner) restoreTyped(ctx context.Context, data []byte, ops []RestoreOp) error {
+// Restore implements Runner: the in-process path reads the lines' kinds
+// and chains from in.Ops (none: from in.Text); the tool, when it runs,
+// reads in.Text.
+func (r *execRunner) Restore(ctx context.Context, in RestoreInput) error {
+	data, ops := in.Text, in.Ops
 	if !r.inProcess.Load() {
 		return r.restoreTool(ctx, data)
 	}

@@ -55,7 +55,7 @@ func TestExecRunnerLockHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	err = r.Restore(ctx, []byte("*nat\nCOMMIT\n"))
+	err = r.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\nCOMMIT\n")})
 	var re *xtables.RestoreError
 	var le *xtables.LockError
 	if !errors.As(err, &re) || !errors.As(err, &le) || !errors.Is(err, xtables.ErrLockHeld) || !errors.Is(err, xtables.ErrRestore) {
@@ -86,7 +86,7 @@ func TestExecRunnerWaitIntervalAndOtherErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.Restore(context.Background(), []byte("*nat\n-A X -j Y\nCOMMIT\n"))
+	err = r.Restore(context.Background(), xtables.RestoreInput{Text: []byte("*nat\n-A X -j Y\nCOMMIT\n")})
 	var re *xtables.RestoreError
 	if !errors.As(err, &re) || errors.Is(err, xtables.ErrLockHeld) || re.Line != 2 || re.LineText != "-A X -j Y" {
 		t.Fatalf("Restore = %#v, want a *RestoreError at line 2 that is no lock error", err)
@@ -105,7 +105,7 @@ func TestExecRunnerHonoursContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if err := r.Restore(ctx, []byte("*nat\nCOMMIT\n")); !errors.Is(err, context.DeadlineExceeded) {
+	if err := r.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\nCOMMIT\n")}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Restore = %v, want context.DeadlineExceeded", err)
 	}
 	if _, err := r.ChainExists(ctx, xtables.TableNAT, "KUBE-X"); !errors.Is(err, context.DeadlineExceeded) {
@@ -128,7 +128,7 @@ func TestExecRunnerRestoreInputIsAFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Restore(context.Background(), input); err != nil {
+	if err := r.Restore(context.Background(), xtables.RestoreInput{Text: input}); err != nil {
 		t.Fatalf("Restore = %v", err)
 	}
 	if b, err := os.ReadFile(got); err != nil || string(b) != string(input) {

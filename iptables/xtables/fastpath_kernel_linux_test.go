@@ -63,7 +63,7 @@ func TestInProcessPartialCommitNotReplayed(t *testing.T) {
 	netnstest.InFreshNetns(t, func() {
 		var logs logSink
 		r := logs.runner(t, xtables.RunnerConfig{Backend: xtables.BackendLegacy})
-		err := r.Restore(context.Background(), []byte(partialInput))
+		err := r.Restore(context.Background(), xtables.RestoreInput{Text: []byte(partialInput)})
 		if !errors.Is(err, xtables.ErrPartialRestore) || !errors.Is(err, xtables.ErrRestore) {
 			t.Fatalf("Restore refused after the first table = %v, want ErrPartialRestore", err)
 		}
@@ -96,14 +96,14 @@ func TestInProcessSelfCheck(t *testing.T) {
 		var offs []string
 		r := (&logSink{}).runner(t, xtables.RunnerConfig{Backend: xtables.BackendLegacy, OnInProcessOff: func(r string) { offs = append(offs, r) }})
 		ip := r.(xtables.InProcessRestorer)
-		if err := r.Restore(ctx, golden); err != nil {
+		if err := r.Restore(ctx, xtables.RestoreInput{Text: golden}); err != nil {
 			t.Fatalf("first Restore: %v", err)
 		}
 		if st := ip.InProcessStats(); st.SelfChecks != 1 || st.SelfCheckFailures != 0 || !st.Active {
 			t.Fatalf("after the first write: %+v, want one passed self-check", st)
 		}
 		// Not checked again until asked.
-		if err := r.Restore(ctx, golden); err != nil || ip.InProcessStats().SelfChecks != 1 {
+		if err := r.Restore(ctx, xtables.RestoreInput{Text: golden}); err != nil || ip.InProcessStats().SelfChecks != 1 {
 			t.Fatalf("second Restore = %v, %d self-checks; want no read-back", err, ip.InProcessStats().SelfChecks)
 		}
 		// A writer changes a rule of ours right after our write.
@@ -118,7 +118,7 @@ func TestInProcessSelfCheck(t *testing.T) {
 			}
 			return nil
 		})
-		err := r.Restore(ctx, golden)
+		err := r.Restore(ctx, xtables.RestoreInput{Text: golden})
 		if !errors.Is(err, xtables.ErrSelfCheck) || !errors.Is(err, xblobMismatch) {
 			t.Fatalf("Restore with the table changed behind it = %v, want ErrSelfCheck", err)
 		}
@@ -127,7 +127,7 @@ func TestInProcessSelfCheck(t *testing.T) {
 			t.Errorf("after the mismatch: %+v (offs %q), want switched off by the self-check", st, offs)
 		}
 		// The tool writes from now on, and repairs the chain.
-		if err := r.Restore(ctx, golden); err != nil {
+		if err := r.Restore(ctx, xtables.RestoreInput{Text: golden}); err != nil {
 			t.Fatal(err)
 		}
 		if all := saveAll(t, r); strings.Contains(all, "-A KUBE-SVC-F7REZHQFGEE5SPJR -j RETURN") {
@@ -145,7 +145,7 @@ func TestInProcessSelfCheck(t *testing.T) {
 			buf.Write(bytes.Replace(b.Bytes(), []byte("-j KUBE-SEP-"), []byte("-m mark --mark 0x1 -j KUBE-SEP-"), 1))
 			return nil
 		})
-		err := r.Restore(ctx, golden)
+		err := r.Restore(ctx, xtables.RestoreInput{Text: golden})
 		if !errors.Is(err, xtables.ErrSelfCheck) || !strings.Contains(err.Error(), "as the tool lists it") {
 			t.Fatalf("Restore whose listing differs = %v, want ErrSelfCheck naming the tool's listing", err)
 		}

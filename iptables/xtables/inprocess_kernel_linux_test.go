@@ -100,14 +100,14 @@ func TestInProcessRestoreMatchesTool(t *testing.T) {
 					t.Fatalf("RestoresInProcess = %v with LegacyTool %v", got, tool)
 				}
 				ctx := context.Background()
-				if err := r.Restore(ctx, golden); err != nil {
+				if err := r.Restore(ctx, xtables.RestoreInput{Text: golden}); err != nil {
 					t.Fatalf("Restore of the golden payload (LegacyTool %v): %v", tool, err)
 				}
 				if logs.fellBack() {
 					t.Errorf("the golden payload went to the tool (LegacyTool %v): %q", tool, logs.msgs)
 				}
 				// -m limit is no match the engines write: the tool runs.
-				if err := r.Restore(ctx, foreign); err != nil {
+				if err := r.Restore(ctx, xtables.RestoreInput{Text: foreign}); err != nil {
 					t.Fatalf("Restore of a foreign chain: %v", err)
 				}
 				if !tool && !logs.fellBack() {
@@ -140,7 +140,7 @@ func TestInProcessRestoreErrors(t *testing.T) {
 		r := logs.runner(t, xtables.RunnerConfig{Backend: xtables.BackendLegacy, LockWait: time.Second,
 			OnLockHeld: func(tool string) { held++ }})
 		ctx := context.Background()
-		err := r.Restore(ctx, []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j KUBE-MISSING\nCOMMIT\n"))
+		err := r.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j KUBE-MISSING\nCOMMIT\n")})
 		var re *xtables.RestoreError
 		if !errors.As(err, &re) || re.Line != 3 || re.LineText != "-A KUBE-A -j KUBE-MISSING" {
 			t.Fatalf("Restore of a jump to a missing chain = %v, want a *RestoreError at line 3", err)
@@ -158,7 +158,7 @@ func TestInProcessRestoreErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		err = r.Restore(ctx, []byte("*nat\n:KUBE-A - [0:0]\nCOMMIT\n"))
+		err = r.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n:KUBE-A - [0:0]\nCOMMIT\n")})
 		var le *xtables.LockError
 		if !errors.As(err, &le) || !errors.Is(err, xtables.ErrLockHeld) || !errors.Is(err, xtables.ErrRestore) || held != 1 {
 			t.Fatalf("Restore with the lock held = %v (counted %d), want a counted *LockError inside a *RestoreError", err, held)
@@ -167,7 +167,7 @@ func TestInProcessRestoreErrors(t *testing.T) {
 			t.Errorf("waited %s for a 1 s lock wait", d)
 		}
 		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-		if err := r.Restore(ctx, []byte("*nat\n:KUBE-A - [0:0]\nCOMMIT\n")); err != nil {
+		if err := r.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n:KUBE-A - [0:0]\nCOMMIT\n")}); err != nil {
 			t.Fatalf("Restore after the lock was released: %v", err)
 		}
 		if logs.fellBack() {
@@ -189,7 +189,7 @@ func TestInProcessRefusedFallsBackToTool(t *testing.T) {
 		var logs logSink
 		r := logs.runner(t, xtables.RunnerConfig{Backend: xtables.BackendLegacy})
 		ctx := context.Background()
-		err := r.Restore(ctx, []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j KUBE-MISSING\nCOMMIT\n"))
+		err := r.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j KUBE-MISSING\nCOMMIT\n")})
 		var re *xtables.RestoreError
 		if !errors.As(err, &re) || re.Line != 3 {
 			t.Fatalf("Restore of a bad input = %v, want a *RestoreError at line 3", err)
@@ -202,7 +202,7 @@ func TestInProcessRefusedFallsBackToTool(t *testing.T) {
 			calls++
 			return fmt.Errorf("table nat: replace: %w", syscall.EINVAL)
 		})
-		if err := r.Restore(ctx, golden); err != nil {
+		if err := r.Restore(ctx, xtables.RestoreInput{Text: golden}); err != nil {
 			t.Fatalf("Restore with the kernel refusing the in-process write: %v, want the tool's success", err)
 		}
 		if r.(xtables.InProcessRestorer).RestoresInProcess() {
@@ -211,7 +211,7 @@ func TestInProcessRefusedFallsBackToTool(t *testing.T) {
 		if un, rf := r.(xtables.InProcessRestorer).HandedToTool(); un != 0 || rf != 2 {
 			t.Errorf("HandedToTool = %d unsupported, %d refused; want 0, 2 (the bad input and the refused write)", un, rf)
 		}
-		if err := r.Restore(ctx, golden); err != nil || calls != 1 {
+		if err := r.Restore(ctx, xtables.RestoreInput{Text: golden}); err != nil || calls != 1 {
 			t.Errorf("next Restore = %v after %d in-process calls, want the tool alone", err, calls)
 		}
 		if ok, err := r.ChainExists(ctx, xtables.TableNAT, "KUBE-SVC-F7REZHQFGEE5SPJR"); err != nil || !ok {

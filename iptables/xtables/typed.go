@@ -6,14 +6,16 @@ import (
 	"github.com/svcproxy/svcproxy/internal/xtblob"
 )
 
-// TypedRestore is an iptables-restore input as its writer rendered it: the
-// text, and each of its lines typed as it was written (Runner.RestoreTyped).
-// An engine that builds its input line by line types it at no cost, and a
-// Runner that applies the input itself (the legacy backend's in-process
-// writer) then reads the lines' kinds and chains from Ops instead of
-// parsing the text back.
-type TypedRestore struct {
-	// Text is the iptables-restore input, as Restore takes it.
+// RestoreInput is what Runner.Restore takes: an iptables-restore input
+// as its writer rendered it, the text and, when the writer typed them,
+// its lines (Ops). A caller with plain text leaves Ops empty
+// (RestoreInput{Text: data}); an engine that builds its input line by
+// line types it at no cost (the iptables engine's payloads), and a Runner
+// that applies the input itself (the legacy backend's in-process writer)
+// then reads the lines' kinds and chains from Ops instead of parsing the
+// text back. Either way the result is the same.
+type RestoreInput struct {
+	// Text is the iptables-restore input.
 	Text []byte
 	// Ops types Text's lines, one each, in order; nil or empty: none are
 	// typed. They must be what the lines are (the iptables engine's tests
@@ -22,7 +24,7 @@ type TypedRestore struct {
 	Ops []RestoreOp
 }
 
-// RestoreOp is one line of a TypedRestore, typed. It holds offsets into
+// RestoreOp is one line of a RestoreInput, typed. It holds offsets into
 // the text, not the text (8 bytes: a large restore has hundreds of
 // thousands of lines). The line runs from the previous op's End (0 for
 // the first) to its own End; its Name starts right after its kind's

@@ -87,19 +87,17 @@ type Runner interface {
 	EnsureRule(ctx context.Context, position RulePosition, table Table, chain Chain, args ...string) (existed bool, err error)
 	// DeleteRule deletes the rule if it exists (no error when missing).
 	DeleteRule(ctx context.Context, table Table, chain Chain, args ...string) error
-	// Restore runs iptables-restore --noflush on data, which may hold
+	// Restore runs iptables-restore --noflush on in.Text, which may hold
 	// several tables ("*nat ... COMMIT"). A table whose input fails
-	// changes nothing; the error is a *RestoreError.
-	Restore(ctx context.Context, data []byte) error
-	// RestoreTyped is Restore of in.Text, whose lines in.Ops types as its
-	// writer wrote them (the iptables engine's payloads): the legacy
-	// backend's in-process writer reads the lines' kinds and chains from
-	// in.Ops instead of parsing the text back; the tools, and a Runner
-	// that keeps no kernel, read in.Text. The result is Restore's. A
-	// wrapper that intercepts Restore (to log, count or time it)
-	// intercepts RestoreTyped too: the iptables engine restores its
-	// payloads through RestoreTyped, other callers through Restore.
-	RestoreTyped(ctx context.Context, in TypedRestore) error
+	// changes nothing; the error is a *RestoreError. in.Ops, when the
+	// writer typed the lines (the iptables engine's payloads), lets the
+	// legacy backend's in-process writer read the lines' kinds and chains
+	// instead of parsing the text back; the tools, and a Runner that
+	// keeps no kernel, read in.Text. A caller with plain text passes
+	// RestoreInput{Text: data}. It is the one way every engine writes
+	// tables in a transaction: a wrapper that overrides Restore (to log,
+	// count or time it) sees every restore.
+	Restore(ctx context.Context, in RestoreInput) error
 	// SaveInto appends iptables-save output of table to buf.
 	SaveInto(ctx context.Context, table Table, buf *bytes.Buffer) error
 	// HasRandomFully reports whether MASQUERADE --random-fully is supported.

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -74,7 +75,7 @@ func TestGeneratedRulesetTraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Restore(ctx, []byte(partialSync(299, 3, 100))); err != nil {
+	if err := f.Restore(ctx, xtables.RestoreInput{Text: []byte(partialSync(299, 3, 100))}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := NewTracer(f, TracerConfig{}).Trace(pkt(proxytest.FromPod, "10.99.0.1", "172.30.1.43", 80))
@@ -94,7 +95,7 @@ func BenchmarkRestoreFull(b *testing.B) {
 			b.SetBytes(int64(len(input)))
 			for i := 0; i < b.N; i++ {
 				f := NewFake(v1.IPv4Protocol)
-				if err := f.Restore(ctx, input); err != nil {
+				if err := f.Restore(ctx, xtables.RestoreInput{Text: input}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -110,7 +111,7 @@ func BenchmarkRestorePartial(b *testing.B) {
 	inputs := [][]byte{[]byte(partialSync(5000, 10, 0)), []byte(partialSync(5000, 10, 20))}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := f.Restore(ctx, inputs[i%2]); err != nil {
+		if err := f.Restore(ctx, xtables.RestoreInput{Text: inputs[i%2]}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -20,18 +20,18 @@ func ExampleFake() {
 	fake := xtablestest.NewFake(v1.IPv4Protocol)
 	var runner xtables.Runner = fake // what the engine is given
 
-	err := runner.Restore(ctx, []byte(`*nat
+	err := runner.Restore(ctx, xtables.RestoreInput{Text: []byte(`*nat
 :KUBE-SERVICES - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 -A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
 COMMIT
-`))
+`)})
 	if err != nil {
 		fmt.Println(err)
 	}
 	// A jump to a chain that does not exist is refused, as by the kernel.
-	err = runner.Restore(ctx, []byte("*nat\n-A KUBE-SERVICES -j KUBE-SVC-NOPE\nCOMMIT\n"))
+	err = runner.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n-A KUBE-SERVICES -j KUBE-SVC-NOPE\nCOMMIT\n")})
 	fmt.Println(err)
 
 	fmt.Print(fake.Dump())
@@ -144,8 +144,8 @@ func ExampleFake_FailOn() {
 	fake.FailOn("Restore", 1, errors.New("xtables lock held"))
 
 	rules := []byte("*nat\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\nCOMMIT\n")
-	fmt.Println("first:", fake.Restore(ctx, rules))
-	fmt.Println("retry:", fake.Restore(ctx, rules))
+	fmt.Println("first:", fake.Restore(ctx, xtables.RestoreInput{Text: rules}))
+	fmt.Println("retry:", fake.Restore(ctx, xtables.RestoreInput{Text: rules}))
 
 	st := fake.Stats()
 	fmt.Printf("restores=%d failed=%d lines=%d calls=%d\n", st.Restores, st.FailedRestores, st.RestoreLines, fake.CallsOf("Restore"))

@@ -53,7 +53,8 @@ var _ xtables.Runner = (*Fake)(nil)
 type Stats struct {
 	// Restores counts Restore calls, FailedRestores those that returned an error.
 	Restores, FailedRestores int
-	// TypedRestores counts the Restore calls made through RestoreTyped.
+	// TypedRestores counts the Restore calls whose input had its lines
+	// typed (RestoreInput.Ops not empty).
 	TypedRestores int
 	// RestoreLines and RestoreBytes total the input of all Restore calls.
 	RestoreLines, RestoreBytes int
@@ -466,19 +467,18 @@ func (f *Fake) SaveInto(ctx context.Context, table xtables.Table, buf *bytes.Buf
 // *xtables.RestoreError (Line, LineText) wrapping one of this package's
 // errors (ErrNoSuchChain, ErrBadRule, ...); an error injected with
 // FailNextRestore or SetRestoreHook is returned as is.
-func (f *Fake) Restore(ctx context.Context, data []byte) error {
-	return f.restoreInput(ctx, data, false)
-}
-
-// restoreInput is Restore (typed: called as RestoreTyped).
-func (f *Fake) restoreInput(ctx context.Context, data []byte, typed bool) error {
+//
+// The Fake parses in.Text whatever in.Ops say; a typed input is counted
+// in Stats.TypedRestores besides Restores.
+func (f *Fake) Restore(ctx context.Context, in xtables.RestoreInput) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	data := in.Text
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Restores++
-	if typed {
+	if len(in.Ops) > 0 {
 		f.stats.TypedRestores++
 	}
 	f.stats.RestoreBytes += len(data)
@@ -502,13 +502,6 @@ func (f *Fake) restoreInput(ctx context.Context, data []byte, typed bool) error 
 		f.stats.FailedRestores++
 	}
 	return err
-}
-
-// RestoreTyped implements xtables.Runner: Restore of in.Text (the Fake
-// parses the text whatever in.Ops say), counted in Restores and, besides,
-// in TypedRestores.
-func (f *Fake) RestoreTyped(ctx context.Context, in xtables.TypedRestore) error {
-	return f.restoreInput(ctx, in.Text, true)
 }
 
 // Capabilities implements xtables.Runner: what SetCapabilities set, by

@@ -18,7 +18,7 @@ var ctx = context.Background()
 
 func mustRestore(t *testing.T, f *Fake, text string) {
 	t.Helper()
-	if err := f.Restore(ctx, []byte(text)); err != nil {
+	if err := f.Restore(ctx, xtables.RestoreInput{Text: []byte(text)}); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 }
@@ -228,7 +228,7 @@ COMMIT
 				t.Fatal(err)
 			}
 			before := f.Dump()
-			err = f.Restore(ctx, []byte(tc.input))
+			err = f.Restore(ctx, xtables.RestoreInput{Text: []byte(tc.input)})
 			var re *xtables.RestoreError
 			if !errors.As(err, &re) || !errors.Is(err, xtables.ErrRestore) {
 				t.Fatalf("Restore error = %v, want an *xtables.RestoreError", err)
@@ -254,7 +254,7 @@ COMMIT
 // leaves the earlier one applied.
 func TestRestorePerTableCommit(t *testing.T) {
 	f := NewFake(v1.IPv4Protocol)
-	err := f.Restore(ctx, []byte("*filter\n:FOO - [0:0]\n-A FOO -j ACCEPT\nCOMMIT\n*nat\n:BAR - [0:0]\n-A BAR -j NOPE\nCOMMIT\n"))
+	err := f.Restore(ctx, xtables.RestoreInput{Text: []byte("*filter\n:FOO - [0:0]\n-A FOO -j ACCEPT\nCOMMIT\n*nat\n:BAR - [0:0]\n-A BAR -j NOPE\nCOMMIT\n")})
 	if !errors.Is(err, ErrNoSuchChain) {
 		t.Fatalf("err = %v", err)
 	}
@@ -366,7 +366,7 @@ func TestChainCommands(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := f.Restore(cctx, []byte("*filter\nCOMMIT\n")); !errors.Is(err, context.Canceled) {
+	if err := f.Restore(cctx, xtables.RestoreInput{Text: []byte("*filter\nCOMMIT\n")}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Restore with canceled context: %v", err)
 	}
 }
@@ -376,7 +376,7 @@ func TestFaultInjectionAndStats(t *testing.T) {
 	boom := errors.New("xtables lock held")
 	f.FailOn("Restore", 1, boom)
 	in := "*nat\n:KUBE-X - [0:0]\nCOMMIT\n"
-	if err := f.Restore(ctx, []byte(in)); !errors.Is(err, boom) {
+	if err := f.Restore(ctx, xtables.RestoreInput{Text: []byte(in)}); !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
 	if f.Dump() != "" {
@@ -391,7 +391,7 @@ func TestFaultInjectionAndStats(t *testing.T) {
 		}
 		return nil
 	})
-	if err := f.Restore(ctx, []byte("*nat\n:KUBE-Y - [0:0]\nCOMMIT\n")); !errors.Is(err, boom) {
+	if err := f.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n:KUBE-Y - [0:0]\nCOMMIT\n")}); !errors.Is(err, boom) {
 		t.Fatalf("hook error not returned: %v", err)
 	}
 	f.SetRestoreHook(nil)
@@ -410,7 +410,7 @@ func TestFaultInjectionAndStats(t *testing.T) {
 	if f.HasRandomFully() {
 		t.Fatal("HasRandomFully")
 	}
-	err := f.Restore(ctx, []byte("*nat\n-A POSTROUTING -j MASQUERADE --random-fully\nCOMMIT\n"))
+	err := f.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n-A POSTROUTING -j MASQUERADE --random-fully\nCOMMIT\n")})
 	if !errors.Is(err, ErrBadRule) {
 		t.Fatalf("--random-fully without support: %v", err)
 	}
@@ -424,7 +424,7 @@ func TestConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 50; j++ {
-				_ = f.Restore(ctx, []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j RETURN\nCOMMIT\n"))
+				_ = f.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j RETURN\nCOMMIT\n")})
 				_ = f.Dump()
 				var buf bytes.Buffer
 				_ = f.SaveInto(ctx, xtables.TableNAT, &buf)

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -30,7 +31,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add("*filter\n-A INPUT -p tcp -m comment --comment \"a \\\"b\\\"\" --dport 1:2 ! -s 1.2.3.0/24 -j REJECT\nCOMMIT\n")
 	f.Fuzz(func(t *testing.T, input string) {
 		fake := NewFake(v1.IPv4Protocol)
-		if err := fake.Restore(ctx, []byte(input)); err != nil {
+		if err := fake.Restore(ctx, xtables.RestoreInput{Text: []byte(input)}); err != nil {
 			return
 		}
 		dump := fake.Dump()

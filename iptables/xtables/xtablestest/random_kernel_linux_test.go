@@ -193,7 +193,7 @@ func TestRandomRulesAgainstRealIptables(t *testing.T) {
 				f := NewFake(family)
 				mismatches := 0
 				for i, in := range inputs {
-					err := f.Restore(ctx, []byte(in))
+					err := f.Restore(ctx, xtables.RestoreInput{Text: []byte(in)})
 					if (err == nil) != realOK[i] && mismatches < 10 {
 						mismatches++
 						t.Errorf("real ok=%v, fake err=%v: %s", realOK[i], err, strings.ReplaceAll(in, "\n", " | "))

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 )
 
 // skipUnlessRealIptables skips unless the test can run the real iptables
@@ -96,7 +98,7 @@ func TestDifferentialAgainstRealIptables(t *testing.T) {
 				}
 				f := NewFake(tc.family)
 				for i, in := range tc.inputs {
-					err := f.Restore(ctx, []byte(in))
+					err := f.Restore(ctx, xtables.RestoreInput{Text: []byte(in)})
 					if (err == nil) != realOK[i] {
 						t.Errorf("input %d: real ok=%v, fake err=%v\n%s", i, realOK[i], err, in)
 					}

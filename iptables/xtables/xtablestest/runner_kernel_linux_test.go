@@ -116,8 +116,8 @@ func runnerScript(ctx context.Context, r xtables.Runner) []string {
 	ensureRule(xtables.Append, filter, xtables.ChainInput, "-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "kubernetes firewall", "-j", "KUBE-FW")
 	ensureRule(xtables.Append, filter, "KUBE-FW", "!", "-s", "10.0.0.0/8", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "REJECT")
 	ensureRule(xtables.Append, filter, xtables.ChainForward, "-p", "udp", "--dport", "53", "-j", "MASQUERADE")
-	rec("Restore (good)", nil, r.Restore(ctx, []byte("*filter\n:KUBE-FW - [0:0]\n-A KUBE-FW -j RETURN\nCOMMIT\n")))
-	rec("Restore (bad)", nil, r.Restore(ctx, []byte("*filter\n:KUBE-FW - [0:0]\n-A KUBE-FW -j KUBE-NOPE\nCOMMIT\n")))
+	rec("Restore (good)", nil, r.Restore(ctx, xtables.RestoreInput{Text: []byte("*filter\n:KUBE-FW - [0:0]\n-A KUBE-FW -j RETURN\nCOMMIT\n")}))
+	rec("Restore (bad)", nil, r.Restore(ctx, xtables.RestoreInput{Text: []byte("*filter\n:KUBE-FW - [0:0]\n-A KUBE-FW -j KUBE-NOPE\nCOMMIT\n")}))
 	for _, t := range []xtables.Table{nat, filter} {
 		var buf bytes.Buffer
 		err := r.SaveInto(ctx, t, &buf)

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/proxy/proxytest"
 )
 
@@ -210,8 +211,8 @@ func TestTraceWhileRestoring(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 50; i++ {
-			_ = f.Restore(ctx, []byte("*nat\n:KUBE-SVC-SVC1 - [0:0]\n-A KUBE-SVC-SVC1 -j KUBE-SEP-EP2\nCOMMIT\n"))
-			_ = f.Restore(ctx, []byte("*nat\n:KUBE-SVC-SVC1 - [0:0]\n-A KUBE-SVC-SVC1 -j KUBE-SEP-EP1\nCOMMIT\n"))
+			_ = f.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n:KUBE-SVC-SVC1 - [0:0]\n-A KUBE-SVC-SVC1 -j KUBE-SEP-EP2\nCOMMIT\n")})
+			_ = f.Restore(ctx, xtables.RestoreInput{Text: []byte("*nat\n:KUBE-SVC-SVC1 - [0:0]\n-A KUBE-SVC-SVC1 -j KUBE-SEP-EP1\nCOMMIT\n")})
 		}
 	}()
 	go func() {
