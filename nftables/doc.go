@@ -47,11 +47,11 @@
 //     rules to load, and an endpoint change would replace elements of the
 //     service's data map without the kernel's validation of the table
 //     (below), but nft (1.0.6) reads every set's elements to list a
-//     chain, and the kernel finds each set by name in a list: one `nft
-//     --json list chain` of a table of 10,000 named maps took 10 s of
-//     kernel CPU (25 s wall), which the self-check's and the drift
-//     check's listings would pay (BENCHMARKS.md, 2026-12-02, "what makes
-//     a partial sync validate the table"). Not adopted. One endpoint is a plain "dnat to", as
+//     chain, and the kernel finds each set by name in a list: listing one
+//     chain of a table of 10,000 named maps costs seconds of kernel CPU,
+//     which the self-check's and the drift check's listings would pay
+//     (BENCHMARKS.md's changelog, "nftables: what makes a partial sync
+//     validate the table"). Not adopted. One endpoint is a plain "dnat to", as
 //     upstream.
 //   - The nodeport-ips set exists (empty) when node ports match every
 //     local address, where upstream deletes it.

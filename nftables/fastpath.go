@@ -40,7 +40,7 @@ import (
 // and a rule dump per chain with nftkernel's lister), otherwise, and for a
 // chain the netlink read did not list, with knftables ListRules (one `nft
 // --json list chain` per chain, which reads every set's elements of the
-// table: the four took 2 s of a cold start at 40,000 services). Each must hold as
+// table, seconds of a cold start at 40,000 services: BenchmarkKernelColdStart40k). Each must hold as
 // many rules as planned, each with its planned comment (the first rule's
 // carries the chain's content hash). A difference turns the netlink
 // writer off (logged at error level, counted) and fails the sync with an
@@ -176,9 +176,9 @@ func (p *proxier) refusedOverNetlink(ctx context.Context, cs *changeSet, msgs in
 
 // selfCheckChains is how many of a batch's chains the self-check reads
 // back, each with one nft listing of that chain: listing the whole table
-// instead (nft --json list table) took 28 s of wall time, 19 s of CPU and
-// 1 GB of nft's memory at 10,000 services (BENCHMARKS.md, 2026-12-02), and
-// its JSON as much again in this process.
+// instead (nft --json list table) costs nft tens of seconds and a
+// gigabyte at 10,000 services, and its JSON as much again in this process
+// (BENCHMARKS.md's changelog, "nftables: the self-check's sample").
 const selfCheckChains = 4
 
 // selfCheckSample picks at most k of want: the first chain of each kind
