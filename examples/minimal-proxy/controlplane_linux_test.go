@@ -64,7 +64,7 @@ func e2eKubeFor(family v1.IPFamily) string {
 }
 
 // e2eBinariesEnv names the environment variables that hand a test
-// prebuilt binaries of one version (run-minimal-proxy-ipvs.sh sets them in the qemu
+// prebuilt binaries of one version (run-e2e-ipvs.sh sets them in the qemu
 // guest): SVCPROXY_E2E_ETCD_1_37 and SVCPROXY_E2E_KUBE_APISERVER_1_37 for
 // v1.37. Without them, SVCPROXY_E2E_ETCD and SVCPROXY_E2E_KUBE_APISERVER
 // serve every version.

@@ -150,11 +150,10 @@
 // then a restart over the rules. TestE2EKubeAPIServer runs the iptables
 // and then the userspace mode on one control plane per IP family (the two
 // families in parallel); TestE2EKubeAPIServerIPVS runs the ipvs mode;
-// where the host's kernel has no IPVS, TestIPVSInVM runs it with etcd,
-// kube-apiserver and the binary, and the package's other IPVS tests,
-// inside one qemu guest that has it (hack/vmtest/run-minimal-proxy-ipvs.sh,
-// its waits stretched by $SVCPROXY_E2E_SLOWDOWN for the emulation),
-// booted when the tests start. $SVCPROXY_E2E_ETCD and
+// where the host's kernel has no IPVS, the
+// last runs itself with etcd, kube-apiserver and the binary inside a qemu
+// guest that has it (hack/vmtest/run-e2e-ipvs.sh, its waits stretched by
+// $SVCPROXY_E2E_SLOWDOWN for the emulation). $SVCPROXY_E2E_ETCD and
 // $SVCPROXY_E2E_KUBE_APISERVER name prebuilt binaries instead;
 // $SVCPROXY_E2E_CACHE moves the cache; $SVCPROXY_MINIMAL_PROXY names a
 // prebuilt minimal-proxy. Each mode's IPv4 cluster runs kube-apiserver

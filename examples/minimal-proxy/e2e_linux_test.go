@@ -79,7 +79,7 @@ func buildProxyBinary(t *testing.T) string {
 			return
 		}
 		proxyBinaryPath = filepath.Join(testBinDir, "minimal-proxy")
-		// Static, as hack/vmtest/run-minimal-proxy-ipvs.sh builds it for the guest:
+		// Static, as hack/vmtest/run-e2e-ipvs.sh builds it for the guest:
 		// one build configuration, so the guest's build is a cache hit.
 		cmd := exec.Command("go", "build", "-o", proxyBinaryPath, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -406,8 +406,7 @@ var iptablesE2EMode = e2eMode{
 // --cleanup, each scenario starts from nothing but the Node. The two
 // families run in parallel, in namespaces of their own, and beside the
 // nftables and ipvs modes' e2e (as many at once as -test.parallel allows:
-// GOMAXPROCS by default, and one more for TestIPVSInVM, which only waits
-// on its guest).
+// GOMAXPROCS by default).
 func TestE2EKubeAPIServer(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	t.Parallel() // beside the other modes' e2e, on control planes of their own

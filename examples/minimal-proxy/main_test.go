@@ -35,13 +35,9 @@ func TestMain(m *testing.M) {
 	}
 	testBinDir = dir
 	flag.Parse()
-	// A qemu guest for the IPVS tests, where this kernel has none, boots
-	// now and runs beside every test (vm_linux_test.go).
-	stopGuests := startGuests()
 	// The kernel tests and the e2e get an xtables lock of their own, never
 	// the host's (netnstest.Main).
 	code := netnstest.Main(m)
-	stopGuests()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

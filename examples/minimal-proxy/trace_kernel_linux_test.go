@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/vmtest"
 	"github.com/svcproxy/svcproxy/iptables"
 	"github.com/svcproxy/svcproxy/iptables/xtables"
 	"github.com/svcproxy/svcproxy/ipvs"
@@ -324,17 +326,19 @@ func runUpstreamKernel(t *testing.T, dir, ext, dataplane string, load ...string)
 
 // TestTraceKernelIPVS: the IPVS engine programs a namespace, and trace
 // there (mode detected from the IPVS table) agrees with real packets on
-// every check of the conformance table. It needs a kernel with IPVS:
-// where this one has none, TestIPVSInVM runs it in a qemu guest whose
-// kernel has it (hack/vmtest/run-minimal-proxy-ipvs.sh), beside the ipvs
-// e2e.
+// every check of the conformance table. Where this kernel has no IPVS,
+// the test runs itself inside a qemu guest whose kernel has it
+// (hack/vmtest/run-trace-ipvs.sh), as the ipvs e2e does.
 func TestTraceKernelIPVS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-kernel conformance takes minutes; skipped with -short")
 	}
 	netnstest.SkipUnlessRoot(t)
-	skipUnlessIPVS(t)
-	t.Parallel() // beside the ipvs e2e in the guest: each is mostly one busy vCPU
+	t.Parallel() // beside the other trace tests: the guest is mostly one busy core
+	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
+		vmtest.Run(t, "trace over real IPVS (this kernel has no IPVS)", "about fifteen minutes", "run-trace-ipvs.sh", 40*time.Minute)
+		return
+	}
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		t.Run(string(family), func(t *testing.T) {
 			topo := proxytest.DefaultTopology(family)

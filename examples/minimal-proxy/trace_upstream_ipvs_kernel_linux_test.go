@@ -36,15 +36,17 @@ import (
 // engine answers it (its quirks): they may differ only on the steps of
 // upstream's local-policy fallback (kubernetes#97081, as in
 // TestTraceIPVSUpstream), where upstream forwards and the engine does
-// not, and some check must show it. It needs a kernel with IPVS: where
-// this one has none, TestIPVSInVM runs it in a qemu guest, before the
-// guest's parallel tests (hack/vmtest/run-minimal-proxy-ipvs.sh).
+// not, and some check must show it. It needs a kernel with
+// IPVS: the qemu guest of TestE2EKubeAPIServerIPVS runs it, before the e2e
+// (hack/vmtest/run-e2e-ipvs.sh); elsewhere it skips.
 func TestTraceKernelUpstreamIPVS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-kernel checks take minutes; skipped with -short")
 	}
 	netnstest.SkipUnlessRoot(t)
-	skipUnlessIPVS(t)
+	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
+		t.Skip("this kernel has no IPVS: TestE2EKubeAPIServerIPVS runs this test in its qemu guest (hack/vmtest/run-e2e-ipvs.sh)")
+	}
 	for _, tool := range []string{"ipvsadm", "ipset", "iptables-restore", "conntrack"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed: %v", tool, err)

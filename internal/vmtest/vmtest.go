@@ -10,7 +10,6 @@ package vmtest
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,51 +28,26 @@ import (
 // needs (apt-get, dpkg, go) is missing.
 func Run(t *testing.T, what, takes, script string, limit time.Duration, args ...string) {
 	t.Helper()
-	if d, ok := t.Deadline(); ok && time.Until(d)-time.Minute < limit {
-		limit = time.Until(d) - time.Minute
+	if testing.Short() {
+		t.Skipf("%s: runs in a qemu guest (%s under TCG); skipped with -short", what, takes)
 	}
-	Start(what, takes, script, limit, args...).Wait(t)
-}
-
-// A Guest is one run of a hack/vmtest script, started by Start before the
-// test that reports it (Wait) runs: a TestMain starts it, so that the
-// guest, mostly one busy core under TCG, runs beside the package's other
-// tests instead of after its sequential ones.
-type Guest struct {
-	what, script string
-	limit        time.Duration
-	cancel       context.CancelFunc
-	skip         string // why it cannot run here; "" when it ran
-	done         chan struct{}
-	out          []byte
-	err          error
-	timedOut     bool
-}
-
-// Start starts hack/vmtest/<script> from the module root with args in the
-// background, bounded by limit and by -test.timeout (less a minute), and
-// returns at once; Wait reports it. It starts nothing, and Wait skips
-// saying why, where Run would skip. Call it after flag.Parse (TestMain).
-func Start(what, takes, script string, limit time.Duration, args ...string) *Guest {
-	g := &Guest{what: what, script: script, done: make(chan struct{})}
-	if g.skip = cannotRun(what, takes); g.skip != "" {
-		close(g.done)
-		return g
+	if os.Geteuid() != 0 {
+		t.Skipf("%s: needs root (the VM runner installs qemu and downloads the kernel with apt-get)", what)
+	}
+	for _, tool := range []string{"apt-get", "dpkg", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s: the VM runner needs %s, not found: %v", what, tool, err)
+		}
 	}
 	root, err := moduleRoot()
 	if err != nil {
-		g.err = err
-		close(g.done)
-		return g
+		t.Fatal(err)
 	}
-	if f := flag.Lookup("test.timeout"); f != nil {
-		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d > 0 && d-time.Minute < limit {
-			limit = d - time.Minute
-		}
+	if d, ok := t.Deadline(); ok && time.Until(d)-time.Minute < limit {
+		limit = time.Until(d) - time.Minute
 	}
-	g.limit = limit
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	g.cancel = cancel
+	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "hack", "vmtest", script)}, args...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "SVCPROXY_VMTEST_QUIET=1")
@@ -81,58 +55,13 @@ func Start(what, takes, script string, limit time.Duration, args ...string) *Gue
 	// Past the limit, the output read so far is the log: the guest's
 	// processes may hold the pipe a moment after the kill.
 	cmd.WaitDelay = 10 * time.Second
-	go func() {
-		defer close(g.done)
-		defer cancel()
-		g.out, g.err = cmd.CombinedOutput()
-		g.timedOut = ctx.Err() != nil
-	}()
-	return g
-}
-
-// cannotRun says why the runner cannot run here ("" when it can).
-func cannotRun(what, takes string) string {
-	if testing.Short() {
-		return fmt.Sprintf("%s: runs in a qemu guest (%s under TCG); skipped with -short", what, takes)
+	out, err := cmd.CombinedOutput()
+	t.Log("in the VM:\n" + Report(string(out)))
+	if ctx.Err() != nil {
+		t.Fatalf("%s: hack/vmtest/%s did not finish within %v", what, script, limit.Round(time.Second))
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Sprintf("%s: needs root (the VM runner installs qemu and downloads the kernel with apt-get)", what)
-	}
-	for _, tool := range []string{"apt-get", "dpkg", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Sprintf("%s: the VM runner needs %s, not found: %v", what, tool, err)
-		}
-	}
-	return ""
-}
-
-// Stop kills the guest (its script's whole process group) if it is still
-// running and waits for it: for a TestMain whose tests ended without
-// waiting for a guest it started.
-func (g *Guest) Stop() {
-	if g.cancel != nil {
-		g.cancel()
-	}
-	<-g.done
-}
-
-// Wait waits for the guest, logs its test report (minus the RUN, PAUSE
-// and CONT lines) and fails t when the script failed or ran out of time;
-// it skips t where the runner cannot run.
-func (g *Guest) Wait(t *testing.T) {
-	t.Helper()
-	<-g.done
-	if g.skip != "" {
-		t.Skip(g.skip)
-	}
-	if g.out != nil {
-		t.Log("in the VM:\n" + Report(string(g.out)))
-	}
-	if g.timedOut {
-		t.Fatalf("%s: hack/vmtest/%s did not finish within %v", g.what, g.script, g.limit.Round(time.Second))
-	}
-	if g.err != nil {
-		t.Fatalf("%s in the VM: %v", g.what, g.err)
+	if err != nil {
+		t.Fatalf("%s in the VM: %v", what, err)
 	}
 }
 
