@@ -359,7 +359,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	}
 	for _, n := range names {
 		if sp := recordedPlan(recorded, u, st, n); sp != nil {
-			cs.keepService(n, sp) // writes nothing: the chunk stays as it is
+			cs.keepService(st, n, sp) // writes nothing: the chunk stays as it is
 			continue
 		}
 		sp := pl.planService(u.ServicePorts[n], u.Services, u.Endpoints)

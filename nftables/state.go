@@ -518,26 +518,13 @@ func (cs *changeSet) diffService(st *tableState, name types.NamespacedName, had,
 }
 
 // keepService records sp, a plan the state holds (recordHolds), as
-// diffService(st, name, nil, sp) would without the lookups in the state
-// that recordHolds made: it claims sp's elements (a later service asking
-// for one of them conflicts) and counts its hairpin entries, and writes
-// nothing.
-func (cs *changeSet) keepService(name types.NamespacedName, sp *servicePlan) {
-	for i := range sp.elems {
-		e := &sp.elems[i]
-		if e.container == ctrHairpin {
-			cs.hairpin[e.key]++
-			continue
-		}
-		ck := containerKey{e.key, e.container}
-		if v, ok := cs.claimed[ck]; ok {
-			if v != e.value {
-				*cs.conflicts++
-			}
-			continue
-		}
-		cs.claimed[ck] = e.value
-	}
+// diffService(st, name, nil, sp) would: its chains and sets are what the
+// state holds, so only its elements go through diffElems, which claims
+// them (a later service asking for one of them conflicts), counts its
+// hairpin entries, and adds one again where an earlier service of this
+// change set deleted it.
+func (cs *changeSet) keepService(st *tableState, name types.NamespacedName, sp *servicePlan) {
+	cs.diffElems(st, sp.elems, nil)
 	cs.plans[name] = sp
 }
 
