@@ -31,8 +31,12 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// inNamespace runs fn on an OS thread switched into the test's node network
-// namespace. Sockets opened and processes started from fn live there.
+// inNamespace runs fn on the calling goroutine's OS thread, switched into
+// the test's node network namespace for the call. Sockets opened and
+// processes started from fn live there. It must not hand fn to another
+// goroutine (as netnstest.Exec does): startProcess ties its child's
+// Pdeathsig to the thread that forks it and keeps that thread locked until
+// the child exits, which only works on the caller's own thread.
 type inNamespace func(fn func() error) error
 
 // e2eBinaries are the paths hack/e2e/build.sh printed.
@@ -309,42 +313,11 @@ func (p *process) wait(d time.Duration) bool {
 // logPath. t.Cleanup sends SIGTERM, waits up to 10s, then kills it.
 func startProcess(t *testing.T, inNS inNamespace, name, logPath, path string, args ...string) *process {
 	t.Helper()
-	logFile, err := os.Create(logPath)
+	p, err := launchProcess(inNS, logPath, path, args...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group, and killed if the test binary dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the OS thread that forked the child ends,
-		// not the process. Go ends a thread when a goroutine exits locked
-		// to it, which this package's code does on purpose (diff's scratch
-		// namespace for nft, a namespace it cannot leave): had the fork's
-		// thread gone back to the scheduler, such a goroutine could later
-		// take it and end it, and the child would be killed without a
-		// word in its log (an e2e proxy was once seen to vanish so). The
-		// thread stays locked to this goroutine until the child exits.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		// The child inherits the namespace of the OS thread that forks it;
-		// inNS locks this same thread again and puts it back after.
-		if err := inNS(cmd.Start); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		logFile.Close()
 		t.Fatalf("starting %s: %v", name, err)
 	}
+	cmd := p.cmd
 	t.Cleanup(func() {
 		if t.Failed() {
 			// Whether the child was still there when the test failed, and
@@ -365,6 +338,59 @@ func startProcess(t *testing.T, inNS inNamespace, name, logPath, path string, ar
 		}
 	})
 	return p
+}
+
+// launchProcess starts path inside the namespace of inNS with its output
+// in logPath; the process's done channel closes when it exits.
+func launchProcess(inNS inNamespace, logPath, path string, args ...string) (*process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, and killed if the test binary dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the OS thread that forked the child ends,
+		// not the process. Go ends a thread when a goroutine exits locked
+		// to it, which this package's code does on purpose (diff's scratch
+		// namespace for nft, a namespace it cannot leave): had the fork's
+		// thread gone back to the scheduler, such a goroutine could later
+		// take it and end it, and the child would be killed without a
+		// word in its log (an e2e proxy was once seen to vanish so). The
+		// thread stays locked to this goroutine until the child exits.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		// The child inherits the namespace of the OS thread that forks it;
+		// inNS locks this same thread again and puts it back after. An
+		// inNS that forked on a thread of its own would leave the child's
+		// Pdeathsig to whatever that thread runs next. The e2e cluster's
+		// inNS was netnstest.Exec, which does: CI runs where a cluster's
+		// kube-apiserver and proxy stopped answering at the same moment,
+		// nothing in their logs, fit that. Refuse such an inNS instead.
+		tid := syscall.Gettid()
+		if err := inNS(func() error {
+			if got := syscall.Gettid(); got != tid {
+				return fmt.Errorf("inNamespace ran fn on OS thread %d, not the caller's %d: the child's Pdeathsig would hang on a thread this test does not hold", got, tid)
+			}
+			return cmd.Start()
+		}); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	return p, nil
 }
 
 // pkiFiles are the files writePKI made.

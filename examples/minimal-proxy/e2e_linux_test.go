@@ -440,7 +440,7 @@ func startE2ECluster(t *testing.T, bins e2eBinaries, family v1.IPFamily) *e2eClu
 	t.Helper()
 	c := &e2eCluster{topo: proxytest.DefaultTopology(family)}
 	c.env = netnstest.NewEnv(t, c.topo)
-	c.inNS = func(fn func() error) error { return netnstest.Exec(c.env.Node, fn) }
+	c.inNS = inNamespaceAt(t, c.env.Node.Path())
 
 	// The API server's own ranges only hold the "kubernetes" Service; the
 	// scenarios' cluster IPs come from a second ServiceCIDR (the API server

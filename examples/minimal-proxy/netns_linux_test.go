@@ -64,6 +64,20 @@ func newNamespace(t *testing.T) (name string, inNS inNamespace) {
 	return name, func(fn func() error) error { return execInNamespace(handle, fn) }
 }
 
+// inNamespaceAt is the inNamespace of the named namespace at path (one a
+// netnstest.Env made): fn runs on the caller's thread, as startProcess
+// needs, not on a goroutine of its own as netnstest.Exec would. The handle
+// is closed in t.Cleanup.
+func inNamespaceAt(t *testing.T, path string) inNamespace {
+	t.Helper()
+	handle, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatalf("opening netns %s: %v", path, err)
+	}
+	t.Cleanup(func() { handle.Close() })
+	return func(fn func() error) error { return execInNamespace(handle, fn) }
+}
+
 // execInNamespace runs fn on a locked OS thread switched into ns.
 func execInNamespace(ns netns.NsHandle, fn func() error) error {
 	runtime.LockOSThread()
