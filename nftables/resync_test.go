@@ -370,3 +370,44 @@ func TestResyncRewritesAFaultOfTheRecord(t *testing.T) {
 		t.Errorf("next periodic resync: %d listings, %d writes; want none", n, out.Result.Writes)
 	}
 }
+
+// A service whose record holds keeps its elements through a full resync
+// where another service, planned again, drops one of them: two services
+// holding the same cluster IP (bad input, as a stale file source can give;
+// a set's elements do not conflict) share its cluster-ips element, and
+// when the first moves to another address the element stays for the kept
+// second one (removeUnwanted finds it in the kept plan), as a cold start
+// writes it.
+func TestResyncKeptServiceKeepsASharedElement(t *testing.T) {
+	f := newResyncFixture(t, nil)
+	first, second := f.c.services[1], f.c.services[2].DeepCopy()
+	second.Spec.ClusterIP, second.Spec.ClusterIPs = first.Spec.ClusterIP, first.Spec.ClusterIPs
+	second.Spec.Ports[0].Port = 81 // its own service-ips key
+	f.p.OnServiceUpdate(f.c.services[2], second)
+	f.c.services[2] = second
+	mustSync(t, f.p)
+	kept := nftables.RecordedPlanForTest(f.p, "ns", "svc-2")
+	if kept == nil {
+		t.Fatal("no recorded plan for svc-2")
+	}
+
+	moved := first.DeepCopy()
+	moved.Spec.ClusterIP, moved.Spec.ClusterIPs = "10.96.9.9", []string{"10.96.9.9"}
+	f.p.OnServiceUpdate(first, moved)
+	f.c.services[1] = moved
+	f.p.RequestFullSync()
+	out := mustSync(t, f.p)
+	if !out.Full {
+		t.Fatalf("want a full resync, got %+v", out)
+	}
+	if nftables.RecordedPlanForTest(f.p, "ns", "svc-2") != kept {
+		t.Fatal("svc-2 was planned again: the resync did not take the path under test")
+	}
+	fresh := nftablestest.NewFakes(v1.IPv4Protocol)
+	q := newTestProxier(t, fresh, testConfig())
+	f.c.feed(q)
+	mustSync(t, q)
+	if got, want := sortedLines(f.fakes.Dump()), sortedLines(fresh.Dump()); got != want {
+		t.Errorf("table after the resync:\n%s\nwant (a cold start):\n%s", got, want)
+	}
+}
