@@ -31,7 +31,7 @@ var demoObjects []byte
 // real server is deleted, a stray virtual server added on a stray
 // kube-ipvs0 address and a chain flushed by hand, it prints the commands
 // that repair each and exits 3. It needs a kernel with IPVS: the qemu
-// guest of TestTraceKernelIPVS runs it (hack/vmtest/run-trace-ipvs.sh);
+// guest of TestE2EKubeAPIServerIPVS runs it (hack/vmtest/run-e2e-ipvs.sh);
 // elsewhere it skips.
 func TestDiffKernelIPVS(t *testing.T) {
 	if testing.Short() {
@@ -39,7 +39,7 @@ func TestDiffKernelIPVS(t *testing.T) {
 	}
 	skipUnlessRoot(t)
 	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
-		t.Skip("this kernel has no IPVS: TestTraceKernelIPVS runs this test in its qemu guest (hack/vmtest/run-trace-ipvs.sh)")
+		t.Skip("this kernel has no IPVS: TestE2EKubeAPIServerIPVS runs this test in its qemu guest (hack/vmtest/run-e2e-ipvs.sh)")
 	}
 	ctx := context.Background()
 	objects := filepath.Join(t.TempDir(), "demo.yaml")

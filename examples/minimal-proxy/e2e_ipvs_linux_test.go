@@ -21,6 +21,10 @@ var ipvsE2EMode = e2eMode{
 	config: "ipvs:\n  minSyncPeriod: 100ms\n",
 	quirks: ipvstest.ConformanceQuirks,
 	dump:   [][]string{{"ipvsadm", "-Ln"}, {"ipvsadm", "-Lnc"}, {"ipset", "list"}, {"ip", "addr"}},
+	// trace over real IPVS is checked here, against the binary's state,
+	// rather than by TestTraceKernelIPVS in a guest of its own: that was
+	// the conformance table with real packets under emulation once more.
+	trace: "ipvs",
 	cleaned: func(t *testing.T, inNS inNamespace) {
 		t.Helper()
 		if out := commandIn(t, inNS, "ipvsadm", "-Ln"); strings.Contains(out, "TCP ") || strings.Contains(out, "UDP ") || strings.Contains(out, "SCTP ") {
@@ -38,10 +42,12 @@ var ipvsE2EMode = e2eMode{
 // TestE2EKubeAPIServerIPVS is TestE2EKubeAPIServer in the ipvs mode: the
 // binary against a real kube-apiserver, the conformance table through the
 // API (with the IPVS engine's explained quirks), real connections, and a
-// restart over its own IPVS state. Where this kernel has no IPVS, the test
-// runs itself, with etcd, kube-apiserver and the binary, inside a qemu
-// guest whose kernel has it (hack/vmtest/run-e2e-ipvs.sh), after
-// TestTraceKernelUpstreamIPVS in the same boot.
+// restart over its own IPVS state; after every converged check, trace
+// inside the node agrees with the real packets. Where this kernel has no
+// IPVS, the test runs itself, with etcd, kube-apiserver and the binary,
+// inside a qemu guest whose kernel has it (hack/vmtest/run-e2e-ipvs.sh),
+// after TestTraceKernelUpstreamIPVS and TestDiffKernelIPVS in the same
+// boot.
 func TestE2EKubeAPIServerIPVS(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	t.Parallel() // beside the other modes' e2e: the guest is mostly one busy core
@@ -60,5 +66,5 @@ func TestE2EKubeAPIServerIPVS(t *testing.T) {
 // runE2EIPVSInVM runs TestE2EKubeAPIServerIPVS in the VM and fails when it
 // fails or skips there.
 func runE2EIPVSInVM(t *testing.T) {
-	vmtest.Run(t, "the ipvs-mode e2e, after trace over upstream's IPVS state (this kernel has no IPVS)", "about ten minutes", "run-e2e-ipvs.sh", 37*time.Minute)
+	vmtest.Run(t, "the ipvs-mode e2e with trace checks, after trace over upstream's IPVS state and diff (this kernel has no IPVS)", "about ten minutes", "run-e2e-ipvs.sh", 37*time.Minute)
 }

@@ -245,7 +245,10 @@ func lastAddr(cidr string) string {
 // waits (bounded) until every check holds on the real kernel. After a step
 // with a failed check it logs the node's dataplane as dump lists it (nil:
 // nothing) and the tail of the proxy's log, once per step.
-func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h *apiHandlers, feeder *proxytest.Feeder, scenarios []proxytest.Scenario, dump func() string) {
+//
+// With lt, trace runs inside the node namespace after every check that
+// converged and must agree with the real packets' result (lt.disagree).
+func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h *apiHandlers, feeder *proxytest.Feeder, scenarios []proxytest.Scenario, dump func() string, lt *liveTracer) {
 	t.Helper()
 	prober := env.Prober()
 	node := proxytest.MakeNode(env.Topo, env.Topo.Zone)
@@ -261,6 +264,9 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h
 			}
 			for _, st := range sc.Steps {
 				written := time.Now()
+				if lt != nil {
+					lt.tools = nil // the listings of the previous step
+				}
 				if err := feeder.Apply(st.Objects); err != nil {
 					t.Fatalf("step %q: %v", st.Name, err)
 				}
@@ -282,9 +288,24 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h
 						p.waitSyncAfter(written, 3*time.Second)
 						waited = true
 					}
-					if why := converge(prober, c); why != "" {
+					why, real := converge(prober, c)
+					if why != "" {
 						t.Errorf("step %q check %q: %s after %v", st.Name, c.Name, why, convergeTimeout)
 						failed = true
+						continue
+					}
+					if lt == nil {
+						continue
+					}
+					// The listings are read once per step; a check of a
+					// step that took more than one sync to program may
+					// need fresher ones than an earlier check read.
+					if lt.disagree(c.Packet, real) != "" {
+						lt.tools = nil
+						if why := lt.disagree(c.Packet, real); why != "" {
+							t.Errorf("step %q check %q: %s", st.Name, c.Name, why)
+							failed = true
+						}
 					}
 				}
 				if failed {
@@ -326,8 +347,8 @@ func (p *proxyProcess) waitSyncAfter(t0 time.Time, d time.Duration) {
 }
 
 // converge traces c until its result matches (bounded by convergeTimeout)
-// and returns "" or the last mismatch.
-func converge(prober *netnstest.Prober, c proxytest.Check) string {
+// and returns "" and the matching result, or the last mismatch.
+func converge(prober *netnstest.Prober, c proxytest.Check) (string, proxytest.Result) {
 	deadline := time.Now().Add(convergeTimeout)
 	var why string
 	for {
@@ -335,12 +356,12 @@ func converge(prober *netnstest.Prober, c proxytest.Check) string {
 		if err != nil {
 			why = fmt.Sprintf("%v: %v", c.Packet, err)
 		} else if why = proxytest.Match(c.Want, got, true); why == "" {
-			return ""
+			return "", got
 		} else {
 			why = fmt.Sprintf("%v: got %v, want %v (%s)", c.Packet, got, c.Want, why)
 		}
 		if time.Now().After(deadline) {
-			return why
+			return why, proxytest.Result{}
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -363,6 +384,10 @@ type e2eMode struct {
 	// dump lists the mode's own kernel state (beyond iptables-save and
 	// ip6tables-save, which every mode's dump runs) after a failed check.
 	dump [][]string
+	// trace, when set, is the dataplane `trace` must name: after every
+	// converged check of the scenarios, trace inside the node namespace
+	// must agree with the real packets (runScenariosThroughAPI).
+	trace string
 }
 
 // dumper returns what runScenariosThroughAPI logs after a failed check:
@@ -537,7 +562,17 @@ func testE2E(t *testing.T, c *e2eCluster, mode e2eMode) {
 	if code, body, err := p.get(p.metrics, "/proxyMode"); err != nil || code != 200 || body != mode.name {
 		t.Fatalf("/proxyMode = %d %q %v, want 200 %q", code, body, err, mode.name)
 	}
-	runScenariosThroughAPI(t, env, p, h, feeder, plain, mode.dumper(inNS))
+	var lt *liveTracer
+	if mode.trace != "" {
+		lt = &liveTracer{t: t, env: env, dataplane: mode.trace}
+		t.Cleanup(func() {
+			if lt.checks == 0 && !t.Skipped() {
+				t.Error("trace was never compared with real packets")
+			}
+			t.Logf("trace agreed with real packets on %d checks (%d tool runs)", lt.checks, lt.reads)
+		})
+	}
+	runScenariosThroughAPI(t, env, p, h, feeder, plain, mode.dumper(inNS), lt)
 	if code, body, err := p.get(p.metrics, "/metrics"); err != nil || code != 200 || !strings.Contains(body, "kubeproxy_sync_proxy_rules_duration_seconds_count") {
 		t.Errorf("/metrics = %d, %v; want kubeproxy_sync_proxy_rules_duration_seconds in:\n%.2000s", code, err, body)
 	}
@@ -552,13 +587,13 @@ func testE2E(t *testing.T, c *e2eCluster, mode e2eMode) {
 		t.Fatal(err)
 	}
 	for _, c := range keep.Checks {
-		if why := converge(env.Prober(), c); why != "" {
+		if why, _ := converge(env.Prober(), c); why != "" {
 			t.Fatalf("before restart, %s: %s", c.Name, why)
 		}
 	}
 	p.stop(t)
 	for _, c := range keep.Checks {
-		if why := converge(env.Prober(), c); why != "" {
+		if why, _ := converge(env.Prober(), c); why != "" {
 			t.Errorf("with the proxy stopped, %s: %s (rules must be left in place)", c.Name, why)
 		}
 	}
@@ -584,7 +619,7 @@ mode: %s
 	}
 	p2 := startProxy(t, inNS, "minimal-proxy-restarted", args...)
 	for _, c := range keep.Checks {
-		if why := converge(env.Prober(), c); why != "" {
+		if why, _ := converge(env.Prober(), c); why != "" {
 			t.Errorf("while the restarted proxy starts, %s: %s", c.Name, why)
 		}
 	}
@@ -596,11 +631,11 @@ mode: %s
 		// The restarted proxy runs with the new flags: under
 		// --masquerade-all, pod traffic to a cluster IP is masqueraded too.
 		c.Want.Masquerade = c.Want.Masquerade || len(masqueradeAll) > 0
-		if why := converge(env.Prober(), c); why != "" {
+		if why, _ := converge(env.Prober(), c); why != "" {
 			t.Errorf("after the restarted proxy synced, %s: %s", c.Name, why)
 		}
 	}
-	runScenariosThroughAPI(t, env, p2, h, feeder, masqueradeAll, mode.dumper(inNS))
+	runScenariosThroughAPI(t, env, p2, h, feeder, masqueradeAll, mode.dumper(inNS), lt)
 
 	// --cleanup after the proxy stopped: what the mode left is gone, so
 	// the survivor's cluster IP is no longer proxied.
@@ -612,7 +647,7 @@ mode: %s
 	}
 	for _, c := range keep.Checks {
 		c.Want.Masquerade = c.Want.Masquerade || len(masqueradeAll) > 0
-		if why := converge(env.Prober(), c); why != "" {
+		if why, _ := converge(env.Prober(), c); why != "" {
 			t.Fatalf("before --cleanup, %s: %s", c.Name, why)
 		}
 	}
@@ -624,7 +659,7 @@ mode: %s
 	}
 	for _, c := range keep.Checks {
 		c.Want = proxytest.Result{Verdict: proxytest.NotProxied}
-		if why := converge(env.Prober(), c); why != "" {
+		if why, _ := converge(env.Prober(), c); why != "" {
 			t.Errorf("after --cleanup, %s: %s", c.Name, why)
 		}
 	}

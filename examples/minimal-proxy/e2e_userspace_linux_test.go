@@ -37,6 +37,6 @@ func testE2EUserspace(t *testing.T, c *e2eCluster) {
 		}
 		scenarios = append(scenarios, sc)
 	}
-	runScenariosThroughAPI(t, c.env, p, c.h, c.feeder, scenarios, e2eMode{}.dumper(c.inNS))
+	runScenariosThroughAPI(t, c.env, p, c.h, c.feeder, scenarios, e2eMode{}.dumper(c.inNS), nil)
 	p.stop(t)
 }

@@ -3,16 +3,16 @@
 # inside a qemu guest whose kernel has IPVS (see vmtest.sh): the real etcd
 # and kube-apiserver of both versions (hack/e2e/build.sh, cached), the minimal-proxy binary
 # and the package's test binary, all static, are copied into the guest, and
-# TestE2EKubeAPIServerIPVS runs there as root against them. Before it (it
-# is parallel, this one is not, so they never run at once: the API server
+# TestE2EKubeAPIServerIPVS runs there as root against them, trace checked
+# against the real packets at every converged check. Before it (it is
+# parallel, these are not, so they never run at once: the API server
 # starts slowly enough under TCG without a neighbour),
 # TestTraceKernelUpstreamIPVS: upstream kube-proxy v1.37.2's ipvs state for
 # every step (ipvs/testdata/upstream-v1.37.2, copied into the guest) loaded
 # with ipvsadm, ipset and iptables-restore, and trace over it checked
-# against real packets; it runs in this guest rather than
-# run-trace-ipvs.sh's, whose two families of trace checks are the longer
-# run. None of the tests or subtests may skip there: -test.v output is
-# checked for SKIP lines.
+# against real packets; and TestDiffKernelIPVS (minimal-proxy diff over
+# real IPVS after a sync and after hand edits; seconds). None of the tests
+# or subtests may skip there: -test.v output is checked for SKIP lines.
 #
 #   hack/vmtest/run-e2e-ipvs.sh [extra test flags...]
 #
@@ -60,13 +60,13 @@ rc=0
   --copy "$root/ipvs/testdata/upstream-v1.37.2" \
   "${cp_args[@]}" --copy "$out/minimal-proxy:/e2e/minimal-proxy" \
   --env SVCPROXY_MINIMAL_PROXY=/e2e/minimal-proxy --env "SVCPROXY_E2E_SLOWDOWN=${SVCPROXY_E2E_SLOWDOWN:-5}" \
-  -- "$out/minimal-proxy.test" -test.v -test.count=1 -test.run '^(TestTraceKernelUpstreamIPVS|TestE2EKubeAPIServerIPVS)$' -test.timeout 34m "$@" |
+  -- "$out/minimal-proxy.test" -test.v -test.count=1 -test.run '^(TestTraceKernelUpstreamIPVS|TestDiffKernelIPVS|TestE2EKubeAPIServerIPVS)$' -test.timeout 34m "$@" |
   tee "$out/log" || rc=$?
 if grep -q -- '--- SKIP' "$out/log"; then
   echo "run-e2e-ipvs: the test skipped inside the VM" >&2
   [ "$rc" != 0 ] || rc=1
 fi
-for test in TestTraceKernelUpstreamIPVS TestE2EKubeAPIServerIPVS; do
+for test in TestTraceKernelUpstreamIPVS TestDiffKernelIPVS TestE2EKubeAPIServerIPVS; do
   if ! grep -q -- "--- PASS: $test " "$out/log" && [ "$rc" = 0 ]; then
     echo "run-e2e-ipvs: $test did not pass in the VM" >&2
     rc=1

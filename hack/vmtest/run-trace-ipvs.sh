@@ -5,10 +5,12 @@
 # engine programs a namespace and trace there is checked against real
 # packets at every check of the conformance table. TestDiffKernelIPVS runs
 # beside it (minimal-proxy diff over real IPVS after a sync and after hand
-# edits; seconds). (TestTraceKernelUpstreamIPVS, trace over upstream's
-# IPVS state, runs in run-e2e-ipvs.sh's guest: this one's two families of
-# the conformance table are the longer guest run.) The tests may not skip
-# there: -test.v output is checked for SKIP lines.
+# edits; seconds). The test suite does not call this script any more: the
+# ipvs e2e's guest (run-e2e-ipvs.sh) checks trace against real packets at
+# every check of the same table, over the binary's state, and runs
+# TestDiffKernelIPVS; this is the in-process engine's run, by hand (about
+# fifteen minutes under TCG). The tests may not skip there: -test.v output
+# is checked for SKIP lines.
 #
 #   hack/vmtest/run-trace-ipvs.sh [extra test flags...]
 #
