@@ -2,32 +2,20 @@ package xtblob
 
 import (
 	"encoding/binary"
-	"io"
 	"iter"
 	"os"
+
+	"github.com/svcproxy/svcproxy/internal/memfd"
 )
 
-// ToolInputForTest returns input in an unlinked temporary file, at its
-// start, for the standard input of iptables-legacy-restore: from 1.8.8 the
+// ToolInputForTest returns input in a memory file (package memfd), at
+// its start, for the standard input of iptables-legacy-restore: from 1.8.8 the
 // tool's lock wait (-w N) leaves alarm(N) pending, and its SIGALRM ends
 // the tool's input loop if it interrupts a read waiting on a pipe (the
 // trixie guest, 1.8.11, failed a 3 MB payload with "COMMIT expected"
 // after 28,086 lines). A file's reads are not interrupted.
 func ToolInputForTest(input []byte) (*os.File, error) {
-	f, err := os.CreateTemp("", "xtblob-tool-input-")
-	if err != nil {
-		return nil, err
-	}
-	os.Remove(f.Name())
-	if _, err := f.Write(input); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return memfd.File("xtblob-tool-input", input)
 }
 
 // RawForTest is table as the kernel returns it (its info, then its

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/fastpath"
 	"github.com/svcproxy/svcproxy/internal/lines"
+	"github.com/svcproxy/svcproxy/internal/memfd"
 	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/internal/xtblob"
 )
@@ -622,7 +623,7 @@ func (r *execRunner) Restore(ctx context.Context, in RestoreInput) error {
 func (r *execRunner) restoreTool(ctx context.Context, data []byte) error {
 	args := append([]string{"--noflush"}, r.wait...)
 	cmd := exec.CommandContext(ctx, r.restore, args...)
-	if f, err := inputFile(data); err == nil {
+	if f, err := memfd.File("svcproxy-restore-input", data); err == nil {
 		defer f.Close()
 		cmd.Stdin = f
 	} else {
