@@ -297,15 +297,9 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h
 					if lt == nil {
 						continue
 					}
-					// The listings are read once per step; a check of a
-					// step that took more than one sync to program may
-					// need fresher ones than an earlier check read.
-					if lt.disagree(c.Packet, real) != "" {
-						lt.tools = nil
-						if why := lt.disagree(c.Packet, real); why != "" {
-							t.Errorf("step %q check %q: %s", st.Name, c.Name, why)
-							failed = true
-						}
+					if why := agreeAfterSync(p, prober, lt, c, real, written); why != "" {
+						t.Errorf("step %q check %q: %s", st.Name, c.Name, why)
+						failed = true
 					}
 				}
 				if failed {
@@ -343,6 +337,36 @@ func (p *proxyProcess) waitSyncAfter(t0 time.Time, d time.Duration) {
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// agreeAfterSync returns "" once trace (lt) agrees with the real packets
+// on c, else the last disagreement (bounded by convergeTimeout). The
+// listings are read once per step, and a check can converge before its
+// step is programmed: the prober stops at the first answer of each wanted
+// backend, and the previous state may hold those among others (a
+// topology change that leaves one of three). So after a disagreement it
+// waits for a sync that ended after the step's writes, then probes and
+// traces again over fresh listings until both agree.
+func agreeAfterSync(p *proxyProcess, prober *netnstest.Prober, lt *liveTracer, c proxytest.Check, real proxytest.Result, written time.Time) string {
+	why := lt.disagree(c.Packet, real)
+	if why == "" {
+		return ""
+	}
+	p.waitSyncAfter(written, 3*time.Second)
+	deadline := time.Now().Add(convergeTimeout)
+	for {
+		lt.tools = nil
+		var notReal string
+		if notReal, real = converge(prober, c); notReal != "" {
+			why = notReal
+		} else if why = lt.disagree(c.Packet, real); why == "" {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return why
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
