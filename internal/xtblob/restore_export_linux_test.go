@@ -3,20 +3,7 @@ package xtblob
 import (
 	"encoding/binary"
 	"iter"
-	"os"
-
-	"github.com/svcproxy/svcproxy/internal/memfd"
 )
-
-// ToolInputForTest returns input in a memory file (package memfd), at
-// its start, for the standard input of iptables-legacy-restore: from 1.8.8 the
-// tool's lock wait (-w N) leaves alarm(N) pending, and its SIGALRM ends
-// the tool's input loop if it interrupts a read waiting on a pipe (the
-// trixie guest, 1.8.11, failed a 3 MB payload with "COMMIT expected"
-// after 28,086 lines). A file's reads are not interrupted.
-func ToolInputForTest(input []byte) (*os.File, error) {
-	return memfd.File("xtblob-tool-input", input)
-}
 
 // RawForTest is table as the kernel returns it (its info, then its
 // entries byte for byte), for the external tests.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcproxy/svcproxy/internal/memfd"
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 )
 
@@ -33,7 +34,7 @@ func tool(f Family, name string) string {
 func runTool(t testing.TB, f Family, input string) error {
 	t.Helper()
 	cmd := exec.Command(tool(f, "tables-legacy-restore"), "--noflush", "-w", "5")
-	in, err := ToolInputForTest([]byte(input))
+	in, err := memfd.File("xtblob-tool-input", []byte(input))
 	if err != nil {
 		return err
 	}

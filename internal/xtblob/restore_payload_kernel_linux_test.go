@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcproxy/svcproxy/internal/memfd"
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/internal/xtblob"
 	"github.com/svcproxy/svcproxy/iptables"
@@ -136,7 +137,7 @@ func linesOf(ops []xtables.RestoreOp) iter.Seq[xtblob.Line] {
 
 func toolRestore(input []byte) error {
 	cmd := exec.Command("iptables-legacy-restore", "--noflush", "-w", "5")
-	in, err := xtblob.ToolInputForTest(input)
+	in, err := memfd.File("xtblob-tool-input", input)
 	if err != nil {
 		return err
 	}
