@@ -46,6 +46,9 @@ func (tw *twin) coldStart(name string, cfg nftables.Config, objs proxytest.Objec
 		if i == 1 {
 			batches = tw.nl.batches.Load() - before
 		}
+		if n := nftables.ArenasInUse(p); n != 0 {
+			tw.t.Errorf("%s: engine %d: %d bytes of netlink arenas not given back after the cold start", name, i, n)
+		}
 		lists[i] = tw.list(i)
 	}
 	if lists[0] != lists[1] {

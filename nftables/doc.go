@@ -231,6 +231,18 @@
 //     kubeproxy_fast_writer_handed_to_tool_total and
 //     kubeproxy_fast_writer_switched_off_total (writer
 //     "nftables-netlink") count them too.
+//   - memory: batches are encoded into 256 KiB arenas mapped outside the
+//     Go heap (internal/offheap), reused from batch to batch; after each
+//     sync all but four give their pages back to the kernel. A cold
+//     start's chunk is tens of MiB: as heap, held in a sync.Pool, the
+//     arenas stayed live until two collections after the sync and raised
+//     the collector's goal for that long (the memory held between syncs
+//     after a 10,000-service cold start fell from 87 to 72 MiB of heap plus
+//     1 MiB of arenas; BENCHMARKS.md). A NetlinkWriter must therefore keep
+//     nothing of the messages once WriteBatch returned, whatever it
+//     returned. SVCPROXY_NFTABLES_HEAP_BUFFERS=1 keeps the arenas on the Go
+//     heap (under GOMEMLIMIT), as does a failed mmap; NetlinkStatsOf
+//     reports their bytes.
 //
 // Removed chains are flushed at once and deleted by a later sync (about a
 // second later: kernels before 6.2 notice late that a chain is no longer

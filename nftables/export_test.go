@@ -127,3 +127,7 @@ func SpoilRecordedChainForTest(p *Proxier, chain string) bool {
 	p.p.state.chains[chain] = "spoiled"
 	return true
 }
+
+// ArenasInUse is how many bytes of p's netlink arenas are handed out and
+// not given back.
+func ArenasInUse(p *Proxier) int64 { return p.p.nl.arenas.Stats().InUse }

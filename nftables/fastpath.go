@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/internal/fastpath"
+	"github.com/svcproxy/svcproxy/internal/offheap"
 	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
 
@@ -84,6 +85,15 @@ type NetlinkStats struct {
 	// SelfChecks counts the read-backs, SelfCheckFailures those that found
 	// a difference.
 	SelfChecks, SelfCheckFailures uint64
+	// The arenas batches are encoded in, mapped outside the Go heap (so
+	// they count once, not twice, against the process's memory; the
+	// collector's goal is twice the live heap) unless BuffersOnHeap
+	// (SVCPROXY_NFTABLES_HEAP_BUFFERS=1, or mmap failed): bytes mapped,
+	// bytes resident now (in use plus the few kept between syncs; the
+	// rest are given back to the kernel after each sync), and the most in
+	// use at once.
+	BufferBytesMapped, BufferBytesResident, BufferBytesPeak int64
+	BuffersOnHeap                                           bool
 }
 
 // netlinkState is the writer's state: on and checkNext are touched only
@@ -94,7 +104,14 @@ type netlinkState struct {
 	off       atomic.Pointer[string]
 
 	refused, toolTook, selfChecks, selfCheckFailures atomic.Uint64
+
+	// arenas hold the encoded batches (nlencode.go).
+	arenas *offheap.Pool
 }
+
+// envHeapBuffers=1 keeps the netlink encoder's arenas on the Go heap
+// instead of memory mapped beside it (internal/offheap).
+const envHeapBuffers = "SVCPROXY_NFTABLES_HEAP_BUFFERS"
 
 // NetlinkStatsOf reports p's netlink writer state and counters. A
 // function of the package, not a method: every engine's Proxier shows the
@@ -108,6 +125,10 @@ func NetlinkStatsOf(p *Proxier) NetlinkStats {
 		ToolTook:          n.toolTook.Load(),
 		SelfChecks:        n.selfChecks.Load(),
 		SelfCheckFailures: n.selfCheckFailures.Load(),
+	}
+	if n.arenas != nil {
+		a := n.arenas.Stats()
+		s.BufferBytesMapped, s.BufferBytesResident, s.BufferBytesPeak, s.BuffersOnHeap = a.Mapped, a.Resident, a.PeakInUse, a.Heap
 	}
 	if r := n.off.Load(); r != nil {
 		s.SwitchedOff = *r

@@ -90,9 +90,11 @@ type NetlinkWriter interface {
 	// WriteBatch sends msgs (nftables messages, without sequence numbers)
 	// between a batch begin and end and returns the kernel's verdict: nil
 	// once the batch is committed, else an error (a *BatchError when the
-	// kernel refused it). Once it returned nil, the engine reuses the
-	// memory of msgs' Data: a writer keeps nothing of them. The batch to
-	// send, byte for byte, is WireBatch(ctx, msgs).
+	// kernel refused it). Once it returned, whatever it returned, the
+	// engine reuses the memory of msgs' Data (arenas outside the Go heap,
+	// see the package doc): a writer keeps nothing of them, and copies
+	// what it must keep. The batch to send, byte for byte, is
+	// WireBatch(ctx, msgs).
 	WriteBatch(ctx context.Context, msgs []netlink.Message) error
 }
 

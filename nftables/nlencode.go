@@ -8,10 +8,11 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/offheap"
 )
 
 // The netlink encoder turns a change set (a partial sync's, or one chunk
@@ -44,23 +45,31 @@ type nlEncoder struct {
 	setID  uint32
 	w      attrWriter // scratch: the message being built
 	arena  []byte     // where finished messages are kept
-	// pooled: arenas come from arenaPool, listed in arenas, and go back
-	// once the batch is written (encodedBatch.release).
-	pooled bool
-	arenas []*[]byte
+	// pool, when set, gives the arenas (off the Go heap: internal/offheap);
+	// they are listed in arenas and go back once the batch is written
+	// (encodedBatch.release). Without it arenas are heap slices.
+	pool   *offheap.Pool
+	arenas [][]byte
 	// segs are the arenas filled before the current one; lastHdr is the
 	// netlink header of the last message kept.
 	segs    [][]byte
 	lastHdr []byte
 }
 
-// arenaPool holds the arenas of written batches: the chunks of a cold
-// start and every partial sync encode into the arenas of the batches
-// written before them instead of new ones.
-var arenaPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, arenaSize)
-	return &b
-}}
+// newArenaPool is a Proxier's pool of arenas: the chunks of a cold start
+// and every partial sync encode into the arenas of the batches written
+// before them, mapped outside the Go heap (a cold start's chunk is tens of
+// MiB, which as heap would count twice against the collector's goal and
+// stay resident until two cycles after the sync), and trimmed to
+// arenasKept resident ones after each sync. heap (SVCPROXY_NFTABLES_HEAP_BUFFERS=1)
+// keeps them on the Go heap.
+func newArenaPool(heap bool) *offheap.Pool {
+	return offheap.New(arenaSize, arenasKept, heap)
+}
+
+// arenasKept is how many free arenas stay resident between syncs: a
+// partial sync of a hundred services fits in them.
+const arenasKept = 4
 
 func newNLEncoder(family byte) *nlEncoder {
 	return &nlEncoder{family: family, table: TableName}
@@ -76,7 +85,8 @@ func (e *nlEncoder) ipLen() int {
 // encodedBatch is a change set's netlink encoding (or why it has none).
 type encodedBatch struct {
 	msgs   []netlink.Message
-	arenas []*[]byte // where msgs' data lives, from arenaPool
+	pool   *offheap.Pool
+	arenas [][]byte // where msgs' data lives, from pool
 	// wire is msgs in netlink's wire format, sequence numbers from 2 on
 	// (the arenas themselves: the header of each message lies before its
 	// Data); lastHdr is the last message's header, where the writer sets
@@ -87,32 +97,43 @@ type encodedBatch struct {
 }
 
 // release gives b's arenas back to the pool: only once nothing refers to
-// its messages any more (the writer returned).
+// its messages any more (the writer returned, whatever it returned).
 func (b *encodedBatch) release() {
 	for _, a := range b.arenas {
-		*a = (*a)[:0]
-		arenaPool.Put(a)
+		b.pool.Put(a)
 	}
 	b.arenas, b.msgs, b.wire, b.lastHdr = nil, nil, nil, nil
 }
 
 // encoded returns cs's netlink encoding: the one startEncode began, else
-// one made now.
-func (cs *changeSet) encoded(family byte) encodedBatch {
+// one made now into pool's arenas.
+func (cs *changeSet) encoded(pool *offheap.Pool, family byte) encodedBatch {
 	if cs.encoding != nil {
 		b := <-cs.encoding
 		cs.encoding = nil
 		return b
 	}
-	return encodePooled(family, cs)
+	return encodePooled(pool, family, cs)
 }
 
-// encodePooled is encodeChangeSet into arenas of arenaPool.
-func encodePooled(family byte, cs *changeSet) encodedBatch {
+// dropEncoding waits for the encoding startEncode began, if any, and
+// gives its arenas back: the change set is not written over netlink (a
+// sync that failed before it, or the writer switched off meanwhile).
+func (cs *changeSet) dropEncoding() {
+	if cs == nil || cs.encoding == nil {
+		return
+	}
+	b := <-cs.encoding
+	cs.encoding = nil
+	b.release()
+}
+
+// encodePooled is encodeChangeSet into arenas of pool.
+func encodePooled(pool *offheap.Pool, family byte, cs *changeSet) encodedBatch {
 	e := newNLEncoder(family)
-	e.pooled = true
+	e.pool = pool
 	msgs, err := e.changeSet(cs)
-	b := encodedBatch{msgs: msgs, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr, err: err}
+	b := encodedBatch{msgs: msgs, pool: pool, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr, err: err}
 	if err != nil {
 		b.release()
 	}
@@ -220,10 +241,10 @@ func (e *nlEncoder) keep(b []byte) []byte {
 		if len(e.arena) > 0 {
 			e.segs = append(e.segs, e.arena)
 		}
-		if e.pooled && len(b) <= arenaSize {
-			a := arenaPool.Get().(*[]byte)
+		if e.pool != nil && len(b) <= arenaSize {
+			a := e.pool.Get()
 			e.arenas = append(e.arenas, a)
-			e.arena = (*a)[:0]
+			e.arena = a
 		} else {
 			e.arena = make([]byte, 0, max(len(b), arenaSize))
 		}

@@ -21,7 +21,7 @@ func TestWireSegmentsAreTheBatch(t *testing.T) {
 	for _, n := range []int{1, 3, 20000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			e := newNLEncoder(unix.NFPROTO_IPV4)
-			e.pooled = true
+			e.pool = newArenaPool(false)
 			for i := range n {
 				e.chainMsg(unix.NFT_MSG_NEWCHAIN, 0, fmt.Sprintf("service-%06d-ns/name/tcp/port", i))
 				if i == n/2 {
@@ -31,7 +31,7 @@ func TestWireSegmentsAreTheBatch(t *testing.T) {
 					e.flushChain(fmt.Sprintf("c%d", i)) // another length
 				}
 			}
-			b := encodedBatch{msgs: e.msgs, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr}
+			b := encodedBatch{msgs: e.msgs, pool: e.pool, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr}
 			defer b.release()
 			if n == 20000 && len(b.wire) < 3 {
 				t.Fatalf("%d arenas, want several", len(b.wire))
@@ -74,11 +74,11 @@ func (w *wireSeen) WriteBatch(ctx context.Context, msgs []netlink.Message) error
 // messages than the encoder's.
 func TestWireLayoutReachesWrappedWriter(t *testing.T) {
 	e := newNLEncoder(unix.NFPROTO_IPV4)
-	e.pooled = true
+	e.pool = newArenaPool(false)
 	for i := range 3 {
 		e.chainMsg(unix.NFT_MSG_NEWCHAIN, 0, fmt.Sprintf("c%d", i))
 	}
-	b := encodedBatch{msgs: e.msgs, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr}
+	b := encodedBatch{msgs: e.msgs, pool: e.pool, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr}
 	defer b.release()
 
 	inner := &wireSeen{}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"time"
@@ -79,6 +80,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		state: newTableState(),
 		plans: map[types.NamespacedName]*servicePlan{},
 	}
+	p.nl.arenas = newArenaPool(os.Getenv(envHeapBuffers) == "1")
 	if newLocalhostMode(cfg.LocalhostNodePorts, cfg.IPFamily, cfg.NodePortAddresses).proxy {
 		p.localhost = newLocalhostProxy(&cfg, ifs.LocalhostSockets, p.log)
 	}
@@ -106,6 +108,9 @@ func (p *proxier) planner(u *changetracker.Update) *planner {
 }
 
 func (p *proxier) apply(ctx context.Context, req *engine.Request) (engine.Result, error) {
+	// Every batch's arenas are back once the sync returns: give the pages
+	// of all but a few to the kernel.
+	defer p.nl.arenas.Trim()
 	if req.Full {
 		return p.fullSync(ctx, req)
 	}
@@ -162,23 +167,23 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 		return 0, nil
 	}
 	if p.nl.on.Load() {
-		if b := cs.encoded(p.family()); b.err == nil {
+		if b := cs.encoded(p.nl.arenas, p.family()); b.err == nil {
 			err := writeEncoded(ctx, p.ifs.Netlink, &b)
+			msgs := len(b.msgs)
+			b.release() // the writer keeps nothing of msgs once it returned
 			var be *BatchError
 			switch {
 			case errors.As(err, &be):
-				// Refused: nothing of it applied; nft writes it (the
-				// batch's arenas are left to the collector).
-				n, err := p.refusedOverNetlink(ctx, cs, len(b.msgs), err)
+				// Refused: nothing of it applied; nft writes it.
+				n, err := p.refusedOverNetlink(ctx, cs, msgs, err)
 				if err != nil {
 					return 0, err
 				}
 				p.commit(cs, now)
 				return n, nil
 			case err != nil:
-				return 0, fmt.Errorf("netlink transaction of %d messages: %w", len(b.msgs), err)
+				return 0, fmt.Errorf("netlink transaction of %d messages: %w", msgs, err)
 			}
-			b.release() // the writer keeps nothing of a written batch
 			if p.nl.checkNext {
 				p.nl.checkNext = false
 				if err := p.selfCheckNetlink(ctx, cs); err != nil {
@@ -192,6 +197,10 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 		// A form the encoder does not know: nft writes it.
 		p.log.V(4).Info("Transaction through nft: the change set holds a form the netlink encoder does not know", "partial", cs.partial)
 	}
+	// An encoding begun for cs while the writer was on (it was switched
+	// off since) still reads cs: it ends, and its arenas go back, before
+	// commit releases cs's rules.
+	cs.dropEncoding()
 	n, err := p.runNFT(ctx, cs)
 	if err != nil {
 		return 0, err
@@ -242,7 +251,8 @@ func (p *proxier) startEncode(cs *changeSet) {
 	}
 	ch := make(chan encodedBatch, 1)
 	fam := p.family()
-	go func() { ch <- encodePooled(fam, cs) }()
+	pool := p.nl.arenas
+	go func() { ch <- encodePooled(pool, fam, cs) }()
 	cs.encoding = ch
 }
 
@@ -348,6 +358,11 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	// twice the encoding. The chunks hold disjoint services, so diffing
 	// one before the previous is recorded sees the same state.
 	var prev *changeSet
+	// On an error, the encodings begun for chunks not written go back.
+	defer func() {
+		prev.dropEncoding()
+		cs.dropEncoding()
+	}()
 	runPrev := func() error {
 		if prev == nil {
 			return nil
