@@ -92,7 +92,10 @@ func (s sinkNetlink) WriteBatch(_ context.Context, msgs []netlink.Message) error
 // encoded and dropped. It measures the engine's own computation, as
 // `upstream-bench -backend sink` measures upstream's: cpu-s is this
 // process's CPU over the sync, peak-heap-MiB the largest live heap over
-// the op (objects included).
+// the op (objects included), peak-offheap-MiB the most of the netlink
+// arenas in use (outside the heap); live-after-MiB is the heap after a
+// collection following the sync (upstream-bench's liveHeapMiB), with
+// offheap-after-MiB of arenas kept resident.
 //
 //	go test -run XXX -bench 'BenchmarkComputeColdStart' -benchtime 3x ./nftables/
 func BenchmarkComputeColdStart(b *testing.B) {
