@@ -5,7 +5,6 @@ package main
 // node namespace, driven through the API and checked with real connections.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -252,6 +251,15 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h
 	t.Helper()
 	prober := env.Prober()
 	node := proxytest.MakeNode(env.Topo, env.Topo.Zone)
+	steps, programmed := 0, 0
+	defer func() {
+		// The wait reads two metrics by name: a run where it never saw
+		// a step programmed would check nothing it claims to.
+		if steps > 0 && programmed == 0 {
+			t.Errorf("none of %d steps was seen programmed (the proxy's queued and last sync timestamps)", steps)
+		}
+		t.Logf("%d of %d steps seen programmed before their checks", programmed, steps)
+	}()
 	for _, sc := range scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
 			// Start from nothing but the node: the previous scenario's
@@ -273,21 +281,21 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h
 				if err := h.Err(); err != nil {
 					t.Fatalf("step %q: writing objects: %v", st.Name, err)
 				}
-				// Checks that traffic is forwarded first: they can only
-				// pass once the step is programmed. The others (rejected,
-				// dropped, not proxied) might also hold before, so they
-				// wait for a sync that began after the writes (bounded:
-				// a step that changes nothing for this proxy causes none).
-				checks := slices.Clone(st.Checks)
-				slices.SortStableFunc(checks, func(a, b proxytest.Check) int {
-					return cmp.Compare(forwardedFirst(a), forwardedFirst(b))
-				})
-				waited, failed := false, false
-				for _, c := range checks {
-					if c.Want.Verdict != proxytest.Forwarded && !waited {
-						p.waitSyncAfter(written, 3*time.Second)
-						waited = true
-					}
+				// Every check waits for the step to be programmed: a check
+				// can hold before (rejected, dropped, not proxied; and
+				// forwarded to backends that are a subset of the old
+				// state's, where the prober's first answers may all come
+				// from them), so converging alone does not show the proxy
+				// applied the step. Bounded: a step that changes nothing
+				// for this proxy queues no change.
+				steps++
+				if why := p.waitProgrammed(written, 3*time.Second); why != "" {
+					t.Logf("step %q: %s; checking as it stands", st.Name, why)
+				} else {
+					programmed++
+				}
+				failed := false
+				for _, c := range st.Checks {
 					why, real := converge(prober, c)
 					if why != "" {
 						t.Errorf("step %q check %q: %s after %v", st.Name, c.Name, why, convergeTimeout)
@@ -313,11 +321,50 @@ func runScenariosThroughAPI(t *testing.T, env *netnstest.Env, p *proxyProcess, h
 	}
 }
 
-func forwardedFirst(c proxytest.Check) int {
-	if c.Want.Verdict == proxytest.Forwarded {
-		return 0
+// waitProgrammed waits (at most d) until the proxy queued a change after
+// t0 (kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds) and then
+// finished a sync (..._last_timestamp_seconds) after the last change it
+// queued; "" once it did, else what it saw. It cannot tell a sync that
+// began before the last change from one that began after (the metrics
+// give when syncs end): a step whose writes arrive during the sync of its
+// first write may be checked after that sync, with the rest programmed a
+// moment later; its forwarded checks then converge on the later sync.
+func (p *proxyProcess) waitProgrammed(t0 time.Time, d time.Duration) string {
+	deadline := time.Now().Add(d)
+	var queued, synced float64
+	for {
+		if _, body, err := p.get(p.metrics, "/metrics"); err == nil {
+			queued = metricValue(body, "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds")
+			synced = metricValue(body, "kubeproxy_sync_proxy_rules_last_timestamp_seconds")
+			if queued > unixSeconds(t0) && synced >= queued {
+				return ""
+			}
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return 1
+	if queued <= unixSeconds(t0) {
+		return fmt.Sprintf("no change queued in the %v after the writes", d)
+	}
+	return fmt.Sprintf("no sync ended in the %v after the last change queued (%.3f s after the writes)", d, queued-unixSeconds(t0))
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// metricValue is the value of the first sample of metric in a Prometheus
+// text body, 0 when there is none.
+func metricValue(body, metric string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, metric); ok && (rest == "" || rest[0] == ' ' || rest[0] == '{') {
+			f := strings.Fields(line)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 // waitSyncAfter waits (at most d) until the proxy's
