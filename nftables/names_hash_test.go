@@ -19,9 +19,9 @@ func TestChainHashIsFNV1a(t *testing.T) {
 			h.Write([]byte{2})
 		}
 		for _, r := range rules {
-			h.Write([]byte(r.text))
+			h.Write([]byte(r.text()))
 			h.Write([]byte{0})
-			h.Write([]byte(r.comment))
+			h.Write([]byte(r.comment()))
 			h.Write([]byte{1})
 		}
 		return strconv.FormatUint(h.Sum64(), 36)
@@ -31,9 +31,9 @@ func TestChainHashIsFNV1a(t *testing.T) {
 		rules []ruleSpec
 	}{
 		{nil, nil},
-		{nil, []ruleSpec{{text: "goto endpoint-X"}}},
-		{nil, []ruleSpec{{text: "ip saddr 10.0.0.1 jump mark-for-masquerade", comment: "c"}, {text: "meta l4proto tcp dnat to 10.0.0.1:80"}}},
-		{&baseChain{"filter", "input", "filter"}, []ruleSpec{{text: "ct state new jump services"}}},
+		{nil, []ruleSpec{textRule("goto endpoint-X", "")}},
+		{nil, []ruleSpec{textRule("ip saddr 10.0.0.1 jump mark-for-masquerade", "c"), textRule("meta l4proto tcp dnat to 10.0.0.1:80", "")}},
+		{&baseChain{"filter", "input", "filter"}, []ruleSpec{textRule("ct state new jump services", "")}},
 	}
 	for i, c := range cases {
 		if got, want := chainHash(c.base, c.rules), ref(c.base, c.rules); got != want {

@@ -651,8 +651,8 @@ func (e *nlEncoder) addRule(chain string, r *ruleSpec, comment string) error {
 		return err
 	}
 	var setID uint32
-	if r.match == matchSaddrNotIn && len(r.notIn.prefixes)+len(r.notIn.addrs) > 1 {
-		id, err := e.anonymousPrefixSet(e.notInPrefixes(r.notIn))
+	if r.match == matchSaddrNotIn && len(r.notIn().prefixes)+len(r.notIn().addrs) > 1 {
+		id, err := e.anonymousPrefixSet(e.notInPrefixes(r.notIn()))
 		if err != nil {
 			return err
 		}
@@ -706,20 +706,20 @@ func (e *nlEncoder) checkRule(r *ruleSpec) error {
 			return errNotEncodable
 		}
 	case matchIifname:
-		name, _ := strings.CutSuffix(r.set, "*")
-		if name == "" || strings.ContainsAny(name, "\"\\ *") || len(r.set) >= unix.IFNAMSIZ {
+		name, _ := strings.CutSuffix(r.set(), "*")
+		if name == "" || strings.ContainsAny(name, "\"\\ *") || len(r.set()) >= unix.IFNAMSIZ {
 			return errNotEncodable
 		}
 	case matchSaddrNotIn:
-		if !famOK || r.notIn == nil || len(r.notIn.prefixes)+len(r.notIn.addrs) == 0 {
+		if !famOK || r.notIn() == nil || len(r.notIn().prefixes)+len(r.notIn().addrs) == 0 {
 			return errNotEncodable
 		}
-		for _, p := range r.notIn.prefixes {
+		for _, p := range r.notIn().prefixes {
 			if _, err := e.checkPrefix(p); err != nil {
 				return err
 			}
 		}
-		for _, a := range r.notIn.addrs {
+		for _, a := range r.notIn().addrs {
 			if _, err := e.checkPrefix(netip.PrefixFrom(a, a.BitLen())); err != nil {
 				return err
 			}
@@ -729,12 +729,12 @@ func (e *nlEncoder) checkRule(r *ruleSpec) error {
 	}
 	switch r.stmt {
 	case stmtGoto:
-		if r.chain == "" {
+		if r.chain() == "" {
 			return errNotEncodable
 		}
 	case stmtDrop, stmtMarkOr:
 	case stmtUpdate:
-		if !famOK || r.set == "" {
+		if !famOK || r.set() == "" {
 			return errNotEncodable
 		}
 	case stmtDNAT:
@@ -772,12 +772,12 @@ func (e *nlEncoder) ruleExprs(w *attrWriter, r *ruleSpec, setID uint32) {
 	switch r.match {
 	case matchSaddrSet:
 		exprPayload(w, unix.NFT_PAYLOAD_NETWORK_HEADER, e.saddrOffset(), ipLen)
-		exprLookup(w, r.set, 0, false)
+		exprLookup(w, r.set(), 0, false)
 	case matchSaddr:
 		e.prefixMatch(w, unix.NFT_CMP_EQ, netip.PrefixFrom(r.addr, int(r.bits)))
 	case matchIifname:
 		exprMeta(w, unix.NFT_META_IIFNAME, false)
-		if name, ok := strings.CutSuffix(r.set, "*"); ok {
+		if name, ok := strings.CutSuffix(r.set(), "*"); ok {
 			exprCmp(w, unix.NFT_CMP_EQ, append(scratch[:0], name...))
 		} else {
 			var b [unix.IFNAMSIZ]byte
@@ -794,11 +794,11 @@ func (e *nlEncoder) ruleExprs(w *attrWriter, r *ruleSpec, setID uint32) {
 			break
 		}
 		// One element: nft makes it a plain match.
-		e.prefixMatch(w, unix.NFT_CMP_NEQ, e.notInPrefixes(r.notIn)[0])
+		e.prefixMatch(w, unix.NFT_CMP_NEQ, e.notInPrefixes(r.notIn())[0])
 	}
 	switch r.stmt {
 	case stmtGoto:
-		exprVerdict(w, unix.NFT_GOTO, r.chain)
+		exprVerdict(w, unix.NFT_GOTO, r.chain())
 	case stmtDrop:
 		exprVerdict(w, nfDrop, "")
 	case stmtDNAT:
@@ -831,7 +831,7 @@ func (e *nlEncoder) ruleExprs(w *attrWriter, r *ruleSpec, setID uint32) {
 		s := exprBegin(w, "dynset")
 		w.Uint32(unix.NFTA_DYNSET_SREG_KEY, reg1)
 		w.Uint32(unix.NFTA_DYNSET_OP, unix.NFT_DYNSET_OP_UPDATE)
-		w.String(unix.NFTA_DYNSET_SET_NAME, r.set)
+		w.String(unix.NFTA_DYNSET_SET_NAME, r.set())
 		w.Uint32(unix.NFTA_DYNSET_SET_ID, 0)
 		w.Uint32(unix.NFTA_DYNSET_FLAGS, 0)
 		exprEnd(w, s)

@@ -66,14 +66,14 @@ func TestEncoderFallsBack(t *testing.T) {
 		}
 	}
 	for _, r := range []ruleSpec{
-		{text: "ct state new jump cluster-ips-check"}, // a fixed chain's rule
-		{match: matchSaddrNotIn, notIn: &addrList{prefixes: []netip.Prefix{
-			netip.MustParsePrefix("203.0.113.0/25"), netip.MustParsePrefix("203.0.113.128/25")}}, stmt: stmtDrop}, // touching
-		{match: matchSaddrNotIn, notIn: &addrList{prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
-			addrs: []netip.Addr{netip.MustParseAddr("255.255.255.255")}}, stmt: stmtDrop}, // open interval
+		textRule("ct state new jump cluster-ips-check", ""), // a fixed chain's rule
+		{match: matchSaddrNotIn, x: &ruleExt{notIn: &addrList{prefixes: []netip.Prefix{
+			netip.MustParsePrefix("203.0.113.0/25"), netip.MustParsePrefix("203.0.113.128/25")}}}, stmt: stmtDrop}, // touching
+		{match: matchSaddrNotIn, x: &ruleExt{notIn: &addrList{prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+			addrs: []netip.Addr{netip.MustParseAddr("255.255.255.255")}}}, stmt: stmtDrop}, // open interval
 		{match: matchSaddr, addr: netip.MustParseAddr("fd00::1"), bits: 128, stmt: stmtDrop, v6: true}, // other family
 		dnatRule(0, 0, netip.MustParseAddrPort("10.0.0.1:80")),                                         // unknown protocol
-		{match: matchIifname, set: "a*b", stmt: stmtDrop},
+		{match: matchIifname, x: &ruleExt{set: "a*b"}, stmt: stmtDrop},
 	} {
 		if err := newNLEncoder(unix.NFPROTO_IPV4).addRule("c", &r, ""); err == nil {
 			t.Errorf("%q encoded; want a fallback to nft", r.String())

@@ -40,7 +40,7 @@ func (p *planner) planPolicyChains(sp *servicePlan, pp *portPlan) {
 			rules = make([]ruleSpec, 0, 2*len(c.eps))
 			for _, ep := range c.eps {
 				n := endpointNames(pp.spn, ep)
-				rules = append(rules, ruleSpec{match: matchSaddrSet, set: n.affinity, stmt: stmtGoto, chain: n.chain, v6: p.v6()})
+				rules = append(rules, ruleSpec{match: matchSaddrSet, stmt: stmtGoto, v6: p.v6(), x: &ruleExt{set: n.affinity, chain: n.chain}})
 			}
 			rules = append(rules, dispatchRules(pp.spn, c.eps)...)
 		} else {
@@ -116,7 +116,7 @@ func (p *planner) planEndpointChains(sp *servicePlan, pp *portPlan) {
 		}
 		n := endpointNames(pp.spn, ep)
 		sp.addChain(chainSpec{name: n.chain, rules: []ruleSpec{
-			{stmt: stmtUpdate, set: n.affinity, v6: p.v6()},
+			{stmt: stmtUpdate, v6: p.v6(), x: &ruleExt{set: n.affinity}},
 			dnatRule(0, protoNum(pp.proto), epAddrPort(ep)),
 		}})
 	}

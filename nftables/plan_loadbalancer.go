@@ -39,6 +39,6 @@ func (p *planner) planLoadBalancer(sp *servicePlan, pp *portPlan) {
 		fw.addrs = vips
 	}
 	sp.addChain(chainSpec{name: pp.names.firewall, rules: []ruleSpec{
-		{match: matchSaddrNotIn, notIn: fw, stmt: stmtDrop, v6: p.v6()},
+		{match: matchSaddrNotIn, stmt: stmtDrop, v6: p.v6(), x: &ruleExt{notIn: fw}},
 	}})
 }

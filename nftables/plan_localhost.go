@@ -123,7 +123,7 @@ func (p *planner) planLocalhostStatic(add func(chain, text, comment string)) []c
 	var chains []chainSpec
 	for _, proto := range rejects {
 		c := chainSpec{name: LocalhostRejectChain(proto), rules: []ruleSpec{
-			{text: "counter name " + strconv.Quote(LocalhostRejectCounter(proto)) + " reject"},
+			textRule("counter name "+strconv.Quote(LocalhostRejectCounter(proto))+" reject", ""),
 		}}
 		c.hash = chainHash(nil, c.rules)
 		chains = append(chains, c)

@@ -31,9 +31,9 @@ func (p *planner) localMatchRule() (ruleSpec, bool) {
 		c := p.local.CIDR.Masked()
 		r.match, r.addr, r.bits = matchSaddr, c.Addr(), uint8(c.Bits())
 	case proxy.LocalModeBridgeInterface:
-		r.match, r.set = matchIifname, p.local.Interface
+		r.match, r.ext().set = matchIifname, p.local.Interface
 	case proxy.LocalModeInterfaceNamePrefix:
-		r.match, r.set = matchIifname, p.local.Interface+"*"
+		r.match, r.ext().set = matchIifname, p.local.Interface+"*"
 	default:
 		return r, false
 	}
@@ -49,5 +49,9 @@ func (p *planner) markMasq() string { return "mark set mark or " + p.masqMark }
 // markMasqRule is markMasq as a typed rule, after match m (matchNone or
 // matchFibLocal).
 func (p *planner) markMasqRule(m matchKind, comment string) ruleSpec {
-	return ruleSpec{match: m, stmt: stmtMarkOr, mark: p.masqMarkBits, comment: comment}
+	r := ruleSpec{match: m, stmt: stmtMarkOr, mark: p.masqMarkBits}
+	if comment != "" {
+		r.x = &ruleExt{comment: comment}
+	}
+	return r
 }

@@ -33,12 +33,13 @@ func (p *planner) planExternalChain(sp *servicePlan, pp *portPlan) {
 		rules = append(rules, p.markMasqRule(matchNone, "masquerade"))
 	} else {
 		if r, ok := p.localMatchRule(); ok && pp.clusterChain != "" {
-			r.stmt, r.chain, r.comment = stmtGoto, pp.clusterChain, "short-circuit pod traffic"
+			r.stmt = stmtGoto
+			r.ext().chain, r.x.comment = pp.clusterChain, "short-circuit pod traffic"
 			rules = append(rules, r)
 		}
 		rules = append(rules, p.markMasqRule(matchFibLocal, "masquerade local traffic"))
 		if pp.clusterChain != "" {
-			rules = append(rules, ruleSpec{match: matchFibLocal, stmt: stmtGoto, chain: pp.clusterChain, comment: "short-circuit local traffic"})
+			rules = append(rules, ruleSpec{match: matchFibLocal, stmt: stmtGoto, x: &ruleExt{chain: pp.clusterChain, comment: "short-circuit local traffic"}})
 		}
 	}
 	if pp.hasExternal {

@@ -41,7 +41,7 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 	st := &staticPlan{}
 	rules := map[string][]ruleSpec{}
 	add := func(chain, text, comment string) {
-		rules[chain] = append(rules[chain], ruleSpec{text: text, comment: comment})
+		rules[chain] = append(rules[chain], textRule(text, comment))
 	}
 	// Jumps from the base chains, in upstream's order.
 	add(chainFilterInput, "ct state new jump "+chainNodePortEndpointsCheck, "")

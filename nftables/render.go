@@ -93,7 +93,7 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 // ruleComment is the comment of rule i of c: its own, and on the first
 // rule the chain's content hash (which full syncs read back).
 func ruleComment(c *chainSpec, i int) string {
-	comment := c.rules[i].comment
+	comment := c.rules[i].comment()
 	if i == 0 {
 		if comment != "" {
 			comment += " "
