@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/mdlayher/netlink"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/fastpath"
 	"github.com/svcproxy/svcproxy/nftables"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
 
 // failingNetlink says it committed every batch (writing nothing), or
@@ -54,6 +56,8 @@ func TestNetlinkArenasGoBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.MaxTransactionOps = 20
+			m := metrics.New()
+			cfg.Metrics = m
 			nl := &failingNetlink{refuse: tc.refuse, broken: tc.broken}
 			p, _ := netlinkProxier(t, cfg, nl, "")
 			c := makeCluster(100, 3)
@@ -78,6 +82,11 @@ func TestNetlinkArenasGoBack(t *testing.T) {
 			st := nftables.NetlinkStatsOf(p)
 			if st.BufferBytesPeak == 0 || st.BufferBytesResident > 4*256<<10 {
 				t.Errorf("arenas: %+v, want some used and at most four kept resident", st)
+			}
+			resident := testutil.ToFloat64(m.FastWriterBufferBytes.WithLabelValues("IPv4", metrics.WriterNFTablesNetlink, "resident"))
+			mapped := testutil.ToFloat64(m.FastWriterBufferBytes.WithLabelValues("IPv4", metrics.WriterNFTablesNetlink, "mapped"))
+			if resident != float64(st.BufferBytesResident) || mapped != float64(st.BufferBytesMapped) {
+				t.Errorf("buffer metrics: resident %v, mapped %v; want the stats' %d and %d", resident, mapped, st.BufferBytesResident, st.BufferBytesMapped)
 			}
 		})
 	}

@@ -242,7 +242,8 @@
 //     nothing of the messages once WriteBatch returned, whatever it
 //     returned. SVCPROXY_NFTABLES_HEAP_BUFFERS=1 keeps the arenas on the Go
 //     heap (under GOMEMLIMIT), as does a failed mmap; NetlinkStatsOf
-//     reports their bytes.
+//     and, with Config.Metrics, kubeproxy_fast_writer_buffer_bytes
+//     (state resident or mapped) report their bytes.
 //
 // Removed chains are flushed at once and deleted by a later sync (about a
 // second later: kernels before 6.2 notice late that a chain is no longer

@@ -23,6 +23,7 @@ import (
 	"github.com/svcproxy/svcproxy/internal/nfgen"
 	"github.com/svcproxy/svcproxy/proxy"
 	"github.com/svcproxy/svcproxy/proxy/engine"
+	"github.com/svcproxy/svcproxy/proxy/metrics"
 )
 
 // Proxier is the nftables engine: kube-proxy's nftables mode on the
@@ -101,6 +102,16 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 	return &Proxier{Base: base, p: p}, nil
 }
 
+// trimArenas gives the pages of the free netlink arenas but a few back
+// to the kernel and reports what is left (the arenas are outside the Go
+// heap, so no other metric shows them).
+func (p *proxier) trimArenas() {
+	p.nl.arenas.Trim()
+	if st := p.nl.arenas.Stats(); !st.Heap || st.Mapped > 0 {
+		p.cfg.Metrics.SetFastWriterBuffers(p.cfg.IPFamily, metrics.WriterNFTablesNetlink, st.Resident, st.Mapped)
+	}
+}
+
 func (p *proxier) planner(u *changetracker.Update) *planner {
 	pl := newPlanner(&p.cfg)
 	pl.nodeLabels = u.NodeLabels
@@ -110,7 +121,7 @@ func (p *proxier) planner(u *changetracker.Update) *planner {
 func (p *proxier) apply(ctx context.Context, req *engine.Request) (engine.Result, error) {
 	// Every batch's arenas are back once the sync returns: give the pages
 	// of all but a few to the kernel.
-	defer p.nl.arenas.Trim()
+	defer p.trimArenas()
 	if req.Full {
 		return p.fullSync(ctx, req)
 	}

@@ -91,6 +91,11 @@ type Metrics struct {
 	FastWriterActive            *prometheus.GaugeVec
 	FastWriterHandedToToolTotal *prometheus.CounterVec
 	FastWriterSwitchedOffTotal  *prometheus.CounterVec
+	// FastWriterBufferBytes is the memory the nftables netlink writer
+	// encodes its batches in, mapped outside the Go heap (so not in the
+	// go_memstats figures): state "resident" (pages in memory now) or
+	// "mapped" (address space).
+	FastWriterBufferBytes *prometheus.GaugeVec
 }
 
 // The writer label values of the fast-writer metrics.
@@ -255,6 +260,11 @@ func New() *Metrics {
 			Name:      "fast_writer_switched_off_total",
 			Help:      "Fast writers switched off for the rest of the process, by reason (refusals the tool took, self-check)",
 		}, []string{"ip_family", "writer", "reason"}),
+		FastWriterBufferBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: Subsystem,
+			Name:      "fast_writer_buffer_bytes",
+			Help:      "Bytes of the buffers a fast writer encodes into outside the Go heap, by state (resident, mapped)",
+		}, []string{"ip_family", "writer", "state"}),
 	}
 }
 
@@ -290,6 +300,16 @@ func (m *Metrics) IncFastWriterSwitchedOff(f v1.IPFamily, writer, reason string)
 	m.FastWriterActive.WithLabelValues(family(f), writer).Set(0)
 }
 
+// SetFastWriterBuffers records the bytes of writer's buffers outside the
+// Go heap: resident now, and mapped.
+func (m *Metrics) SetFastWriterBuffers(f v1.IPFamily, writer string, resident, mapped int64) {
+	if m == nil {
+		return
+	}
+	m.FastWriterBufferBytes.WithLabelValues(family(f), writer, "resident").Set(float64(resident))
+	m.FastWriterBufferBytes.WithLabelValues(family(f), writer, "mapped").Set(float64(mapped))
+}
+
 // collectors lists every collector, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
@@ -321,6 +341,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.FastWriterActive,
 		m.FastWriterHandedToToolTotal,
 		m.FastWriterSwitchedOffTotal,
+		m.FastWriterBufferBytes,
 	}
 }
 

@@ -41,6 +41,7 @@ func touchAll(m *Metrics) {
 	m.SetFastWriterActive(v1.IPv4Protocol, WriterNFTablesNetlink, true)
 	m.IncFastWriterHandedToTool(v1.IPv4Protocol, WriterNFTablesNetlink, "refused")
 	m.IncFastWriterSwitchedOff(v1.IPv4Protocol, WriterLegacyInProcess, "self-check")
+	m.SetFastWriterBuffers(v1.IPv4Protocol, WriterNFTablesNetlink, 1<<20, 4<<20)
 }
 
 func TestNamesMatchKubeProxy(t *testing.T) {
@@ -89,6 +90,7 @@ func TestNamesMatchKubeProxy(t *testing.T) {
 		"kubeproxy_fast_writer_active":               "1 while a writer that bypasses the standard tool (iptables-legacy tables written in process, nftables over netlink) writes, 0 while the tool does",
 		"kubeproxy_fast_writer_handed_to_tool_total": "Inputs a fast writer left to the standard tool, by reason (unsupported, refused)",
 		"kubeproxy_fast_writer_switched_off_total":   "Fast writers switched off for the rest of the process, by reason (refusals the tool took, self-check)",
+		"kubeproxy_fast_writer_buffer_bytes":         "Bytes of the buffers a fast writer encodes into outside the Go heap, by state (resident, mapped)",
 	}
 	for name, help := range want {
 		if g, ok := got[name]; !ok {
