@@ -372,16 +372,9 @@ func metricValue(body, metric string) float64 {
 func (p *proxyProcess) waitSyncAfter(t0 time.Time, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if _, body, err := p.get(p.metrics, "/metrics"); err == nil {
-			for _, line := range strings.Split(body, "\n") {
-				if !strings.HasPrefix(line, "kubeproxy_sync_proxy_rules_last_timestamp_seconds") {
-					continue
-				}
-				f := strings.Fields(line)
-				if ts, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil && ts > float64(t0.UnixNano())/1e9 {
-					return
-				}
-			}
+		if _, body, err := p.get(p.metrics, "/metrics"); err == nil &&
+			metricValue(body, "kubeproxy_sync_proxy_rules_last_timestamp_seconds") > unixSeconds(t0) {
+			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
