@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command nftshapes measures how costly different nftables table shapes are
 // for the kernel to load, on a synthetic cluster of N services with E
 // endpoints each. It writes `nft -f` input files for four shapes of the
