@@ -16,7 +16,8 @@
 // masquerades a DNATed connection from an endpoint to itself); per
 // service port the chains service-HASH-ns/name/proto/port (Cluster
 // policy), local-… (Local policy), external-… and firewall-…, the policy
-// chains DNATing straight to the endpoints; endpoint-HASH-…__ip/port
+// chains DNATing to the endpoints (through endpoint maps: below);
+// endpoint-HASH-…__ip/port
 // chains and affinity-… dynamic sets with timeouts only for ClientIP
 // affinity. Marking for masquerade is written inline ("mark set mark or
 // 0x…": in the services chain for cluster-IP traffic from outside the
@@ -29,37 +30,43 @@
 // jumped to only in its last transaction, once nothing refers to them.
 //
 // Differences from upstream v1.37.2's table, and why:
-//   - Picking an endpoint: a policy chain DNATs with one rule per endpoint
-//     ("numgen random mod N-i 0 meta l4proto P dnat to EP", the last
-//     without the numgen match: each endpoint taken with probability 1/N,
-//     as kube-proxy's iptables mode does), where upstream writes one rule
-//     with an inline map ("dnat ip addr . port to numgen random mod N map
-//     { 0 : A . p, … }"); with ClientIP affinity, one "numgen … goto
-//     endpoint-…" rule per endpoint instead of an inline vmap. Each inline
-//     map is an anonymous set in the kernel, which names a new one by
-//     scanning every set of the table (nf_tables_set_alloc_name, a sscanf
-//     per set): a cold start is quadratic in the number of services.
-//     Loading services of 10 endpoints in each shape with nft -f into a
-//     fresh namespace (BENCHMARKS.md, nftables, "Which rule picks the
-//     endpoint": the method and the figures), upstream's inline maps are
-//     the slowest at every size from 10,000 services on, most of it in the
-//     kernel; named maps per service would be cheaper still than these
-//     rules to load, and an endpoint change would replace elements of the
-//     service's data map without the kernel's validation of the table
-//     (below), but nft (1.0.6) reads every set's elements to list a
-//     chain, and the kernel finds each set by name in a list: listing one
-//     chain of a table of 10,000 named maps costs seconds of kernel CPU,
-//     which the self-check's and the drift check's listings would pay
-//     (BENCHMARKS.md's changelog, "nftables: what makes a partial sync
-//     validate the table"). Not adopted. The endpoints of many services
-//     in a few shared data maps ("numgen random mod N offset K map
-//     @m", each map's rules bounded: every element added to a map is
-//     checked against every rule bound to it) measured cheaper to load
-//     than both these rules and upstream's maps at 1,000 and 10,000
-//     services, and cheap to list through nft; it is the next step, not
-//     yet written (BENCHMARKS.md, "which table shape would meet the
-//     1,000-service and partial-sync targets"). One endpoint is a plain
-//     "dnat to", as upstream.
+//   - Picking an endpoint: a policy chain of several endpoints DNATs
+//     with one rule, "meta l4proto P dnat ip to numgen random mod N
+//     offset K map @service-endpoints-P-NN", its endpoints the elements
+//     K … K+N-1 ("K+i : A . p") of one of the endpoint maps the table
+//     declares (service-endpoints-tcp-00 … -63, -udp-00 … -15,
+//     -sctp-00 … -03: "typeof numgen random mod 1 : ip daddr . tcp
+//     dport"), where upstream writes the same expressions with an
+//     inline map ("dnat ip addr . port to numgen random mod N map { 0 :
+//     A . p, … }"). Each inline map is an anonymous set in the kernel,
+//     which names a new one by scanning every set of the table
+//     (nf_tables_set_alloc_name): a cold start is quadratic in the
+//     services. A named map per service is not (but nft reads every
+//     set's elements to list a chain: seconds at 10,000 services), and
+//     one map for all services is quadratic again: the kernel checks
+//     every element added to a map against every rule bound to it. A
+//     few maps shared by hash are the cheapest of these shapes to load
+//     and to list, and replacing an endpoint is then an element deleted
+//     and added, which does not make the kernel validate the whole table
+//     (BENCHMARKS.md, "which table shape would meet the 1,000-service
+//     and partial-sync targets", and the 2026-12-03 entry "endpoint
+//     maps" for the engine's figures). The maps are per protocol because
+//     nft (1.0.6) refuses a "udp" rule looking up a map it reads back
+//     from the kernel declared with "th dport". A chain's map and K come
+//     from a hash of its name (K a multiple of 4,096, the next free one
+//     when another chain holds it); the rule's comment names them
+//     ("svcproxy-slot:M/S", before the content hash), so a restart reads
+//     them back with the chains' comments and writes nothing. One
+//     endpoint stays a plain "dnat to", as upstream; more than 4,096
+//     endpoints, one rule per endpoint ("numgen random mod N-i 0 meta
+//     l4proto P dnat to EP"); with ClientIP affinity, one "numgen …
+//     goto endpoint-…" rule per endpoint instead of upstream's inline
+//     vmap. A table written by upstream (or by this engine's older
+//     layouts, rules per endpoint) is adopted as any other: the first
+//     full sync declares the maps and rewrites the chains.
+//   - The endpoint maps themselves (84 of them, empty where unused): a
+//     node moved back to upstream keeps them, unused, until upstream's
+//     cleanup deletes the table.
 //   - The nodeport-ips set exists (empty) when node ports match every
 //     local address, where upstream deletes it.
 //   - The first rule of every chain carries a content hash in its comment
@@ -114,10 +121,12 @@
 //     element to a verdict map or a rule holding any expression the
 //     kernel validates: an immediate value (a verdict, but also a DNAT
 //     address or a mark), nat, masquerade, reject, fib, a set lookup.
-//     Every "dnat to" rule is one, so a partial sync that rewrites a
-//     policy chain pays it (about three quarters of its CPU at 10,000
-//     services); flushing a chain, deleting rules and adding or deleting
-//     elements of sets and data maps do not (BENCHMARKS.md);
+//     A partial sync that only replaces endpoints writes elements of the
+//     endpoint maps and does not pay it; one that changes a service's
+//     number of endpoints rewrites its policy chain's rule and pays it
+//     (about three quarters of its CPU at 10,000 services with rules
+//     per endpoint); flushing a chain, deleting rules and adding or
+//     deleting elements of sets and data maps do not (BENCHMARKS.md);
 //   - a full sync lists the table once and writes only the chains, sets
 //     and elements that differ: the first rule of every chain the engine
 //     writes carries a hash of the chain's content in its comment. At

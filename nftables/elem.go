@@ -36,20 +36,33 @@ const (
 	// ctrLocalhostNodePortReject exists only with
 	// Config.LocalhostNodePorts (plan_localhost.go).
 	ctrLocalhostNodePortReject
-	numContainers
+	// ctrEndpoints is the first of the numEndpointMaps data maps
+	// service-endpoints-NN (endpoint_maps.go): a policy chain's
+	// endpoints under the keys its "numgen random mod N offset K" rule
+	// draws, each key's value an address and port.
+	ctrEndpoints
 )
 
-var containerNames = [numContainers]string{
-	ctrClusterIPs:              setClusterIPs,
-	ctrNodePortIPs:             setNodePortIPs,
-	ctrHairpin:                 setHairpin,
-	ctrServiceIPs:              mapServiceIPs,
-	ctrServiceNodePorts:        mapServiceNodePorts,
-	ctrNoEndpointServices:      mapNoEndpointServices,
-	ctrNoEndpointNodePorts:     mapNoEndpointNodePorts,
-	ctrFirewallIPs:             mapFirewallIPs,
-	ctrLocalhostNodePortReject: mapLocalhostNodePortReject,
-}
+// numContainers counts the containers, the endpoint maps included.
+const numContainers = ctrEndpoints + numEndpointMaps
+
+var containerNames = func() (n [numContainers]string) {
+	copy(n[:], []string{
+		ctrClusterIPs:              setClusterIPs,
+		ctrNodePortIPs:             setNodePortIPs,
+		ctrHairpin:                 setHairpin,
+		ctrServiceIPs:              mapServiceIPs,
+		ctrServiceNodePorts:        mapServiceNodePorts,
+		ctrNoEndpointServices:      mapNoEndpointServices,
+		ctrNoEndpointNodePorts:     mapNoEndpointNodePorts,
+		ctrFirewallIPs:             mapFirewallIPs,
+		ctrLocalhostNodePortReject: mapLocalhostNodePortReject,
+	})
+	for i := range numEndpointMaps {
+		n[ctrEndpoints+container(i)] = endpointMapName(i)
+	}
+	return n
+}()
 
 // optional: the table is declared without it (the localhost node-port
 // reject map exists only with Config.LocalhostNodePorts).
@@ -57,6 +70,10 @@ func (c container) optional() bool { return c == ctrLocalhostNodePortReject }
 
 // name is the container's set or map name (upstream's).
 func (c container) name() string { return containerNames[c] }
+
+// isData: a data map (an endpoint map, whose elements are epElems: a
+// numgen value and an address and port), neither a set nor a verdict map.
+func (c container) isData() bool { return c >= ctrEndpoints }
 
 // isSet: a set (elements without a value), not a verdict map.
 func (c container) isSet() bool {
@@ -71,9 +88,17 @@ const (
 	layoutAddrProtoPort                  // ipv4_addr . inet_proto . inet_service
 	layoutProtoPort                      // inet_proto . inet_service
 	layoutHairpin                        // ipv4_addr . ipv4_addr . inet_proto . inet_service
+	// layoutIndex is an endpoint map's: a 32-bit integer key (the
+	// numgen value), the value ipv4_addr . inet_service.
+	layoutIndex
 )
 
-func (c container) layout() keyLayout { return layoutOf(c.name()) }
+func (c container) layout() keyLayout {
+	if c.isData() {
+		return layoutIndex
+	}
+	return layoutOf(c.name())
+}
 
 // layoutOf is the key layout of the named set or map (any other name is
 // taken as address . protocol . port).
@@ -86,13 +111,16 @@ func layoutOf(name string) keyLayout {
 	case setHairpin:
 		return layoutHairpin
 	}
+	if isEndpointMapName(name) {
+		return layoutIndex
+	}
 	return layoutAddrProtoPort
 }
 
 // fields is how many " . "-joined fields the layout's key has.
 func (l keyLayout) fields() int {
 	switch l {
-	case layoutAddr:
+	case layoutAddr, layoutIndex:
 		return 1
 	case layoutProtoPort:
 		return 2
@@ -103,7 +131,7 @@ func (l keyLayout) fields() int {
 }
 
 // elemKey is an element's key: the fields of its container's layout, the
-// others zero. Comparable, so the state and the diff key maps by it.
+// others zero (the endpoint maps' elements are epElems, not elemKeys). Comparable, so the state and the diff key maps by it.
 // hairpin-connections' key holds one address, its source and destination
 // alike (an endpoint reaching itself): a listed key whose two addresses
 // differ is foreign (never written by the engine, deleted by its text).

@@ -3,9 +3,14 @@
 package nftables
 
 import (
+	"context"
+	"encoding/binary"
 	"net/netip"
 	"slices"
+	"strconv"
 	"testing"
+
+	"sigs.k8s.io/knftables"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,6 +29,9 @@ func TestElemKeyRoundTrips(t *testing.T) {
 	} {
 		e := newNLEncoder(fam.nf)
 		for c := range numContainers {
+			if c.isData() {
+				continue // TestEndpointMapElemRoundTrips
+			}
 			l := c.layout()
 			var k elemKey
 			switch l {
@@ -84,3 +92,82 @@ func TestElemKeyRoundTrips(t *testing.T) {
 		t.Errorf("continue: %+v, want verdictOther", v)
 	}
 }
+
+// TestEndpointMapElemRoundTrips: an endpoint map's element (a numgen
+// value under which an address and port are stored) reads back as it was
+// from nft's text and from the bytes the encoder writes, and a value not
+// as nft lists it, or bytes not of that form, are foreign.
+func TestEndpointMapElemRoundTrips(t *testing.T) {
+	for _, fam := range []struct {
+		nf byte
+		ep netip.AddrPort
+	}{
+		{unix.NFPROTO_IPV4, netip.MustParseAddrPort("10.128.0.10:8080")},
+		{unix.NFPROTO_IPV6, netip.MustParseAddrPort("[fd00:10::a]:53")},
+	} {
+		e := newNLEncoder(fam.nf)
+		for _, m := range []uint8{0, numEndpointMaps - 1, 70} {
+			c := ctrEndpoints + container(m)
+			if !c.isData() || c.isSet() || c.layout() != layoutIndex || !isEndpointMapName(c.name()) || endpointMap(m) != c.name() {
+				t.Fatalf("container %d (%s): not an endpoint map", c, c.name())
+			}
+			el := epElem{idx: 4096*7 + 3, m: m, ep: makeEpVal(fam.ep)}
+			if el.ep.addrPort() != fam.ep || el.ctr() != c {
+				t.Fatalf("%s: %v back as %v", c.name(), fam.ep, el.ep.addrPort())
+			}
+			key, value := el.keyText(), el.valueText()
+			if !slices.Equal(key, []string{"28675"}) || !slices.Equal(value, []string{fam.ep.Addr().String(), itoa(int(fam.ep.Port()))}) {
+				t.Errorf("%s: text %q : %q", c.name(), key, value)
+			}
+			got, foreign := parseListedEps(c, []*knftables.Element{{Key: key, Value: value}})
+			if got[el.idx] != el.ep || len(got) != 1 || len(foreign) != 0 {
+				t.Errorf("%s: listed as %v, foreign %v", c.name(), got, foreign)
+			}
+			for _, odd := range [][]string{{}, {value[0]}, {value[0], "0x50"}, {"10.0.0.1.80"}} {
+				if got, foreign := parseListedEps(c, []*knftables.Element{{Key: key, Value: odd}}); len(got) != 0 || len(foreign) != 1 {
+					t.Errorf("%s: value %q not foreign: %v", c.name(), odd, got)
+				}
+			}
+			if got, foreign := parseListedEps(c, []*knftables.Element{{Key: []string{"0x1003"}, Value: value}}); len(got) != 0 || len(foreign) != 1 {
+				t.Errorf("%s: key 0x1003 not foreign: %v", c.name(), got)
+			}
+			// The bytes the encoder writes, decoded as a listing hands them.
+			if err := e.epElements(unix.NFT_MSG_NEWSETELEM, []epElem{el}, true); err != nil {
+				t.Fatal(err)
+			}
+			data := append(slices.Clone(el.ep.addr[:e.ipLen()]), byte(fam.ep.Port()>>8), byte(fam.ep.Port()), 0, 0)
+			lister := &fakeEpLister{elems: []ListedElement{{Key: binary.NativeEndian.AppendUint32(nil, el.idx), Data: data}}}
+			set, foreign, err := listEps(context.Background(), lister, c, fam.nf)
+			if err != nil || len(foreign) != 0 || set[el.idx] != el.ep || len(set) != 1 {
+				t.Errorf("%s: decoded as %v, %v, %v", c.name(), set, foreign, err)
+			}
+			lister.elems[0].Data = data[:e.ipLen()+1]
+			if set, foreign, err := listEps(context.Background(), lister, c, fam.nf); err != nil || len(foreign) != 1 || len(set) != 0 {
+				t.Errorf("%s: a short value decoded: %v, %v, %v", c.name(), set, foreign, err)
+			}
+		}
+	}
+	for _, n := range []string{"service-endpoints-7", "service-endpoints-tcp-64", "service-endpoints-udp-16", "service-endpoints-07"} {
+		if isEndpointMapName(n) {
+			t.Errorf("%q taken as an endpoint map", n)
+		}
+	}
+}
+
+// fakeEpLister lists fixed elements.
+type fakeEpLister struct {
+	ChainCommentLister
+	elems []ListedElement
+}
+
+func (l *fakeEpLister) ListElements(_ context.Context, _ string, start func(int), fn func(ListedElement) error) error {
+	start(len(l.elems))
+	for _, e := range l.elems {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

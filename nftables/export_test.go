@@ -64,6 +64,11 @@ func TypedElementMismatches(p *Proxier) (mismatches []string, n int) {
 		elems = append(elems, p.p.static.elems...)
 	}
 	for _, el := range elems {
+		if el.container.isData() {
+			// Newer than the text encoder: TestEndpointMapElemRoundTrips
+			// and TestKernelNetlinkEquivalence (nft's own) check them.
+			continue
+		}
 		te := textElem{container: el.container.name(), key: el.key.text(el.container.layout()),
 			value: el.value.String(), comment: el.comment, set: el.container.isSet()}
 		for _, add := range []bool{true, false} {

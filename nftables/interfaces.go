@@ -72,6 +72,10 @@ type ListedElement struct {
 	HasVerdict bool
 	Verdict    int32
 	Chain      string
+	// Data is a data map's value (NFTA_SET_ELEM_DATA's NFTA_DATA_VALUE,
+	// the fields concatenated as in Key), nil for a set's element and a
+	// verdict map's. The engine keeps nothing of it once fn returned.
+	Data []byte
 }
 
 // GenerationReader reads the kernel's nftables ruleset generation id

@@ -90,3 +90,47 @@ func decodeKey(b []byte, l keyLayout, ipLen int) (k elemKey, foreign []string, e
 	}
 	return k, nil, nil
 }
+
+// decodeAddrPort reads an endpoint map element's value: an address of
+// ipLen bytes, then a port (big endian) padded to 4 bytes.
+func decodeAddrPort(b []byte, ipLen int) (netip.AddrPort, error) {
+	if len(b) < ipLen+2 {
+		return netip.AddrPort{}, errShortKey
+	}
+	a, _ := netip.AddrFromSlice(b[:ipLen])
+	return netip.AddrPortFrom(a, binary.BigEndian.Uint16(b[ipLen:])), nil
+}
+
+// listEps reads endpoint map c (endpoint_maps.go) through lister: each
+// element's key (numgen's value, host byte order) and value (address and
+// port). An element whose bytes are not of that form is foreign (deleted
+// by its key).
+func listEps(ctx context.Context, lister ChainCommentLister, c container, family byte) (epSet, []foreignElem, error) {
+	ipLen := 4
+	if family == unix.NFPROTO_IPV6 {
+		ipLen = 16
+	}
+	name := c.name()
+	var out epSet
+	var foreign []foreignElem
+	err := lister.ListElements(ctx, name, func(n int) { out = make(epSet, n) }, func(e ListedElement) error {
+		if len(e.Key) != 4 {
+			return fmt.Errorf("netlink: element of %s: key of %d bytes", name, len(e.Key))
+		}
+		idx := binary.NativeEndian.Uint32(e.Key)
+		ap, err := decodeAddrPort(e.Data, ipLen)
+		if err != nil || e.HasVerdict || len(e.Data) != ipLen+4 {
+			foreign = append(foreign, foreignElem{container: c, key: []string{strconv.FormatUint(uint64(idx), 10)}})
+			return nil
+		}
+		if out == nil {
+			out = epSet{}
+		}
+		out[idx] = makeEpVal(ap)
+		return nil
+	})
+	if out == nil && err == nil {
+		out = epSet{}
+	}
+	return out, foreign, err
+}

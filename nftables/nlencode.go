@@ -163,6 +163,9 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 	if err := e.elements(unix.NFT_MSG_DELSETELEM, cs.elemDels, false); err != nil {
 		return nil, err
 	}
+	if err := e.epElements(unix.NFT_MSG_DELSETELEM, cs.epDels, false); err != nil {
+		return nil, err
+	}
 	for _, n := range cs.flushes {
 		e.flushChain(n)
 	}
@@ -198,6 +201,9 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 		}
 	}
 	if err := e.elements(unix.NFT_MSG_NEWSETELEM, cs.elemAdds, true); err != nil {
+		return nil, err
+	}
+	if err := e.epElements(unix.NFT_MSG_NEWSETELEM, cs.epAdds, true); err != nil {
 		return nil, err
 	}
 	return e.msgs, nil
@@ -492,14 +498,7 @@ func (e *nlEncoder) element(ae *attrWriter, el *elemSpec, add bool) {
 // addresses, protocols (one byte) and ports (two, big endian), each field
 // padded to four bytes.
 func (e *nlEncoder) appendKey(b []byte, l keyLayout, k *elemKey) []byte {
-	addr := func(b []byte, a netip.Addr) []byte {
-		if e.ipLen() == 4 {
-			a4 := a.As4()
-			return append(b, a4[:]...)
-		}
-		a16 := a.As16()
-		return append(b, a16[:]...)
-	}
+	addr := e.appendAddr
 	switch l {
 	case layoutAddr:
 		return addr(b, k.addr)
@@ -509,6 +508,64 @@ func (e *nlEncoder) appendKey(b []byte, l keyLayout, k *elemKey) []byte {
 		b = addr(b, k.addr)
 	}
 	return append(b, k.proto, 0, 0, 0, byte(k.port>>8), byte(k.port), 0, 0)
+}
+
+// epElements adds or deletes endpoint maps' elements, one message per
+// run of one map: the key is numgen's value (a 32-bit integer in host
+// byte order), the value the address and the port (big endian, padded
+// to 4 bytes).
+func (e *nlEncoder) epElements(msgType uint16, elems []epElem, add bool) error {
+	for i := range elems {
+		if add && elems[i].ep.v6 != (e.ipLen() == 16) {
+			return errNotEncodable
+		}
+	}
+	for i := 0; i < len(elems); {
+		j := i
+		for j < len(elems) && elems[j].m == elems[i].m {
+			j++
+		}
+		flags := netlink.HeaderFlags(0)
+		if add {
+			flags = netlink.Create
+		}
+		run := elems[i:j]
+		e.add(msgType, flags, func(ae *attrWriter) {
+			ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
+			ae.String(unix.NFTA_SET_ELEM_LIST_SET, run[0].ctr().name())
+			list := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+			for k := range run {
+				el := ae.begin(unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM)
+				key := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY)
+				v := ae.begin(unix.NFTA_DATA_VALUE)
+				ae.b = binary.NativeEndian.AppendUint32(ae.b, run[k].idx)
+				ae.end(v)
+				ae.end(key)
+				if add {
+					d := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA)
+					v := ae.begin(unix.NFTA_DATA_VALUE)
+					ae.b = append(ae.b, run[k].ep.addr[:e.ipLen()]...)
+					ae.b = append(ae.b, byte(run[k].ep.port>>8), byte(run[k].ep.port), 0, 0)
+					ae.end(v)
+					ae.end(d)
+				}
+				ae.end(el)
+			}
+			ae.end(list)
+		})
+		i = j
+	}
+	return nil
+}
+
+// appendAddr appends a, 4 or 16 bytes by the encoder's family.
+func (e *nlEncoder) appendAddr(b []byte, a netip.Addr) []byte {
+	if e.ipLen() == 4 {
+		a4 := a.As4()
+		return append(b, a4[:]...)
+	}
+	a16 := a.As16()
+	return append(b, a16[:]...)
 }
 
 func protoNumber(s string) (byte, bool) {
@@ -747,6 +804,15 @@ func (e *nlEncoder) checkRule(r *ruleSpec) error {
 			r.addr.BitLen() != e.ipLen()*8 || r.addr.Zone() != "" || r.port == 0 {
 			return errNotEncodable
 		}
+	case stmtDNATMap:
+		switch r.proto {
+		case unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_SCTP:
+		default:
+			return errNotEncodable
+		}
+		if !famOK || r.numgen < 2 || r.numgen > maxMapEndpoints || int(r.bits) >= numEndpointMaps {
+			return errNotEncodable
+		}
 	default:
 		return errNotEncodable
 	}
@@ -764,8 +830,8 @@ func (e *nlEncoder) saddrOffset() uint32 {
 // ruleExprs writes the expressions of a rule checkRule accepted.
 func (e *nlEncoder) ruleExprs(w *attrWriter, r *ruleSpec, setID uint32) {
 	var scratch [16]byte
-	if r.numgen > 0 {
-		exprNumgen(w, reg1, r.numgen)
+	if r.numgen > 0 && r.stmt != stmtDNATMap {
+		exprNumgen(w, reg1, r.numgen, 0)
 		exprCmp(w, unix.NFT_CMP_EQ, binary.NativeEndian.AppendUint32(scratch[:0], 0))
 	}
 	ipLen := uint32(e.ipLen())
@@ -813,7 +879,28 @@ func (e *nlEncoder) ruleExprs(w *attrWriter, r *ruleSpec, setID uint32) {
 			exprImmediate(w, reg1, a[:])
 		}
 		exprImmediate(w, reg2, []byte{byte(r.port >> 8), byte(r.port)})
-		exprDNAT(w, e.family)
+		exprDNAT(w, e.family, reg2)
+	case stmtDNATMap:
+		// The numgen value looked up in the map, its value (address, then
+		// port) loaded from register 1 on: the port lands in the 32-bit
+		// register after the address (NFT_REG32_01 after an IPv4 address,
+		// NFT_REG_2 after an IPv6 one), as nft writes it.
+		exprMeta(w, unix.NFT_META_L4PROTO, false)
+		exprCmp(w, unix.NFT_CMP_EQ, []byte{r.proto})
+		exprNumgen(w, reg1, r.numgen, r.mark)
+		s := exprBegin(w, "lookup")
+		w.Uint32(unix.NFTA_LOOKUP_SREG, reg1)
+		w.Uint32(unix.NFTA_LOOKUP_DREG, reg1)
+		w.String(unix.NFTA_LOOKUP_SET, endpointMap(r.bits))
+		w.Uint32(unix.NFTA_LOOKUP_SET_ID, 0)
+		exprEnd(w, s)
+		portReg := uint32(unix.NFT_REG32_01)
+		if e.ipLen() == 16 {
+			portReg = reg2
+		}
+		// (The kernel adds NF_NAT_RANGE_MAP_IPS itself for an address
+		// register, so nft's listing shows flags 0x3 either way.)
+		exprDNAT(w, e.family, portReg)
 	case stmtMarkOr:
 		// load, (mark & ^M) ^ M, store; the mark is a host-order 32-bit
 		// value.
@@ -939,13 +1026,13 @@ func exprLookup(w *attrWriter, set string, id uint32, invert bool) {
 	exprEnd(w, s)
 }
 
-// exprNumgen: a random number below mod in register reg.
-func exprNumgen(w *attrWriter, reg, mod uint32) {
+// exprNumgen: a random number below mod, plus offset, in register reg.
+func exprNumgen(w *attrWriter, reg, mod, offset uint32) {
 	s := exprBegin(w, "numgen")
 	w.Uint32(unix.NFTA_NG_DREG, reg)
 	w.Uint32(unix.NFTA_NG_MODULUS, mod)
 	w.Uint32(unix.NFTA_NG_TYPE, unix.NFT_NG_RANDOM)
-	w.Uint32(unix.NFTA_NG_OFFSET, 0)
+	w.Uint32(unix.NFTA_NG_OFFSET, offset)
 	exprEnd(w, s)
 }
 
@@ -966,15 +1053,15 @@ func exprImmediate(w *attrWriter, reg uint32, data []byte) {
 }
 
 // exprDNAT: destination NAT to the address in register 1 and the port
-// in register 2.
-func exprDNAT(w *attrWriter, family byte) {
+// in register portReg.
+func exprDNAT(w *attrWriter, family byte, portReg uint32) {
 	s := exprBegin(w, "nat")
 	w.Uint32(unix.NFTA_NAT_TYPE, unix.NFT_NAT_DNAT)
 	w.Uint32(unix.NFTA_NAT_FAMILY, uint32(family))
 	w.Uint32(unix.NFTA_NAT_REG_ADDR_MIN, reg1)
 	w.Uint32(unix.NFTA_NAT_REG_ADDR_MAX, reg1)
-	w.Uint32(unix.NFTA_NAT_REG_PROTO_MIN, reg2)
-	w.Uint32(unix.NFTA_NAT_REG_PROTO_MAX, reg2)
+	w.Uint32(unix.NFTA_NAT_REG_PROTO_MIN, portReg)
+	w.Uint32(unix.NFTA_NAT_REG_PROTO_MAX, portReg)
 	w.Uint32(unix.NFTA_NAT_FLAGS, unix.NF_NAT_RANGE_PROTO_SPECIFIED)
 	exprEnd(w, s)
 }

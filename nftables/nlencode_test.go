@@ -41,7 +41,7 @@ func TestEncoderKnowsEveryServiceRule(t *testing.T) {
 			t.Errorf("chain %s: %q: %v", m[1], m[2], err)
 		}
 	}
-	if n < 20 {
+	if n < 15 { // 19 since the endpoint maps hold what were DNAT rules
 		t.Fatalf("only %d service rules in the golden table", n)
 	}
 }

@@ -45,6 +45,27 @@ func (e *nlEncoder) textRule(text string) ([]expr.Any, error) {
 			return append(out, v), nil
 		}
 		switch {
+		case f[0] == "dnat" && len(f) == 11 && f[2] == "to" && strings.Join(f[3:6], " ") == "numgen random mod" &&
+			f[7] == "offset" && f[9] == "map" && strings.HasPrefix(f[10], "@"):
+			// "dnat ip to numgen random mod N offset K map @M": the
+			// endpoint maps' rule (after its "meta l4proto P").
+			if f[1] != map[bool]string{false: "ip", true: "ip6"}[e.ipLen() == 16] {
+				return nil, errNotEncodable
+			}
+			mod, err1 := strconv.ParseUint(f[6], 10, 32)
+			off, err2 := strconv.ParseUint(f[8], 10, 32)
+			if err1 != nil || err2 != nil || mod < 2 {
+				return nil, errNotEncodable
+			}
+			fam, portReg := uint32(unix.NFPROTO_IPV4), uint32(unix.NFT_REG32_01)
+			if e.ipLen() == 16 {
+				fam, portReg = unix.NFPROTO_IPV6, reg2
+			}
+			return append(out,
+				&expr.Numgen{Register: reg1, Modulus: uint32(mod), Type: unix.NFT_NG_RANDOM, Offset: uint32(off)},
+				&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f[10][1:]},
+				&expr.NAT{Type: expr.NATTypeDestNAT, Family: fam, RegAddrMin: reg1, RegAddrMax: reg1,
+					RegProtoMin: portReg, RegProtoMax: portReg, Specified: true}), nil
 		case f[0] == "dnat" && len(f) == 3 && f[1] == "to":
 			x, err := e.textDNAT(f[2])
 			if err != nil {

@@ -66,6 +66,7 @@ type servicePlan struct {
 	chains []chainSpec
 	sets   []setSpec
 	elems  []elemSpec
+	eps    []epElem // endpoint maps' elements
 	// localhostPorts are the TCP node ports the localhost proxy serves
 	// (localhost_proxy.go); not written to the table.
 	localhostPorts []localhostPortSpec
@@ -112,6 +113,9 @@ type planner struct {
 	// slab lives about as long as the chunk that used it.
 	slabRules int
 	ruleSlab  []ruleSpec
+	// slots gives policy chains their endpoint-map slots (nil: one rule
+	// per endpoint everywhere).
+	slots *endpointSlots
 }
 
 // ruleBuf returns an empty slice with room for n rules (and no more: an

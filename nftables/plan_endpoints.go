@@ -4,6 +4,7 @@ package nftables
 
 import (
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -43,11 +44,27 @@ func (p *planner) planPolicyChains(sp *servicePlan, pp *portPlan) {
 				rules = append(rules, ruleSpec{match: matchSaddrSet, stmt: stmtGoto, v6: p.v6(), x: &ruleExt{set: n.affinity, chain: n.chain}})
 			}
 			rules = append(rules, dispatchRules(pp.spn, c.eps)...)
+		} else if r, ok := p.endpointSlot(c.name, protoNum(pp.proto), len(c.eps)); ok {
+			rules = append(p.ruleBuf(1), dnatMapRule(len(c.eps), protoNum(pp.proto), p.v6(), r))
+			sp.eps = slices.Grow(sp.eps, len(c.eps))
+			for i, ep := range c.eps {
+				sp.eps = append(sp.eps, epElem{idx: r.offset() + uint32(i), m: r.m, ep: makeEpVal(epAddrPort(ep))})
+			}
 		} else {
 			rules = dnatRules(p.ruleBuf(len(c.eps)), protoNum(pp.proto), c.eps)
 		}
 		sp.addChain(chainSpec{name: c.name, rules: rules})
 	}
+}
+
+// endpointSlot is the endpoint-map slot of a policy chain of n endpoints
+// (endpoint_maps.go); false: one rule per endpoint (one endpoint, more
+// than a slot holds, no free slot, no slots).
+func (p *planner) endpointSlot(chain string, proto uint8, n int) (slotRef, bool) {
+	if p.slots == nil || n < 2 || n > maxMapEndpoints {
+		return slotRef{}, false
+	}
+	return p.slots.get(chain, proto)
 }
 
 // numgenStep is the modulus of the numgen match of rule i of n picking one

@@ -35,6 +35,7 @@ type staticPlan struct {
 type containerSpec struct {
 	name, typ, comment string
 	set                bool
+	typeOf             bool // typ is a "typeof" declaration
 }
 
 func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCIDRs []netip.Prefix) *staticPlan {
@@ -125,6 +126,10 @@ func (p *planner) planStatic(nodePortIPs []netip.Addr, matchAll bool, serviceCID
 		{name: mapFirewallIPs, typ: p.addrType + " . inet_proto . inet_service : verdict", comment: "destinations that are subject to LoadBalancerSourceRanges"},
 		{name: mapServiceIPs, typ: p.addrType + " . inet_proto . inet_service : verdict", comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"},
 		{name: mapServiceNodePorts, typ: "inet_proto . inet_service : verdict", comment: "NodePort traffic"},
+	}
+	for i := range numEndpointMaps {
+		st.maps = append(st.maps, containerSpec{name: endpointMapName(i), typeOf: true,
+			typ: "numgen random mod 1 : " + p.ipX + " daddr . " + endpointMapProto(i) + " dport", comment: "endpoints of policy chains"})
 	}
 	if !matchAll {
 		for _, ip := range nodePortIPs {

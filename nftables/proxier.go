@@ -44,6 +44,7 @@ type proxier struct {
 	state  *tableState                           // what the kernel holds, as far as we know
 	plans  map[types.NamespacedName]*servicePlan // what each service was last written as
 	static *staticPlan                           // the fixed part last written
+	slots  *endpointSlots                        // the policy chains' endpoint-map slots
 	// custody is the ruleset generation at which state was last known
 	// to match the kernel (resync.go).
 	custody nfgen.Custody
@@ -80,6 +81,7 @@ func NewProxier(cfg Config, ifs Interfaces) (*Proxier, error) {
 		log:   cfg.Logger.WithValues("engine", "nftables"),
 		state: newTableState(),
 		plans: map[types.NamespacedName]*servicePlan{},
+		slots: newEndpointSlots(),
 	}
 	p.nl.arenas = newArenaPool(os.Getenv(envHeapBuffers) == "1")
 	if newLocalhostMode(cfg.LocalhostNodePorts, cfg.IPFamily, cfg.NodePortAddresses).proxy {
@@ -115,6 +117,7 @@ func (p *proxier) trimArenas() {
 func (p *proxier) planner(u *changetracker.Update) *planner {
 	pl := newPlanner(&p.cfg)
 	pl.nodeLabels = u.NodeLabels
+	pl.slots = p.slots
 	return pl
 }
 
@@ -308,14 +311,23 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	// chain and an element in cluster-ips and service-ips each, at most
 	// two claimed keys): built without a size they are rehashed a dozen
 	// times over a cold start.
-	nPorts := 0
+	nPorts, nEps := 0, 0
 	for _, ports := range u.ServicePorts {
 		nPorts += len(ports)
 	}
+	for _, eps := range u.Endpoints {
+		nEps += len(eps)
+	}
 	recorded := p.recordedPlans(req, unchanged)
+	// The slots the listed chains hold (their comments, else the record),
+	// and those the listed elements fill. Without a listing the record
+	// is the state's own.
+	if !unchanged {
+		p.slots = reseedSlots(st, p.slots)
+	}
 	p.state, p.plans = st, make(map[types.NamespacedName]*servicePlan, len(u.ServicePorts))
 	st.refs = map[elemKey]int{} // counted again as the plans are recorded
-	st.reserve(nPorts)
+	st.reserve(nPorts, nEps)
 	pl := p.planner(u)
 	pl.slabRules = 1024
 	nodePortIPs, matchAll := p.nodePortAddresses()
@@ -414,7 +426,10 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	}
 	last := cs.next()
 	last.localhost = lastLocalhost
-	// Every wanted service is recorded in p.plans by now.
+	// The slots of chains the table no longer holds go back (a chain
+	// removeUnwanted flushes below goes at the next full sync).
+	p.slots.sweep(p.state.chains)
+	defer func() { p.state.epsListed = false }() // the record is ours once written
 	p.removeUnwanted(last, p.state, p.plans, static, req.Now)
 	if h, ok := p.state.chains[chainObsoleteMarkMasq]; ok {
 		if h == "" {
@@ -507,7 +522,11 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 	}
 	sort.Strings(dels)
 	cs.setDels = append(cs.setDels, dels...)
+	cs.epDels = append(cs.epDels, unwantedEps(st, want)...)
 	for c := range numContainers {
+		if c.isData() {
+			continue // st.eps
+		}
 		var keys []elemKey
 		for k := range st.elems[c] {
 			if c == ctrHairpin {
@@ -620,6 +639,7 @@ func (p *proxier) localAddresses() ([]netip.Addr, error) {
 func (p *proxier) dryRun(_ context.Context, req *engine.Request) (string, error) {
 	u := req.Update
 	pl := p.planner(u)
+	pl.slots = newEndpointSlots() // an empty table's, leaving the record alone
 	nodePortIPs, matchAll := p.nodePortAddresses()
 	static := pl.planStatic(nodePortIPs, matchAll, p.cfg.ServiceCIDRs)
 	st := newTableState()
@@ -694,6 +714,7 @@ func (p *proxier) cleanup(ctx context.Context) error {
 		}
 	}
 	p.state, p.plans, p.static = newTableState(), map[types.NamespacedName]*servicePlan{}, nil
+	p.slots = newEndpointSlots()
 	p.custody.Lose()
 	if p.localhost != nil {
 		// The table is gone; so are the node ports it described (the next

@@ -20,6 +20,8 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 		for _, c := range st.maps {
 			if c.set {
 				tx.Add(&knftables.Set{Name: c.name, Type: c.typ, Comment: ptr.To(c.comment)})
+			} else if c.typeOf {
+				tx.Add(&knftables.Map{Name: c.name, TypeOf: c.typ, Comment: ptr.To(c.comment)})
 			} else {
 				tx.Add(&knftables.Map{Name: c.name, Type: c.typ, Comment: ptr.To(c.comment)})
 			}
@@ -28,6 +30,9 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 	renderLocalhostDeclare(tx, cs.localhost)
 	for _, e := range cs.elemDels {
 		tx.Delete(element(e, false))
+	}
+	for i := range cs.epDels {
+		tx.Delete(&knftables.Element{Map: cs.epDels[i].ctr().name(), Key: cs.epDels[i].keyText()})
 	}
 	for _, e := range cs.foreignDels {
 		if e.container.isSet() {
@@ -86,6 +91,10 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 	}
 	for _, e := range cs.elemAdds {
 		tx.Add(element(e, true))
+	}
+	for i := range cs.epAdds {
+		e := &cs.epAdds[i]
+		tx.Add(&knftables.Element{Map: e.ctr().name(), Key: e.keyText(), Value: e.valueText()})
 	}
 	renderLocalhostRemovals(tx, cs.localhost)
 }

@@ -162,5 +162,14 @@ func recordHolds(st *tableState, sp *servicePlan) bool {
 			return false
 		}
 	}
+	for i := range sp.eps {
+		if !st.epsListed {
+			break // the record's own: the plans' (state.go)
+		}
+		e := &sp.eps[i]
+		if v, ok := st.eps[e.m][e.idx]; !ok || v != e.ep {
+			return false
+		}
+	}
 	return true
 }

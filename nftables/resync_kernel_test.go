@@ -4,6 +4,7 @@ package nftables_test
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -128,14 +129,25 @@ func TestKernelResyncOfUnchangedTable(t *testing.T) {
 		if got := nft(t, "list table ip kube-proxy"); stripStale(got) != stripStale(want) {
 			t.Errorf("first rule deleted: not repaired:\n got: %s\nwant: %s", got, want)
 		}
+		// A per-service chain of two rules or more (a service chain
+		// dispatching through an endpoint map holds one: an external
+		// chain, or a chain of per-endpoint rules); its second goes.
 		var svcChain string
 		for _, l := range strings.Split(want, "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "chain" && strings.HasPrefix(f[1], "service-") && !strings.Contains(f[1], "-check") {
+			f := strings.Fields(l)
+			if len(f) < 2 || f[0] != "chain" || strings.Contains(f[1], "-check") ||
+				!(strings.HasPrefix(f[1], "service-") || strings.HasPrefix(f[1], "external-")) {
+				continue
+			}
+			if rules, err := ifs.NFTables.ListRules(context.Background(), f[1]); err == nil && len(rules) >= 2 {
 				svcChain = f[1]
 				break
 			}
 		}
-		deleteRule(svcChain, 2)
+		if svcChain == "" {
+			t.Fatal("no per-service chain of two rules")
+		}
+		deleteRule(svcChain, 1)
 		if out := periodic("later rule of ours deleted", true); out.Result.Writes == 0 {
 			t.Error("later rule deleted: nothing written")
 		}
@@ -151,6 +163,24 @@ func TestKernelResyncOfUnchangedTable(t *testing.T) {
 		}
 		if got := nft(t, "list table ip kube-proxy"); stripStale(got) != stripStale(want) {
 			t.Errorf("element not repaired:\n got: %s\nwant: %s", got, want)
+		}
+
+		// An endpoint map's element deleted, another's value replaced, by
+		// hand: listed and repaired (the resync trusts its record of
+		// those elements only while nothing else committed).
+		rule := regexp.MustCompile(`numgen random mod (\d+) offset (\d+) map @(service-endpoints-tcp-\d\d)`).FindAllStringSubmatch(want, 2)
+		if len(rule) < 2 {
+			t.Fatalf("no two endpoint-map rules in\n%s", want)
+		}
+		periodic("after the element repair", false)
+		nft(t, "delete element ip kube-proxy "+rule[0][3]+" { "+rule[0][2]+" }")
+		nft(t, "delete element ip kube-proxy "+rule[1][3]+" { "+rule[1][2]+" }")
+		nft(t, "add element ip kube-proxy "+rule[1][3]+" { "+rule[1][2]+" : 10.200.0.1 . 9 }")
+		if out := periodic("endpoint elements tampered with", true); out.Result.Writes == 0 {
+			t.Error("endpoint elements tampered with: not repaired")
+		}
+		if got := nft(t, "list table ip kube-proxy"); stripStale(got) != stripStale(want) {
+			t.Errorf("endpoint elements not repaired:\n got: %s\nwant: %s", got, want)
 		}
 		if err := p.Cleanup(context.Background()); err != nil {
 			t.Fatal(err)

@@ -118,6 +118,9 @@ const (
 	stmtDNAT                       // meta l4proto proto dnat to addr:port
 	stmtMarkOr                     // mark set mark or mark
 	stmtUpdate                     // update @set { ip saddr }
+	// stmtDNATMap: "meta l4proto P dnat ip to numgen random mod numgen
+	// offset mark map @service-endpoints-bits" (endpoint_maps.go).
+	stmtDNATMap
 )
 
 func protoNum(proto string) uint8 {
@@ -135,6 +138,14 @@ func gotoRule(numgen int, chain string) ruleSpec {
 	return ruleSpec{numgen: uint32(numgen), stmt: stmtGoto, x: &ruleExt{chain: chain}}
 }
 
+// dnatMapRule: "meta l4proto P dnat ip to numgen random mod n offset K
+// map @M", the endpoints under keys K … K+n-1 of map r.m; its comment
+// names the slot.
+func dnatMapRule(n int, proto uint8, v6 bool, r slotRef) ruleSpec {
+	return ruleSpec{numgen: uint32(n), mark: r.offset(), bits: r.m, stmt: stmtDNATMap, proto: proto, v6: v6,
+		x: &ruleExt{comment: slotComment(r)}}
+}
+
 func (r *ruleSpec) ipX() string {
 	if r.v6 {
 		return "ip6"
@@ -147,7 +158,7 @@ func (r *ruleSpec) appendText(b []byte) []byte {
 	if r.stmt == 0 {
 		return append(b, r.text()...)
 	}
-	if r.numgen > 0 {
+	if r.numgen > 0 && r.stmt != stmtDNATMap {
 		b = append(b, "numgen random mod "...)
 		b = strconv.AppendUint(b, uint64(r.numgen), 10)
 		b = append(b, " 0 "...)
@@ -197,6 +208,12 @@ func (r *ruleSpec) appendText(b []byte) []byte {
 		} else {
 			b = netip.AddrPortFrom(r.addr, r.port).AppendTo(b)
 		}
+	case stmtDNATMap:
+		b = append(append(append(b, "meta l4proto "...), protoName(r.proto)...), " dnat "...)
+		b = append(append(b, r.ipX()...), " to numgen random mod "...)
+		b = strconv.AppendUint(b, uint64(r.numgen), 10)
+		b = strconv.AppendUint(append(b, " offset "...), uint64(r.mark), 10)
+		b = append(append(b, " map @"...), endpointMap(r.bits)...)
 	case stmtMarkOr:
 		b = append(b, "mark set mark or "...)
 		b = appendMark(b, r.mark)

@@ -38,6 +38,15 @@ type tableState struct {
 	// recorded plans hold it: two services selecting the same pods share
 	// their hairpin entries, which stay until the last one drops them.
 	refs map[elemKey]int
+	// slots are the endpoint-map slots the listed chains' first-rule
+	// comments name (endpoint_maps.go); nil when no comments were listed.
+	slots map[string]slotRef
+	// eps are the endpoint maps' elements (st.elems holds none of them).
+	eps [numEndpointMaps]epSet
+	// epsListed: eps come from a listing, not only from the engine's own
+	// transactions (which keep them equal to the recorded plans': the
+	// steady resync then checks counts only, not 100,000 elements).
+	epsListed bool
 }
 
 func newTableState() *tableState {
@@ -51,6 +60,9 @@ func newTableState() *tableState {
 	for c := range st.elems {
 		st.elems[c] = elemSet{}
 	}
+	for m := range st.eps {
+		st.eps[m] = epSet{}
+	}
 	return st
 }
 
@@ -58,7 +70,15 @@ func newTableState() *tableState {
 // the room it needs (about a chain per port, an element per port in
 // cluster-ips and service-ips): a map filled from empty is rehashed at
 // every doubling. Maps already holding a listing are left alone.
-func (st *tableState) reserve(nPorts int) {
+//
+// nEps (the endpoints of all service ports) sizes the TCP endpoint maps,
+// which hold about all of them, spread evenly by the chains' hashes.
+func (st *tableState) reserve(nPorts, nEps int) {
+	for m, p := 0, endpointMapProtos[0]; m < p.shards; m++ {
+		if len(st.eps[m]) == 0 {
+			st.eps[m] = make(epSet, nEps/p.shards+nEps/p.shards/8)
+		}
+	}
 	if len(st.chains) == 0 {
 		st.chains = make(map[string]string, nPorts+nPorts/8+64)
 	}
@@ -183,6 +203,12 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 		st.chains[n] = ""
 	}
 	for chain, comment := range comments {
+		if sl, ok := slotFromComment(comment); ok {
+			if st.slots == nil {
+				st.slots = map[string]slotRef{}
+			}
+			st.slots[chain] = sl
+		}
 		if h := hashFromComment(comment); h != "" {
 			st.chains[chain] = h
 		} else {
@@ -194,6 +220,25 @@ func listState(ctx context.Context, nft knftables.Interface, lister ChainComment
 			continue
 		}
 		var foreign []foreignElem
+		if c.isData() {
+			st.epsListed = true
+			m := int(c - ctrEndpoints)
+			if lister != nil {
+				st.eps[m], foreign, err = listEps(ctx, lister, c, family)
+			} else {
+				var elems []*knftables.Element
+				elems, err = nft.ListElements(ctx, "map", c.name())
+				if isNotFound(err) {
+					err = nil
+				}
+				st.eps[m], foreign = parseListedEps(c, elems)
+			}
+			if err != nil {
+				return nil, err
+			}
+			st.foreign = append(st.foreign, foreign...)
+			continue
+		}
 		if lister != nil {
 			// Typed from the kernel's bytes, no text between (but for
 			// foreign keys).
@@ -259,6 +304,11 @@ type changeSet struct {
 	hairpin map[elemKey]int
 	// partial: a partial sync's change set, which may go over netlink.
 	partial bool
+	// epDels and epAdds are the endpoint maps' elements deleted (before
+	// anything is added) and added; epDeleted their keys deleted (at most
+	// once each), by slotKey.
+	epDels, epAdds []epElem
+	epDeleted      map[uint64]bool
 	// encoding: its netlink encoding under way (startEncode), or nil.
 	encoding <-chan encodedBatch
 	// opsWrites is what ops counted for writes[:opsCounted].
@@ -273,7 +323,8 @@ type containerKey struct {
 
 func newChangeSet() *changeSet {
 	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{},
-		claimed: map[containerKey]verdict{}, conflicts: new(int), deleted: map[containerKey]bool{}, hairpin: map[elemKey]int{}}
+		claimed: map[containerKey]verdict{}, conflicts: new(int), deleted: map[containerKey]bool{}, hairpin: map[elemKey]int{},
+		epDeleted: map[uint64]bool{}}
 }
 
 // next returns an empty change set for the next chunk of the same sync.
@@ -294,6 +345,8 @@ func (cs *changeSet) nextChunk() *changeSet {
 		elemAdds:    make([]elemSpec, 0, len(cs.elemAdds)),
 		deleted:     map[containerKey]bool{},
 		hairpin:     map[elemKey]int{},
+		epAdds:      make([]epElem, 0, len(cs.epAdds)),
+		epDeleted:   map[uint64]bool{},
 	}
 	n.claimed, n.conflicts = cs.claimed, cs.conflicts
 	return n
@@ -301,7 +354,8 @@ func (cs *changeSet) nextChunk() *changeSet {
 
 func (cs *changeSet) empty() bool {
 	return cs.declare == nil && cs.localhost.empty() && len(cs.writes) == 0 && len(cs.flushes) == 0 && len(cs.deletes) == 0 &&
-		len(cs.setAdds) == 0 && len(cs.setDels) == 0 && len(cs.elemDels) == 0 && len(cs.elemAdds) == 0 && len(cs.foreignDels) == 0
+		len(cs.setAdds) == 0 && len(cs.setDels) == 0 && len(cs.elemDels) == 0 && len(cs.elemAdds) == 0 && len(cs.foreignDels) == 0 &&
+		len(cs.epDels) == 0 && len(cs.epAdds) == 0
 }
 
 // ops is about how many nft commands the change set renders to. The
@@ -313,13 +367,14 @@ func (cs *changeSet) ops() int {
 		cs.opsWrites += 2 + len(cs.writes[cs.opsCounted].spec.rules)
 	}
 	return cs.opsWrites + len(cs.flushes) + len(cs.deletes) + len(cs.setAdds) + 2*len(cs.setDels) + len(cs.elemDels) + len(cs.elemAdds) +
-		len(cs.foreignDels)
+		len(cs.foreignDels) + len(cs.epDels) + len(cs.epAdds)
 }
 
 // renderedOps is the number of nft commands render writes for cs (what
 // knftables' NumOperations reports).
 func (cs *changeSet) renderedOps() int {
-	n := len(cs.deletes) + len(cs.elemDels) + len(cs.foreignDels) + len(cs.flushes) + len(cs.setDels) + len(cs.setAdds) + len(cs.elemAdds)
+	n := len(cs.deletes) + len(cs.elemDels) + len(cs.foreignDels) + len(cs.flushes) + len(cs.setDels) + len(cs.setAdds) + len(cs.elemAdds) +
+		len(cs.epDels) + len(cs.epAdds)
 	if cs.declare != nil {
 		n += 1 + len(cs.declare.maps)
 	}
@@ -514,6 +569,7 @@ func (cs *changeSet) diffService(st *tableState, name types.NamespacedName, had,
 	cs.diffChains(st, w.chains, h.chains)
 	cs.diffSets(st, w.sets, h.sets)
 	cs.diffElems(st, w.elems, h.elems)
+	cs.diffEps(st, w.eps, h.eps)
 	cs.plans[name] = want
 }
 
@@ -524,7 +580,7 @@ func (cs *changeSet) diffService(st *tableState, name types.NamespacedName, had,
 // hairpin entries, and adds one again where an earlier service of this
 // change set deleted it.
 func (cs *changeSet) keepService(st *tableState, name types.NamespacedName, sp *servicePlan) {
-	cs.diffElems(st, sp.elems, nil)
+	cs.diffElems(st, sp.elems, nil) // (its endpoint-map elements claim nothing)
 	cs.plans[name] = sp
 }
 
@@ -588,6 +644,12 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 	}
 	for _, e := range cs.elemAdds {
 		st.elems[e.container][e.key] = e.value
+	}
+	for _, e := range cs.epDels {
+		delete(st.eps[e.m], e.idx)
+	}
+	for _, e := range cs.epAdds {
+		st.eps[e.m][e.idx] = e.ep
 	}
 	for n, p := range cs.plans {
 		st.countHairpin(plans[n], -1)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,6 +125,10 @@ var (
 	dispatchLast = regexp.MustCompile(`^goto (endpoint-\S+)$`)
 	dnatStep     = regexp.MustCompile(`^numgen random mod \d+ 0 meta l4proto (\S+) dnat to (\S+)$`)
 	dnatLast     = regexp.MustCompile(`^meta l4proto (\S+) dnat to (\S+)$`)
+	slotComment  = regexp.MustCompile(` comment "svcproxy-slot:\d+/\d+"`)
+	dnatMap      = regexp.MustCompile(`^meta l4proto (\S+) dnat (ip6?) to numgen random mod (\d+) offset (\d+) map @(\S+)$`)
+	endpointMap  = regexp.MustCompile(`^add (map|element) ip6? kube-proxy service-endpoints-\S+ `)
+	endpointElem = regexp.MustCompile(`^add element ip6? kube-proxy (\S+) \{ (\d+) : (.*) \}$`)
 )
 
 // normalizeToUpstream turns a dump of this engine's table into upstream's
@@ -135,6 +140,39 @@ var (
 // plain "dnat to", as upstream writes it). Lines come back sorted.
 func normalizeToUpstream(dump string) []string {
 	dump = hashComment.ReplaceAllString(dump, "")
+	dump = slotComment.ReplaceAllString(dump, "")
+	// The endpoint maps (this engine's, endpoint_maps.go): their elements
+	// folded back into the rules that look them up, as upstream's inline
+	// maps; the maps themselves dropped.
+	held := map[string]string{} // "map key" → "A . p"
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(dump), "\n") {
+		if e := endpointElem.FindStringSubmatch(l); e != nil {
+			held[e[1]+" "+e[2]] = e[3]
+		}
+		if !endpointMap.MatchString(l) {
+			lines = append(lines, l)
+		}
+	}
+	for i, l := range lines {
+		m := ruleLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		d := dnatMap.FindStringSubmatch(m[3])
+		if d == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(d[3])
+		k, _ := strconv.Atoi(d[4])
+		var parts []string
+		for j := range n {
+			parts = append(parts, fmt.Sprintf("%d : %s", j, held[fmt.Sprintf("%s %d", d[5], k+j)]))
+		}
+		lines[i] = fmt.Sprintf("add rule %s kube-proxy %s meta l4proto %s dnat %s addr . port to numgen random mod %d map { %s }",
+			m[1], m[2], d[1], d[2], n, strings.Join(parts, " , "))
+	}
+	dump = strings.Join(lines, "\n")
 	var out []string
 	var run []string // vmap: endpoint chains; dnat: "addr . port"
 	var runPrefix, runKind, runProto, runFamily string

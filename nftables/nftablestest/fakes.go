@@ -4,6 +4,8 @@ package nftablestest
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -108,6 +110,26 @@ func (f *Fake) ListCounters(ctx context.Context) ([]*knftables.Counter, error) {
 		return nil, err
 	}
 	return f.Fake.ListCounters(ctx)
+}
+
+// Dump is knftables' Fake.Dump with each set's and map's elements sorted:
+// the kernel keeps no order among them, but the fake lists them in the
+// order they were added, so two tables written by different histories
+// (an element deleted and added again, as the engine replaces an
+// endpoint of an endpoint map) would dump differently.
+func (f *Fake) Dump() string {
+	lines := strings.Split(f.Fake.Dump(), "\n")
+	for i := 0; i < len(lines); {
+		j := i
+		for j < len(lines) && strings.HasPrefix(lines[j], "add element ") {
+			j++
+		}
+		if j > i+1 {
+			sort.Strings(lines[i:j])
+		}
+		i = max(j, i+1)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Listings is the number of list calls made (what a partial sync must not

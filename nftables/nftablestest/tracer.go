@@ -37,7 +37,8 @@ type TracerConfig struct {
 // postrouting. It understands the rule forms the nftables engine and
 // upstream kube-proxy write (matches on addresses, sets, verdict maps,
 // numgen, fib type, marks, iifname; jump, goto, return, accept, drop,
-// reject, dnat, masquerade, update). Every numgen branch is followed, so
+// reject, dnat, dnat through an inline or a named map, masquerade,
+// update). Every numgen branch is followed, so
 // Backends holds every endpoint the packet may reach; affinity sets are
 // taken as empty (a first packet), and Sticky reports that the path
 // records the client in one.
@@ -418,6 +419,38 @@ func (ev *evaluator) ruleTokens(tk []string, p pkt) ([]branch, error) {
 						return nil, err
 					}
 					port, err := strconv.Atoi(f[2])
+					if err != nil {
+						return nil, err
+					}
+					q := p
+					q.dst, q.port, q.dnat = a.Unmap(), port, true
+					out = append(out, branch{p: q, action: "accept"})
+				}
+				return out, nil
+			}
+			if len(tk) == 11 && (tk[1] == "ip" || tk[1] == "ip6") && tk[2] == "to" &&
+				strings.Join(tk[3:6], " ") == "numgen random mod" && tk[7] == "offset" && tk[9] == "map" {
+				// dnat ip to numgen random mod N offset K map @m (the
+				// engine's endpoint maps): one branch per key K … K+N-1.
+				n, err1 := strconv.Atoi(tk[6])
+				k, err2 := strconv.ParseUint(tk[8], 10, 32)
+				name, ok := strings.CutPrefix(tk[10], "@")
+				if err1 != nil || err2 != nil || !ok || n <= 0 {
+					return nil, fmt.Errorf("bad dnat map %q", strings.Join(tk, " "))
+				}
+				var out []branch
+				for i := range n {
+					key := strconv.FormatUint(k+uint64(i), 10)
+					v, found := ev.mapLookup(name, []string{key})
+					f := strings.Fields(v)
+					if !found || len(f) != 2 {
+						return nil, fmt.Errorf("dnat map %s: key %s: %q (found %v)", name, key, v, found)
+					}
+					a, err := netip.ParseAddr(f[0])
+					if err != nil {
+						return nil, err
+					}
+					port, err := strconv.Atoi(f[1])
 					if err != nil {
 						return nil, err
 					}

@@ -363,6 +363,8 @@ func (l *netlinkRuleLister) ListElements(_ context.Context, name string, start f
 		le := nftables.ListedElement{Key: e.Key}
 		if v := decodeVerdict(e.VerdictData, e.Val); v != nil {
 			le.HasVerdict, le.Verdict, le.Chain = true, int32(v.Kind), v.Chain
+		} else if s.IsMap && len(e.Val) > 0 {
+			le.Data = e.Val
 		}
 		if err := fn(le); err != nil {
 			return err
