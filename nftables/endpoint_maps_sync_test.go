@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcproxy/svcproxy/nftables"
 	"github.com/svcproxy/svcproxy/nftables/nftablestest"
 )
 
@@ -24,6 +25,18 @@ func freshDump(t *testing.T, c *cluster) string {
 	return fresh.Dump()
 }
 
+// syncedCluster is a proxier over fakes that synced n services of eps
+// endpoints.
+func syncedCluster(t *testing.T, n, eps int) (*nftablestest.Fakes, *cluster, *nftables.Proxier) {
+	t.Helper()
+	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
+	c := makeCluster(n, eps)
+	p := newTestProxier(t, fakes, testConfig())
+	c.feed(p)
+	mustSync(t, p)
+	return fakes, c, p
+}
+
 // TestEndpointReplacedAsElements: replacing one endpoint of a service
 // that dispatches through an endpoint map writes elements of that map
 // only, each key deleted and added again with its new value (the
@@ -31,12 +44,8 @@ func freshDump(t *testing.T, c *cluster) string {
 // may shift): no rule, so the kernel does not validate the table
 // (endpoint_maps.go).
 func TestEndpointReplacedAsElements(t *testing.T) {
-	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
-	c := makeCluster(20, 3)
-	p := newTestProxier(t, fakes, testConfig())
+	fakes, c, p := syncedCluster(t, 20, 3)
 	defer p.Close()
-	c.feed(p)
-	mustSync(t, p)
 
 	next := makeSlice(2, 3, 0)
 	next.Endpoints[1].Addresses = []string{"10.128.2.200"}
@@ -72,12 +81,8 @@ func TestEndpointReplacedAsElements(t *testing.T) {
 // its elements deleted) and back to 3 ends with the table a fresh
 // proxier writes each time.
 func TestEndpointCountChanges(t *testing.T) {
-	fakes := nftablestest.NewFakes(v1.IPv4Protocol)
-	c := makeCluster(20, 3)
-	p := newTestProxier(t, fakes, testConfig())
+	fakes, c, p := syncedCluster(t, 20, 3)
 	defer p.Close()
-	c.feed(p)
-	mustSync(t, p)
 	chain := regexp.MustCompile(`(?m)^add rule ip kube-proxy service-[A-Z0-9]+-ns/svc-4/tcp/p80 (.*)$`)
 	for _, tc := range []struct {
 		eps  int

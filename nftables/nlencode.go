@@ -411,26 +411,33 @@ func (e *nlEncoder) elements(msgType uint16, elems []elemSpec, add bool) error {
 				return err
 			}
 		}
-		name := elems[i].container.name()
-		flags := netlink.HeaderFlags(0)
-		if add {
-			flags = netlink.Create
-		}
 		run := elems[i:j]
-		e.add(msgType, flags, func(ae *attrWriter) {
-			ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
-			ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
-			list := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS)
-			for k := range run {
-				el := ae.begin(unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM)
-				e.element(ae, &run[k], add)
-				ae.end(el)
-			}
-			ae.end(list)
+		e.elementList(msgType, add, elems[i].container.name(), len(run), func(ae *attrWriter, k int) {
+			e.element(ae, &run[k], add)
 		})
 		i = j
 	}
 	return nil
+}
+
+// elementList adds one message adding (add) or deleting n elements of
+// the named set or map, element k written by elem.
+func (e *nlEncoder) elementList(msgType uint16, add bool, name string, n int, elem func(ae *attrWriter, k int)) {
+	flags := netlink.HeaderFlags(0)
+	if add {
+		flags = netlink.Create
+	}
+	e.add(msgType, flags, func(ae *attrWriter) {
+		ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
+		ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
+		list := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+		for k := range n {
+			el := ae.begin(unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM)
+			elem(ae, k)
+			ae.end(el)
+		}
+		ae.end(list)
+	})
 }
 
 // checkElement reports an element element cannot encode, before any of
@@ -525,33 +532,21 @@ func (e *nlEncoder) epElements(msgType uint16, elems []epElem, add bool) error {
 		for j < len(elems) && elems[j].m == elems[i].m {
 			j++
 		}
-		flags := netlink.HeaderFlags(0)
-		if add {
-			flags = netlink.Create
-		}
 		run := elems[i:j]
-		e.add(msgType, flags, func(ae *attrWriter) {
-			ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
-			ae.String(unix.NFTA_SET_ELEM_LIST_SET, run[0].ctr().name())
-			list := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS)
-			for k := range run {
-				el := ae.begin(unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM)
-				key := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY)
+		e.elementList(msgType, add, run[0].ctr().name(), len(run), func(ae *attrWriter, k int) {
+			key := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY)
+			v := ae.begin(unix.NFTA_DATA_VALUE)
+			ae.b = binary.NativeEndian.AppendUint32(ae.b, run[k].idx)
+			ae.end(v)
+			ae.end(key)
+			if add {
+				d := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA)
 				v := ae.begin(unix.NFTA_DATA_VALUE)
-				ae.b = binary.NativeEndian.AppendUint32(ae.b, run[k].idx)
+				ae.b = append(ae.b, run[k].ep.addr[:e.ipLen()]...)
+				ae.b = append(ae.b, byte(run[k].ep.port>>8), byte(run[k].ep.port), 0, 0)
 				ae.end(v)
-				ae.end(key)
-				if add {
-					d := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA)
-					v := ae.begin(unix.NFTA_DATA_VALUE)
-					ae.b = append(ae.b, run[k].ep.addr[:e.ipLen()]...)
-					ae.b = append(ae.b, byte(run[k].ep.port>>8), byte(run[k].ep.port), 0, 0)
-					ae.end(v)
-					ae.end(d)
-				}
-				ae.end(el)
+				ae.end(d)
 			}
-			ae.end(list)
 		})
 		i = j
 	}

@@ -414,17 +414,11 @@ func (ev *evaluator) ruleTokens(tk []string, p pkt) ([]branch, error) {
 					if len(f) != 3 || f[1] != "." {
 						return nil, fmt.Errorf("dnat map element %d: %q", n, m[strconv.Itoa(n)])
 					}
-					a, err := netip.ParseAddr(f[0])
+					b, err := dnatBranch(p, f[0], f[2])
 					if err != nil {
 						return nil, err
 					}
-					port, err := strconv.Atoi(f[2])
-					if err != nil {
-						return nil, err
-					}
-					q := p
-					q.dst, q.port, q.dnat = a.Unmap(), port, true
-					out = append(out, branch{p: q, action: "accept"})
+					out = append(out, b)
 				}
 				return out, nil
 			}
@@ -446,17 +440,11 @@ func (ev *evaluator) ruleTokens(tk []string, p pkt) ([]branch, error) {
 					if !found || len(f) != 2 {
 						return nil, fmt.Errorf("dnat map %s: key %s: %q (found %v)", name, key, v, found)
 					}
-					a, err := netip.ParseAddr(f[0])
+					b, err := dnatBranch(p, f[0], f[1])
 					if err != nil {
 						return nil, err
 					}
-					port, err := strconv.Atoi(f[1])
-					if err != nil {
-						return nil, err
-					}
-					q := p
-					q.dst, q.port, q.dnat = a.Unmap(), port, true
-					out = append(out, branch{p: q, action: "accept"})
+					out = append(out, b)
 				}
 				return out, nil
 			}
@@ -602,6 +590,21 @@ func (ev *evaluator) ruleTokens(tk []string, p pkt) ([]branch, error) {
 		}
 	}
 	return []branch{{p: p}}, nil
+}
+
+// dnatBranch is p DNATed to addr and port (a map element's value),
+// accepted.
+func dnatBranch(p pkt, addr, port string) (branch, error) {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return branch{}, err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return branch{}, err
+	}
+	p.dst, p.port, p.dnat = a.Unmap(), n, true
+	return branch{p: p, action: "accept"}, nil
 }
 
 // expr reads one (possibly concatenated) expression's values for p.
