@@ -97,9 +97,9 @@ const (
 	maxMapEndpoints = 1 << slotBits
 	maxSlot         = 1<<(32-slotBits) - 1
 	// slotCommentPrefix starts the map rule's own comment, which carries
-	// the slot ("svcproxy-slot:37", before the chain's content hash): a
-	// restart reads it back with the chains' comments and gives every
-	// chain the slot it had, so a correct table is not rewritten.
+	// its map and slot ("svcproxy-slot:3/37", before the chain's content
+	// hash): a restart reads it back with the chains' comments and gives
+	// every chain the slot it had, so a correct table is not rewritten.
 	slotCommentPrefix = "svcproxy-slot:"
 )
 
@@ -132,10 +132,11 @@ type slotRef struct {
 func (r slotRef) offset() uint32 { return r.slot << slotBits }
 
 // endpointSlots is the record of which chain owns which slot of each
-// endpoint map. Slots are taken when a chain is planned and given back
-// only by a full sync's sweep (after every service is planned), never in
-// the sync that took them, so a key is never deleted for one chain and
-// added for another in one transaction.
+// endpoint map. Slots are taken when a chain is planned and given back by
+// a full sync's sweep, after its last transaction, so a slot one chain
+// leaves is not another's in the same sync. (A slot handed over within a
+// sync would still be right: diffEps deletes a key's old value before
+// adding the new one, once.)
 type endpointSlots struct {
 	owner map[string]slotRef
 	// used, per map: slot → owning chain. Slot 0 is never used (nft
@@ -166,7 +167,7 @@ func (s *endpointSlots) get(chain string, proto uint8) (slotRef, bool) {
 		if int(r.m) == m {
 			return r, true
 		}
-		s.release(chain) // its service's protocol changed
+		s.release(chain) // another protocol (its name holds it: not seen)
 	}
 	used := s.used[m]
 	if len(used) >= maxSlot {
@@ -241,21 +242,6 @@ func (s *endpointSlots) sweep(chains map[string]string) {
 			s.release(chain)
 		}
 	}
-}
-
-// clone is a copy (the dry run plans on one, leaving the record as it was).
-func (s *endpointSlots) clone() *endpointSlots {
-	c := &endpointSlots{owner: make(map[string]slotRef, len(s.owner))}
-	for k, v := range s.owner {
-		c.owner[k] = v
-	}
-	for m := range s.used {
-		c.used[m] = make(map[uint32]string, len(s.used[m]))
-		for k, v := range s.used[m] {
-			c.used[m][k] = v
-		}
-	}
-	return c
 }
 
 // slotComment is the map rule's comment naming its map and slot
