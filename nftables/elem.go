@@ -89,7 +89,8 @@ const (
 	layoutProtoPort                      // inet_proto . inet_service
 	layoutHairpin                        // ipv4_addr . ipv4_addr . inet_proto . inet_service
 	// layoutIndex is an endpoint map's: a 32-bit integer key (the
-	// numgen value), the value ipv4_addr . inet_service.
+	// numgen value), the value ipv4_addr . inet_service. Its elements are
+	// epElems (endpoint_maps.go), never parsed or encoded as elemKeys.
 	layoutIndex
 )
 
@@ -111,16 +112,13 @@ func layoutOf(name string) keyLayout {
 	case setHairpin:
 		return layoutHairpin
 	}
-	if isEndpointMapName(name) {
-		return layoutIndex
-	}
 	return layoutAddrProtoPort
 }
 
 // fields is how many " . "-joined fields the layout's key has.
 func (l keyLayout) fields() int {
 	switch l {
-	case layoutAddr, layoutIndex:
+	case layoutAddr:
 		return 1
 	case layoutProtoPort:
 		return 2
@@ -131,7 +129,8 @@ func (l keyLayout) fields() int {
 }
 
 // elemKey is an element's key: the fields of its container's layout, the
-// others zero (the endpoint maps' elements are epElems, not elemKeys). Comparable, so the state and the diff key maps by it.
+// others zero (the endpoint maps' elements are epElems, not elemKeys).
+// Comparable, so the state and the diff key maps by it.
 // hairpin-connections' key holds one address, its source and destination
 // alike (an endpoint reaching itself): a listed key whose two addresses
 // differ is foreign (never written by the engine, deleted by its text).

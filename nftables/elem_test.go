@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/knftables"
@@ -108,7 +109,7 @@ func TestEndpointMapElemRoundTrips(t *testing.T) {
 		e := newNLEncoder(fam.nf)
 		for _, m := range []uint8{0, numEndpointMaps - 1, 70} {
 			c := ctrEndpoints + container(m)
-			if !c.isData() || c.isSet() || c.layout() != layoutIndex || !isEndpointMapName(c.name()) || endpointMap(m) != c.name() {
+			if !c.isData() || c.isSet() || c.layout() != layoutIndex || !strings.HasPrefix(c.name(), prefixEndpointMap) || endpointMap(m) != c.name() {
 				t.Fatalf("container %d (%s): not an endpoint map", c, c.name())
 			}
 			el := epElem{idx: 4096*7 + 3, m: m, ep: makeEpVal(fam.ep)}
@@ -145,11 +146,6 @@ func TestEndpointMapElemRoundTrips(t *testing.T) {
 			if set, foreign, err := listEps(context.Background(), lister, c, fam.nf); err != nil || len(foreign) != 1 || len(set) != 0 {
 				t.Errorf("%s: a short value decoded: %v, %v, %v", c.name(), set, foreign, err)
 			}
-		}
-	}
-	for _, n := range []string{"service-endpoints-7", "service-endpoints-tcp-64", "service-endpoints-udp-16", "service-endpoints-07"} {
-		if isEndpointMapName(n) {
-			t.Errorf("%q taken as an endpoint map", n)
 		}
 	}
 }

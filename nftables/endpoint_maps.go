@@ -68,19 +68,6 @@ func endpointMapProto(i int) string {
 	return ""
 }
 
-// isEndpointMapName: name is one of the endpoint maps' names.
-func isEndpointMapName(name string) bool {
-	if !strings.HasPrefix(name, prefixEndpointMap) {
-		return false
-	}
-	for _, n := range containerNames[ctrEndpoints:] {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
 // endpointMap is the name of endpoint map i, without allocating.
 func endpointMap(i uint8) string { return containerNames[ctrEndpoints+container(i)] }
 

@@ -162,14 +162,8 @@ func recordHolds(st *tableState, sp *servicePlan) bool {
 			return false
 		}
 	}
-	for i := range sp.eps {
-		if !st.epsListed {
-			break // the record's own: the plans' (state.go)
-		}
-		e := &sp.eps[i]
-		if v, ok := st.eps[e.m][e.idx]; !ok || v != e.ep {
-			return false
-		}
-	}
+	// Its endpoint-map elements are not compared: recorded plans are taken
+	// only when nothing was listed, and then the state's elements are the
+	// plans' own (tableState.epsListed is false).
 	return true
 }
