@@ -344,18 +344,24 @@ type epSet map[uint32]epVal
 // a key the state holds with another value (a listing after a failure)
 // likewise.
 func (cs *changeSet) diffEps(st *tableState, want, had []epElem) {
+	run := -1 // want[run:i] are added
 	for i := range want {
 		w := &want[i]
 		cur, ok := st.eps[w.m][w.idx]
 		switch {
 		case ok && cur == w.ep && !cs.epDeleted[w.slotKey()]:
+			cs.addEps(want, run, i)
+			run = -1
 			continue
 		case ok && !cs.epDeleted[w.slotKey()]:
 			cs.epDeleted[w.slotKey()] = true
 			cs.epDels = append(cs.epDels, epElem{idx: w.idx, m: w.m, ep: cur})
 		}
-		cs.epAdds = append(cs.epAdds, *w)
+		if run < 0 {
+			run = i
+		}
 	}
+	cs.addEps(want, run, len(want))
 	if len(had) == 0 {
 		return
 	}
@@ -384,6 +390,15 @@ func (cs *changeSet) diffEps(st *tableState, want, had []epElem) {
 			cs.epDels = append(cs.epDels, epElem{idx: h.idx, m: h.m, ep: cur})
 		}
 	}
+}
+
+// addEps adds want[from:to] (nothing when from < 0) as one run.
+func (cs *changeSet) addEps(want []epElem, from, to int) {
+	if from < 0 || from == to {
+		return
+	}
+	cs.epAdds = append(cs.epAdds, want[from:to:to])
+	cs.epAddN += to - from
 }
 
 // unwantedEps lists the endpoint maps' elements st holds that no plan of

@@ -77,7 +77,7 @@ func TypedElementMismatches(p *Proxier) (mismatches []string, n int) {
 				typ = unix.NFT_MSG_NEWSETELEM
 			}
 			typed, old := newNLEncoder(fam), newNLEncoder(fam)
-			errTyped := typed.elements(typ, []elemSpec{el}, add)
+			errTyped := typed.elements(typ, []*elemSpec{&el}, add)
 			errOld := old.textElements(typ, []textElem{te}, add)
 			n++
 			what := fmt.Sprintf("%s: %s : %s (add %v)", te.container, te.key, te.value, add)

@@ -151,9 +151,10 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 	if cs.declare != nil || !cs.localhost.empty() {
 		return nil, errNotEncodable
 	}
-	// About one message per operation (elements of one container share
-	// one): sized once instead of grown by copies.
-	e.msgs = make([]netlink.Message, 0, cs.renderedOps())
+	// At most one message per operation, and one per run of endpoint-map
+	// elements (a run's elements share one): sized once instead of grown
+	// by copies.
+	e.msgs = make([]netlink.Message, 0, cs.renderedOps()-cs.epAddN+len(cs.epAdds))
 	for _, n := range cs.deletes {
 		e.chainMsg(unix.NFT_MSG_DELCHAIN, 0, n)
 	}
@@ -203,8 +204,10 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 	if err := e.elements(unix.NFT_MSG_NEWSETELEM, cs.elemAdds, true); err != nil {
 		return nil, err
 	}
-	if err := e.epElements(unix.NFT_MSG_NEWSETELEM, cs.epAdds, true); err != nil {
-		return nil, err
+	for _, run := range cs.epAdds {
+		if err := e.epElements(unix.NFT_MSG_NEWSETELEM, run, true); err != nil {
+			return nil, err
+		}
 	}
 	return e.msgs, nil
 }
@@ -403,17 +406,17 @@ func nlattr(typ uint16, data []byte) []byte {
 
 // elements adds or deletes elements, one message per run of elements of
 // the same container (nft groups them the same way).
-func (e *nlEncoder) elements(msgType uint16, elems []elemSpec, add bool) error {
+func (e *nlEncoder) elements(msgType uint16, elems []*elemSpec, add bool) error {
 	for i := 0; i < len(elems); {
 		j := i
 		for ; j < len(elems) && elems[j].container == elems[i].container; j++ {
-			if err := e.checkElement(&elems[j], add); err != nil {
+			if err := e.checkElement(elems[j], add); err != nil {
 				return err
 			}
 		}
 		run := elems[i:j]
 		e.elementList(msgType, add, elems[i].container.name(), len(run), func(ae *attrWriter, k int) {
-			e.element(ae, &run[k], add)
+			e.element(ae, run[k], add)
 		})
 		i = j
 	}

@@ -87,7 +87,7 @@ func TestEncoderFallsBack(t *testing.T) {
 	}
 	cs = newChangeSet()
 	cs.setAdds = append(cs.setAdds, setSpec{name: "affinity-x", typ: "ipv4_addr", timeout: 3 * time.Hour})
-	cs.elemAdds = append(cs.elemAdds, elemSpec{container: ctrServiceIPs, key: addrProtoPortKey(netip.MustParseAddr("10.96.0.1"), unix.IPPROTO_TCP, 80), value: gotoVerdict("service-x")})
+	cs.elemAdds = append(cs.elemAdds, &elemSpec{container: ctrServiceIPs, key: addrProtoPortKey(netip.MustParseAddr("10.96.0.1"), unix.IPPROTO_TCP, 80), value: gotoVerdict("service-x")})
 	msgs, err := encodeChangeSet(unix.NFPROTO_IPV4, cs)
 	if err != nil || len(msgs) != 2 {
 		t.Errorf("set and element: %d messages, %v", len(msgs), err)

@@ -539,7 +539,7 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 		}
 		slices.SortFunc(keys, elemKey.compare)
 		for _, k := range keys {
-			cs.elemDels = append(cs.elemDels, elemSpec{container: c, key: k})
+			cs.elemDels = append(cs.elemDels, &elemSpec{container: c, key: k})
 		}
 	}
 	cs.foreignDels = append(cs.foreignDels, st.foreign...)

@@ -92,9 +92,11 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 	for _, e := range cs.elemAdds {
 		tx.Add(element(e, true))
 	}
-	for i := range cs.epAdds {
-		e := &cs.epAdds[i]
-		tx.Add(&knftables.Element{Map: e.ctr().name(), Key: e.keyText(), Value: e.valueText()})
+	for _, run := range cs.epAdds {
+		for i := range run {
+			e := &run[i]
+			tx.Add(&knftables.Element{Map: e.ctr().name(), Key: e.keyText(), Value: e.valueText()})
+		}
 	}
 	renderLocalhostRemovals(tx, cs.localhost)
 }
@@ -114,7 +116,7 @@ func ruleComment(c *chainSpec, i int) string {
 
 // element is e as nft text (the one place a planned element becomes
 // text: the dry run and the nft path).
-func element(e elemSpec, withValue bool) *knftables.Element {
+func element(e *elemSpec, withValue bool) *knftables.Element {
 	el := &knftables.Element{Key: e.key.textFields(e.container.layout())}
 	if e.container.isSet() {
 		el.Set = e.container.name()

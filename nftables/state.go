@@ -282,8 +282,10 @@ type changeSet struct {
 	deletes   []string // stale chains deleted now
 	setAdds   []setSpec
 	setDels   []string
-	elemDels  []elemSpec
-	elemAdds  []elemSpec
+	// elemDels and elemAdds point into the plans (or at elements of
+	// their own): a cold start's 20,000 are not copied.
+	elemDels []*elemSpec
+	elemAdds []*elemSpec
 	// foreignDels deletes listed elements of forms the engine never
 	// writes (through nft: the encoder knows only the engine's forms).
 	foreignDels []foreignElem
@@ -304,11 +306,14 @@ type changeSet struct {
 	hairpin map[elemKey]int
 	// partial: a partial sync's change set, which may go over netlink.
 	partial bool
-	// epDels and epAdds are the endpoint maps' elements deleted (before
-	// anything is added) and added; epDeleted their keys deleted (at most
-	// once each), by slotKey.
-	epDels, epAdds []epElem
-	epDeleted      map[uint64]bool
+	// epDels are the endpoint maps' elements deleted (before anything is
+	// added); epAdds those added, in runs that are the plans' own slices
+	// (a cold start adds 100,000 of them: no copy), epAddN how many;
+	// epDeleted the keys deleted (at most once each), by slotKey.
+	epDels    []epElem
+	epAdds    [][]epElem
+	epAddN    int
+	epDeleted map[uint64]bool
 	// encoding: its netlink encoding under way (startEncode), or nil.
 	encoding <-chan encodedBatch
 	// opsWrites is what ops counted for writes[:opsCounted].
@@ -342,10 +347,10 @@ func (cs *changeSet) nextChunk() *changeSet {
 		plans:       make(map[types.NamespacedName]*servicePlan, len(cs.plans)),
 		seenWritten: make(map[string]bool, len(cs.seenWritten)),
 		writes:      make([]chainWrite, 0, len(cs.writes)),
-		elemAdds:    make([]elemSpec, 0, len(cs.elemAdds)),
+		elemAdds:    make([]*elemSpec, 0, len(cs.elemAdds)),
 		deleted:     map[containerKey]bool{},
 		hairpin:     map[elemKey]int{},
-		epAdds:      make([]epElem, 0, len(cs.epAdds)),
+		epAdds:      make([][]epElem, 0, len(cs.epAdds)),
 		epDeleted:   map[uint64]bool{},
 	}
 	n.claimed, n.conflicts = cs.claimed, cs.conflicts
@@ -367,14 +372,14 @@ func (cs *changeSet) ops() int {
 		cs.opsWrites += 2 + len(cs.writes[cs.opsCounted].spec.rules)
 	}
 	return cs.opsWrites + len(cs.flushes) + len(cs.deletes) + len(cs.setAdds) + 2*len(cs.setDels) + len(cs.elemDels) + len(cs.elemAdds) +
-		len(cs.foreignDels) + len(cs.epDels) + len(cs.epAdds)
+		len(cs.foreignDels) + len(cs.epDels) + cs.epAddN
 }
 
 // renderedOps is the number of nft commands render writes for cs (what
 // knftables' NumOperations reports).
 func (cs *changeSet) renderedOps() int {
 	n := len(cs.deletes) + len(cs.elemDels) + len(cs.foreignDels) + len(cs.flushes) + len(cs.setDels) + len(cs.setAdds) + len(cs.elemAdds) +
-		len(cs.epDels) + len(cs.epAdds)
+		len(cs.epDels) + cs.epAddN
 	if cs.declare != nil {
 		n += 1 + len(cs.declare.maps)
 	}
@@ -453,9 +458,10 @@ func containsSet(ss []setSpec, name string) bool {
 }
 
 func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
-	for _, e := range want {
+	for i := range want {
+		e := &want[i]
 		if e.container == ctrHairpin {
-			if !containsElem(had, e) {
+			if !containsElem(had, *e) {
 				cs.hairpin[e.key]++
 			}
 			continue
@@ -478,8 +484,9 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 			cs.elemAdds = append(cs.elemAdds, e)
 		}
 	}
-	for _, e := range had {
-		if containsElem(want, e) {
+	for i := range had {
+		e := &had[i]
+		if containsElem(want, *e) {
 			continue
 		}
 		if e.container == ctrHairpin {
@@ -528,7 +535,7 @@ func (cs *changeSet) sealHairpin(st *tableState) {
 		after := st.refs[k] + cs.hairpin[k]
 		_, inKernel := st.elems[ctrHairpin][k]
 		ck := containerKey{k, ctrHairpin}
-		e := elemSpec{container: ctrHairpin, key: k}
+		e := &elemSpec{container: ctrHairpin, key: k}
 		switch {
 		case after > 0 && !inKernel:
 			if _, claimed := cs.claimed[ck]; !claimed {
@@ -648,8 +655,10 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 	for _, e := range cs.epDels {
 		delete(st.eps[e.m], e.idx)
 	}
-	for _, e := range cs.epAdds {
-		st.eps[e.m][e.idx] = e.ep
+	for _, run := range cs.epAdds {
+		for _, e := range run {
+			st.eps[e.m][e.idx] = e.ep
+		}
 	}
 	for n, p := range cs.plans {
 		st.countHairpin(plans[n], -1)
