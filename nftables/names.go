@@ -95,7 +95,27 @@ func hashAndTruncate(name string) string {
 
 // serviceNameBase is "HASH-namespace/name/proto/port".
 func serviceNameBase(spn proxy.ServicePortName) string {
-	return hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + proxy.LowerProtocol(spn.Protocol) + "/" + spn.Port)
+	return string(appendServiceNameBase(nil, spn))
+}
+
+// appendServiceNameBase appends serviceNameBase(spn) to dst, allocating
+// nothing when dst and the stack have room (names of any length: append
+// grows them).
+func appendServiceNameBase(dst []byte, spn proxy.ServicePortName) []byte {
+	var keyBuf [160]byte
+	key := append(keyBuf[:0], spn.Namespace...)
+	key = append(append(key, '/'), spn.Name...)
+	key = append(append(key, '/'), proxy.LowerProtocol(spn.Protocol)...)
+	key = append(append(key, '/'), spn.Port...)
+	h := sha256.Sum256(key)
+	var hash [56]byte // base32 of 32 bytes
+	base32.StdEncoding.Encode(hash[:], h[:])
+	start := len(dst)
+	dst = append(append(append(dst, hash[:8]...), '-'), key...)
+	if len(dst)-start > nameBaseMax {
+		dst = append(dst[:start+nameBaseMax-3], "..."...)
+	}
+	return dst
 }
 
 // endpointNameBase is "HASH-namespace/name/proto/port__ip/port" (colons of

@@ -5,7 +5,13 @@ package nftables
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcproxy/svcproxy/proxy"
 )
 
 // chainHash must stay what hash/fnv's FNV-1a gave over the same bytes: the
@@ -38,6 +44,30 @@ func TestChainHashIsFNV1a(t *testing.T) {
 	for i, c := range cases {
 		if got, want := chainHash(c.base, c.rules), ref(c.base, c.rules); got != want {
 			t.Errorf("case %d: chainHash = %s, hash/fnv gives %s", i, got, want)
+		}
+	}
+}
+
+// The chain names built without garbage (namesFor) must be upstream's:
+// prefix + hashAndTruncate("namespace/name/proto/port"), truncated names
+// included (a different name would make a restart rewrite every chain and
+// break the move between upstream and us).
+func TestServicePortNamesAreUpstreams(t *testing.T) {
+	long := strings.Repeat("n", 63)
+	for _, spn := range []proxy.ServicePortName{
+		{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: "p80", Protocol: v1.ProtocolTCP},
+		{NamespacedName: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, Port: "dns", Protocol: v1.ProtocolUDP},
+		{NamespacedName: types.NamespacedName{Namespace: long, Name: long}, Port: strings.Repeat("p", 15), Protocol: v1.ProtocolSCTP},
+		{NamespacedName: types.NamespacedName{Namespace: long, Name: long + long + long}, Port: "", Protocol: v1.ProtocolTCP},
+	} {
+		base := hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + proxy.LowerProtocol(spn.Protocol) + "/" + spn.Port)
+		want := portNames{cluster: prefixClusterChain + base, local: prefixLocalChain + base,
+			external: prefixExternalChain + base, firewall: prefixFirewallChain + base}
+		if got := namesFor(spn, nil); got != want {
+			t.Errorf("%v: namesFor = %+v, want %+v", spn, got, want)
+		}
+		if got := serviceNameBase(spn); got != base {
+			t.Errorf("%v: serviceNameBase = %q, want %q", spn, got, base)
 		}
 	}
 }

@@ -216,12 +216,25 @@ func namesFor(spn proxy.ServicePortName, svc proxy.ServicePort) portNames {
 	if w, ok := svc.(*servicePort); ok {
 		return w.names
 	}
-	base := serviceNameBase(spn)
+	// The four names share their base ("HASH-namespace/name/proto/port"):
+	// built on the stack and kept in one string, since every service port
+	// of a cold start makes them (the joined input, its hash's text and
+	// the base were three garbage strings each).
+	var baseBuf [nameBaseMax]byte
+	base := appendServiceNameBase(baseBuf[:0], spn)
+	var buf [4 * (nameBaseMax + len(prefixExternalChain))]byte
+	all := buf[:0]
+	var ends [4]int
+	for i, prefix := range [4]string{prefixClusterChain, prefixLocalChain, prefixExternalChain, prefixFirewallChain} {
+		all = append(append(all, prefix...), base...)
+		ends[i] = len(all)
+	}
+	joined := string(all)
 	return portNames{
-		cluster:  prefixClusterChain + base,
-		local:    prefixLocalChain + base,
-		external: prefixExternalChain + base,
-		firewall: prefixFirewallChain + base,
+		cluster:  joined[:ends[0]],
+		local:    joined[ends[0]:ends[1]],
+		external: joined[ends[1]:ends[2]],
+		firewall: joined[ends[2]:ends[3]],
 	}
 }
 
