@@ -121,15 +121,15 @@ func TestEndpointMapElemRoundTrips(t *testing.T) {
 				t.Errorf("%s: text %q : %q", c.name(), key, value)
 			}
 			got, foreign := parseListedEps(c, []*knftables.Element{{Key: key, Value: value}})
-			if got[el.idx] != el.ep || len(got) != 1 || len(foreign) != 0 {
+			if v, _ := got.get(el.idx); v != el.ep || got.len() != 1 || len(foreign) != 0 {
 				t.Errorf("%s: listed as %v, foreign %v", c.name(), got, foreign)
 			}
 			for _, odd := range [][]string{{}, {value[0]}, {value[0], "0x50"}, {"10.0.0.1.80"}} {
-				if got, foreign := parseListedEps(c, []*knftables.Element{{Key: key, Value: odd}}); len(got) != 0 || len(foreign) != 1 {
+				if got, foreign := parseListedEps(c, []*knftables.Element{{Key: key, Value: odd}}); got.len() != 0 || len(foreign) != 1 {
 					t.Errorf("%s: value %q not foreign: %v", c.name(), odd, got)
 				}
 			}
-			if got, foreign := parseListedEps(c, []*knftables.Element{{Key: []string{"0x1003"}, Value: value}}); len(got) != 0 || len(foreign) != 1 {
+			if got, foreign := parseListedEps(c, []*knftables.Element{{Key: []string{"0x1003"}, Value: value}}); got.len() != 0 || len(foreign) != 1 {
 				t.Errorf("%s: key 0x1003 not foreign: %v", c.name(), got)
 			}
 			// The bytes the encoder writes, decoded as a listing hands them.
@@ -139,11 +139,11 @@ func TestEndpointMapElemRoundTrips(t *testing.T) {
 			data := append(slices.Clone(el.ep.addr[:e.ipLen()]), byte(fam.ep.Port()>>8), byte(fam.ep.Port()), 0, 0)
 			lister := &fakeEpLister{elems: []ListedElement{{Key: binary.NativeEndian.AppendUint32(nil, el.idx), Data: data}}}
 			set, foreign, err := listEps(context.Background(), lister, c, fam.nf)
-			if err != nil || len(foreign) != 0 || set[el.idx] != el.ep || len(set) != 1 {
+			if v, _ := set.get(el.idx); err != nil || len(foreign) != 0 || v != el.ep || set.len() != 1 {
 				t.Errorf("%s: decoded as %v, %v, %v", c.name(), set, foreign, err)
 			}
 			lister.elems[0].Data = data[:e.ipLen()+1]
-			if set, foreign, err := listEps(context.Background(), lister, c, fam.nf); err != nil || len(foreign) != 1 || len(set) != 0 {
+			if set, foreign, err := listEps(context.Background(), lister, c, fam.nf); err != nil || len(foreign) != 1 || set.len() != 0 {
 				t.Errorf("%s: a short value decoded: %v, %v, %v", c.name(), set, foreign, err)
 			}
 		}

@@ -143,6 +143,19 @@ func newEndpointSlots() *endpointSlots {
 	return s
 }
 
+// reserve sizes an empty record for about nChains chains (a cold start:
+// filled from empty, the maps would be rehashed at every doubling).
+func (s *endpointSlots) reserve(nChains int) {
+	if len(s.owner) > 0 || nChains < 1024 {
+		return
+	}
+	s.owner = make(map[string]slotRef, nChains)
+	perMap := nChains / endpointMapProtos[0].shards
+	for m := range endpointMapProtos[0].shards {
+		s.used[m] = make(map[uint32]string, perMap+perMap/4)
+	}
+}
+
 // get returns chain's slot, taking its preferred one, else the next free
 // one, if it has none; false when the map has no free slot.
 func (s *endpointSlots) get(chain string, proto uint8) (slotRef, bool) {
@@ -335,8 +348,125 @@ func parseEpValue(value string) (epVal, bool) {
 	return v, true
 }
 
-// epSet is what an endpoint map holds: index → value.
-type epSet map[uint32]epVal
+// epSet is what an endpoint map holds, by slot: each slot's elements
+// sorted by index. A slot a sync wrote whole records the plan's own
+// elements (putRun: a cold start's 100,000 are not copied; plans are
+// never modified); a change to part of a slot first copies it.
+type epSet struct {
+	slots map[uint32]epRun
+	n     int
+}
+
+// epRun is one slot's elements, sorted by index; own when the slice is
+// the set's (not a plan's), so it may be changed in place.
+type epRun struct {
+	e   []epElem
+	own bool
+}
+
+func newEpSet(slots int) epSet { return epSet{slots: make(map[uint32]epRun, slots)} }
+
+func (s *epSet) len() int { return s.n }
+
+// find returns where idx is (or would be) in its slot's run.
+func (s *epSet) find(idx uint32) (epRun, int, bool) {
+	r := s.slots[idx>>slotBits]
+	if len(r.e) == 0 {
+		return r, 0, false
+	}
+	if i := int(idx - r.e[0].idx); idx >= r.e[0].idx && i < len(r.e) && r.e[i].idx == idx {
+		return r, i, true // a plan's run: consecutive indexes
+	}
+	i, ok := slices.BinarySearchFunc(r.e, idx, func(e epElem, idx uint32) int { return cmp.Compare(e.idx, idx) })
+	return r, i, ok
+}
+
+func (s *epSet) get(idx uint32) (epVal, bool) {
+	r, i, ok := s.find(idx)
+	if !ok {
+		return epVal{}, false
+	}
+	return r.e[i].ep, true
+}
+
+// owned returns r's elements as a slice the set owns.
+func (r epRun) owned() []epElem {
+	if r.own {
+		return r.e
+	}
+	return slices.Clone(r.e)
+}
+
+// put records e (its idx and value; e.m is the set's map).
+func (s *epSet) put(e epElem) {
+	r, i, ok := s.find(e.idx)
+	es := r.owned()
+	if ok {
+		es[i] = e
+	} else {
+		es = slices.Insert(es, i, e)
+		s.n++
+	}
+	s.slots[e.idx>>slotBits] = epRun{e: es, own: true}
+}
+
+// putRun records run (elements of one slot, sorted by index, from a
+// plan): kept as it is when the slot held nothing.
+func (s *epSet) putRun(run []epElem) {
+	sl := run[0].idx >> slotBits
+	if len(s.slots[sl].e) == 0 {
+		s.slots[sl] = epRun{e: run[:len(run):len(run)]}
+		s.n += len(run)
+		return
+	}
+	for _, e := range run {
+		s.put(e)
+	}
+}
+
+func (s *epSet) del(idx uint32) {
+	r, i, ok := s.find(idx)
+	if !ok {
+		return
+	}
+	s.n--
+	if len(r.e) == 1 {
+		delete(s.slots, idx>>slotBits)
+		return
+	}
+	s.slots[idx>>slotBits] = epRun{e: slices.Delete(r.owned(), i, i+1), own: true}
+}
+
+// all calls f for every element (no order).
+func (s *epSet) all(f func(e *epElem)) {
+	for _, r := range s.slots {
+		for i := range r.e {
+			f(&r.e[i])
+		}
+	}
+}
+
+// listedEps builds an epSet from a listing (in any order): appended per
+// slot, sorted once at the end.
+type listedEps struct{ s epSet }
+
+func newListedEps(n int) *listedEps { return &listedEps{s: newEpSet(n/8 + 1)} }
+
+func (l *listedEps) add(m uint8, idx uint32, v epVal) {
+	sl := idx >> slotBits
+	r := l.s.slots[sl]
+	l.s.slots[sl] = epRun{e: append(r.e, epElem{idx: idx, m: m, ep: v}), own: true}
+}
+
+func (l *listedEps) done() epSet {
+	for sl, r := range l.s.slots {
+		slices.SortFunc(r.e, func(a, b epElem) int { return cmp.Compare(a.idx, b.idx) })
+		r.e = slices.CompactFunc(r.e, func(a, b epElem) bool { return a.idx == b.idx })
+		l.s.slots[sl] = r
+		l.s.n += len(r.e)
+	}
+	return l.s
+}
 
 // diffEps adds to cs what makes the endpoint maps hold want instead of
 // had (a service's elements), against st: a key whose value changes is
@@ -347,7 +477,7 @@ func (cs *changeSet) diffEps(st *tableState, want, had []epElem) {
 	run := -1 // want[run:i] are added
 	for i := range want {
 		w := &want[i]
-		cur, ok := st.eps[w.m][w.idx]
+		cur, ok := st.eps[w.m].get(w.idx)
 		switch {
 		case ok && cur == w.ep && !cs.epDeleted[w.slotKey()]:
 			cs.addEps(want, run, i)
@@ -385,7 +515,7 @@ func (cs *changeSet) diffEps(st *tableState, want, had []epElem) {
 		if wanted(h) || cs.epDeleted[h.slotKey()] {
 			continue
 		}
-		if cur, ok := st.eps[h.m][h.idx]; ok {
+		if cur, ok := st.eps[h.m].get(h.idx); ok {
 			cs.epDeleted[h.slotKey()] = true
 			cs.epDels = append(cs.epDels, epElem{idx: h.idx, m: h.m, ep: cur})
 		}
@@ -407,7 +537,7 @@ func (cs *changeSet) addEps(want []epElem, from, to int) {
 func unwantedEps(st *tableState, want map[types.NamespacedName]*servicePlan) []epElem {
 	planned, held := 0, 0
 	for m := range st.eps {
-		held += len(st.eps[m])
+		held += st.eps[m].len()
 	}
 	for _, sp := range want {
 		planned += len(sp.eps)
@@ -422,7 +552,7 @@ func unwantedEps(st *tableState, want map[types.NamespacedName]*servicePlan) []e
 				break
 			}
 			e := &sp.eps[i]
-			if cur, ok := st.eps[e.m][e.idx]; !ok || cur != e.ep {
+			if cur, ok := st.eps[e.m].get(e.idx); !ok || cur != e.ep {
 				all = false
 			}
 		}
@@ -438,12 +568,11 @@ func unwantedEps(st *tableState, want map[types.NamespacedName]*servicePlan) []e
 	}
 	var out []epElem
 	for m := range st.eps {
-		for idx, v := range st.eps[m] {
-			e := epElem{idx: idx, m: uint8(m), ep: v}
-			if w, ok := set[e.slotKey()]; !ok || w != v {
-				out = append(out, e)
+		st.eps[m].all(func(e *epElem) {
+			if w, ok := set[e.slotKey()]; !ok || w != e.ep {
+				out = append(out, *e)
 			}
-		}
+		})
 	}
 	slices.SortFunc(out, func(a, b epElem) int { return cmp.Compare(a.slotKey(), b.slotKey()) })
 	return out
@@ -452,18 +581,18 @@ func unwantedEps(st *tableState, want map[types.NamespacedName]*servicePlan) []e
 // parseListedEps reads endpoint map c's elements as nft lists them; one
 // not as valueText writes it is foreign (deleted by its key).
 func parseListedEps(c container, elems []*knftables.Element) (epSet, []foreignElem) {
-	out := make(epSet, len(elems))
+	out := newListedEps(len(elems))
 	var foreign []foreignElem
 	for _, el := range elems {
 		if len(el.Key) == 1 {
 			if idx, err := strconv.ParseUint(el.Key[0], 10, 32); err == nil && strconv.FormatUint(idx, 10) == el.Key[0] {
 				if v, ok := parseEpValue(strings.Join(el.Value, " . ")); ok {
-					out[uint32(idx)] = v
+					out.add(uint8(c-ctrEndpoints), uint32(idx), v)
 					continue
 				}
 			}
 		}
 		foreign = append(foreign, foreignElem{container: c, key: el.Key})
 	}
-	return out, foreign
+	return out.done(), foreign
 }

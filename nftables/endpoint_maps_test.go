@@ -3,6 +3,8 @@
 package nftables
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -65,7 +67,7 @@ func TestEndpointSlots(t *testing.T) {
 	st.chains["chain-a"], st.chains["chain-c"] = "h", "h"
 	ma, _ := endpointMapOf("chain-a", unix.IPPROTO_TCP)
 	st.slots = map[string]slotRef{"chain-a": {m: uint8(ma), slot: 77}, "gone": {m: uint8(ma), slot: 78}}
-	st.eps[ma][99<<slotBits+1] = epVal{port: 80}
+	st.eps[ma].put(epElem{idx: 99<<slotBits + 1, m: uint8(ma), ep: epVal{port: 80}})
 	prev := newEndpointSlots()
 	cc, _ := prev.get("chain-c", unix.IPPROTO_TCP)
 	r := reseedSlots(st, prev)
@@ -116,5 +118,61 @@ func TestEndpointSlotLimits(t *testing.T) {
 	}
 	if _, ok := (&planner{}).endpointSlot("chain", unix.IPPROTO_TCP, 3); ok {
 		t.Error("a planner without slots gave one")
+	}
+}
+
+// The record of an endpoint map keeps a plan's run as it is and copies it
+// before changing part of it: the plan (still the record of its service)
+// must not change under it.
+func TestEpSetSharesPlansRuns(t *testing.T) {
+	const slot = 5 << slotBits
+	plan := []epElem{{idx: slot, ep: epVal{port: 1}}, {idx: slot + 1, ep: epVal{port: 2}}, {idx: slot + 2, ep: epVal{port: 3}}}
+	keep := slices.Clone(plan)
+	s := newEpSet(0)
+	s.putRun(plan)
+	if s.len() != 3 || &s.slots[5].e[0] != &plan[0] {
+		t.Fatalf("the run was not kept as it is: %d elements", s.len())
+	}
+	for i, e := range plan {
+		if v, ok := s.get(e.idx); !ok || v != plan[i].ep {
+			t.Errorf("get(%d) = %v, %v", e.idx, v, ok)
+		}
+	}
+	if _, ok := s.get(slot + 3); ok {
+		t.Error("an index past the run found")
+	}
+	s.put(epElem{idx: slot + 1, ep: epVal{port: 9}})
+	s.del(slot)
+	s.put(epElem{idx: slot + 7, ep: epVal{port: 7}})
+	s.putRun([]epElem{{idx: slot + 5, ep: epVal{port: 5}}})
+	if !slices.Equal(plan, keep) {
+		t.Fatalf("the plan's run changed: %v", plan)
+	}
+	var got []string
+	s.all(func(e *epElem) { got = append(got, fmt.Sprintf("%d=%d", e.idx-slot, e.ep.port)) })
+	slices.Sort(got)
+	if want := []string{"1=9", "2=3", "5=5", "7=7"}; !slices.Equal(got, want) || s.len() != 4 {
+		t.Errorf("record %v (len %d), want %v", got, s.len(), want)
+	}
+	for _, idx := range []uint32{slot + 1, slot + 2, slot + 5, slot + 7} {
+		s.del(idx)
+	}
+	if s.len() != 0 || len(s.slots) != 0 {
+		t.Errorf("emptied set holds %d elements in %d slots", s.len(), len(s.slots))
+	}
+
+	// A listing arrives in any order, a key possibly twice.
+	l := newListedEps(4)
+	for _, idx := range []uint32{slot + 3, 9<<slotBits + 1, slot, slot + 3} {
+		l.add(0, idx, epVal{port: uint16(idx)})
+	}
+	ls := l.done()
+	if ls.len() != 3 {
+		t.Fatalf("listed set holds %d elements, want 3", ls.len())
+	}
+	for _, idx := range []uint32{slot, slot + 3, 9<<slotBits + 1} {
+		if v, ok := ls.get(idx); !ok || v.port != uint16(idx) {
+			t.Errorf("listed get(%d) = %v, %v", idx, v, ok)
+		}
 	}
 }

@@ -111,9 +111,9 @@ func listEps(ctx context.Context, lister ChainCommentLister, c container, family
 		ipLen = 16
 	}
 	name := c.name()
-	var out epSet
+	var out *listedEps
 	var foreign []foreignElem
-	err := lister.ListElements(ctx, name, func(n int) { out = make(epSet, n) }, func(e ListedElement) error {
+	err := lister.ListElements(ctx, name, func(n int) { out = newListedEps(n) }, func(e ListedElement) error {
 		if len(e.Key) != 4 {
 			return fmt.Errorf("netlink: element of %s: key of %d bytes", name, len(e.Key))
 		}
@@ -124,13 +124,13 @@ func listEps(ctx context.Context, lister ChainCommentLister, c container, family
 			return nil
 		}
 		if out == nil {
-			out = epSet{}
+			out = newListedEps(0)
 		}
-		out[idx] = makeEpVal(ap)
+		out.add(uint8(c-ctrEndpoints), idx, makeEpVal(ap))
 		return nil
 	})
-	if out == nil && err == nil {
-		out = epSet{}
+	if out == nil {
+		out = newListedEps(0)
 	}
-	return out, foreign, err
+	return out.done(), foreign, err
 }

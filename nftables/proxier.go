@@ -328,6 +328,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	p.state, p.plans = st, make(map[types.NamespacedName]*servicePlan, len(u.ServicePorts))
 	st.refs = map[elemKey]int{} // counted again as the plans are recorded
 	st.reserve(nPorts, nEps)
+	p.slots.reserve(nPorts)
 	pl := p.planner(u)
 	pl.slabRules = 1024
 	nodePortIPs, matchAll := p.nodePortAddresses()

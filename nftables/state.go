@@ -61,7 +61,7 @@ func newTableState() *tableState {
 		st.elems[c] = elemSet{}
 	}
 	for m := range st.eps {
-		st.eps[m] = epSet{}
+		st.eps[m] = newEpSet(0)
 	}
 	return st
 }
@@ -75,8 +75,9 @@ func newTableState() *tableState {
 // which hold about all of them, spread evenly by the chains' hashes.
 func (st *tableState) reserve(nPorts, nEps int) {
 	for m, p := 0, endpointMapProtos[0]; m < p.shards; m++ {
-		if len(st.eps[m]) == 0 {
-			st.eps[m] = make(epSet, nEps/p.shards+nEps/p.shards/8)
+		if st.eps[m].len() == 0 {
+			// Slots, about one per chain of 10 endpoints.
+			st.eps[m] = newEpSet(nEps / 8 / p.shards)
 		}
 	}
 	if len(st.chains) == 0 {
@@ -653,11 +654,17 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 		st.elems[e.container][e.key] = e.value
 	}
 	for _, e := range cs.epDels {
-		delete(st.eps[e.m], e.idx)
+		st.eps[e.m].del(e.idx)
 	}
 	for _, run := range cs.epAdds {
-		for _, e := range run {
-			st.eps[e.m][e.idx] = e.ep
+		// A run holds a service's elements: split by map and slot.
+		for len(run) > 0 {
+			n := 1
+			for n < len(run) && run[n].m == run[0].m && run[n].idx>>slotBits == run[0].idx>>slotBits {
+				n++
+			}
+			st.eps[run[0].m].putRun(run[:n])
+			run = run[n:]
 		}
 	}
 	for n, p := range cs.plans {
