@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/mdlayher/netlink"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcproxy/svcproxy/internal/fastpath"
@@ -107,6 +108,10 @@ type netlinkState struct {
 
 	// arenas hold the encoded batches (nlencode.go).
 	arenas *offheap.Pool
+	// spareMsgs is the message slice of a batch written during this full
+	// sync, emptied, for a later chunk's encoding (the sync goroutine's
+	// only; dropped when the sync ends).
+	spareMsgs []netlink.Message
 }
 
 // envHeapBuffers=1 keeps the netlink encoder's arenas on the Go heap

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -113,7 +114,7 @@ func (cs *changeSet) encoded(pool *offheap.Pool, family byte) encodedBatch {
 		cs.encoding = nil
 		return b
 	}
-	return encodePooled(pool, family, cs)
+	return encodePooled(pool, family, cs, nil)
 }
 
 // dropEncoding waits for the encoding startEncode began, if any, and
@@ -128,10 +129,12 @@ func (cs *changeSet) dropEncoding() {
 	b.release()
 }
 
-// encodePooled is encodeChangeSet into arenas of pool.
-func encodePooled(pool *offheap.Pool, family byte, cs *changeSet) encodedBatch {
+// encodePooled is encodeChangeSet into arenas of pool, its messages
+// appended to msgs (an empty slice whose room may be taken, or nil).
+func encodePooled(pool *offheap.Pool, family byte, cs *changeSet, msgs []netlink.Message) encodedBatch {
 	e := newNLEncoder(family)
 	e.pool = pool
+	e.msgs = msgs
 	msgs, err := e.changeSet(cs)
 	b := encodedBatch{msgs: msgs, pool: pool, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr, err: err}
 	if err != nil {
@@ -154,7 +157,7 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 	// At most one message per operation, and one per run of endpoint-map
 	// elements (a run's elements share one): sized once instead of grown
 	// by copies.
-	e.msgs = make([]netlink.Message, 0, cs.renderedOps()-cs.epAddN+len(cs.epAdds))
+	e.msgs = slices.Grow(e.msgs[:0], cs.renderedOps()-cs.epAddN+len(cs.epAdds))
 	for _, n := range cs.deletes {
 		e.chainMsg(unix.NFT_MSG_DELCHAIN, 0, n)
 	}

@@ -184,7 +184,14 @@ func (p *proxier) run(ctx context.Context, cs *changeSet, now time.Time) (int, e
 		if b := cs.encoded(p.nl.arenas, p.family()); b.err == nil {
 			err := writeEncoded(ctx, p.ifs.Netlink, &b)
 			msgs := len(b.msgs)
-			b.release() // the writer keeps nothing of msgs once it returned
+			// The writer keeps nothing of the messages once it returned:
+			// the slice goes to a later chunk of a full sync.
+			spare := b.msgs
+			b.release()
+			if cs.chunked {
+				clear(spare)
+				p.nl.spareMsgs = spare[:0]
+			}
 			var be *BatchError
 			switch {
 			case errors.As(err, &be):
@@ -266,7 +273,9 @@ func (p *proxier) startEncode(cs *changeSet) {
 	ch := make(chan encodedBatch, 1)
 	fam := p.family()
 	pool := p.nl.arenas
-	go func() { ch <- encodePooled(pool, fam, cs) }()
+	msgs := p.nl.spareMsgs
+	p.nl.spareMsgs = nil
+	go func() { ch <- encodePooled(pool, fam, cs, msgs) }()
 	cs.encoding = ch
 }
 
@@ -348,7 +357,8 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	// service's new chains are in place: an adopted table's services keep
 	// their old chains (and those chains' targets) until then.
 	first := newChangeSet()
-	first.claimed = make(map[containerKey]verdict, 2*nPorts+len(static.elems))
+	first.chunked = true
+	first.claimed = make(map[containerKey]*elemSpec, 2*nPorts+len(static.elems))
 	if !st.declared {
 		first.declare = static
 	}
@@ -386,6 +396,7 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 	defer func() {
 		prev.dropEncoding()
 		cs.dropEncoding()
+		p.nl.spareMsgs = nil
 	}()
 	runPrev := func() error {
 		if prev == nil {
@@ -408,10 +419,11 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 		if (limit > 0 && cs.ops() >= limit) || (cutFirst && cs == first) {
 			cs.sealHairpin(st)
 			p.startEncode(cs)
+			done := prev
 			if err := runPrev(); err != nil {
 				return engine.Result{}, err
 			}
-			prev, cs = cs, cs.nextChunk()
+			prev, cs = cs, cs.nextChunk(done)
 		}
 		cs.diffService(p.state, n, nil, sp)
 	}
@@ -534,7 +546,7 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 				if st.refs[k] <= 0 {
 					keys = append(keys, k)
 				}
-			} else if _, wanted := cs.claimed[containerKey{k, c}]; !wanted {
+			} else if _, wanted := cs.claimed[ckey(k, c)]; !wanted {
 				keys = append(keys, k)
 			}
 		}

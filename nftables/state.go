@@ -291,12 +291,15 @@ type changeSet struct {
 	// writes (through nft: the encoder knows only the engine's forms).
 	foreignDels []foreignElem
 	plans       map[types.NamespacedName]*servicePlan
+	// seenWritten are the chains this change set writes, for
+	// staleDeletes; nil in the service chunks of a full sync (the first
+	// chunk deletes the stale chains).
 	seenWritten map[string]bool
 	// claimed are the container keys this sync added (shared by the
 	// chunks of one full sync): a second service asking for the same key
 	// (two services with one node port, say) is skipped and counted in
 	// conflicts, never added twice (nft would fail the transaction).
-	claimed   map[containerKey]verdict // key → value
+	claimed   map[containerKey]*elemSpec // key → the element (its value)
 	conflicts *int
 	// deleted are the container keys this change set deletes (at most
 	// once each).
@@ -307,6 +310,9 @@ type changeSet struct {
 	hairpin map[elemKey]int
 	// partial: a partial sync's change set, which may go over netlink.
 	partial bool
+	// chunked: one of a full sync's chunks, whose messages' slice (and,
+	// once committed, maps and slices: nextChunk) a later chunk reuses.
+	chunked bool
 	// epDels are the endpoint maps' elements deleted (before anything is
 	// added); epAdds those added, in runs that are the plans' own slices
 	// (a cold start adds 100,000 of them: no copy), epAddN how many;
@@ -321,15 +327,33 @@ type changeSet struct {
 	opsWrites, opsCounted int
 }
 
-// containerKey is an element's key in one container.
+// containerKey is an element's key in one container, packed into 22
+// bytes (elemKey and container take 40): a full sync's claimed map holds
+// every element of the table. Keys never carry a zone (the encoder and
+// nft refuse one), so the address's 16 bytes and its family say it all.
 type containerKey struct {
-	key       elemKey
+	addr      [16]byte
+	port      uint16
+	proto     uint8
 	container container
+	v4        bool
+}
+
+func ckey(k elemKey, c container) containerKey {
+	return containerKey{addr: k.addr.As16(), port: k.port, proto: k.proto, container: c, v4: k.addr.Is4()}
+}
+
+// claimedValue is the value a claim stands for (nil: a set's element).
+func claimedValue(e *elemSpec) verdict {
+	if e == nil {
+		return verdict{}
+	}
+	return e.value
 }
 
 func newChangeSet() *changeSet {
 	return &changeSet{plans: map[types.NamespacedName]*servicePlan{}, seenWritten: map[string]bool{},
-		claimed: map[containerKey]verdict{}, conflicts: new(int), deleted: map[containerKey]bool{}, hairpin: map[elemKey]int{},
+		claimed: map[containerKey]*elemSpec{}, conflicts: new(int), deleted: map[containerKey]bool{}, hairpin: map[elemKey]int{},
 		epDeleted: map[uint64]bool{}}
 }
 
@@ -342,19 +366,35 @@ func (cs *changeSet) next() *changeSet {
 
 // nextChunk is next, sized as cs: the service chunks of a full sync are
 // alike (each about MaxTransactionOps), and filling each from empty
-// regrows its slices and maps a dozen times.
-func (cs *changeSet) nextChunk() *changeSet {
-	n := &changeSet{
-		plans:       make(map[types.NamespacedName]*servicePlan, len(cs.plans)),
-		seenWritten: make(map[string]bool, len(cs.seenWritten)),
-		writes:      make([]chainWrite, 0, len(cs.writes)),
-		elemAdds:    make([]*elemSpec, 0, len(cs.elemAdds)),
-		deleted:     map[containerKey]bool{},
-		hairpin:     map[elemKey]int{},
-		epAdds:      make([][]epElem, 0, len(cs.epAdds)),
-		epDeleted:   map[uint64]bool{},
+// regrows its slices and maps a dozen times. done, when not nil, is a
+// chunk of the same sync written and committed: its maps and slices are
+// emptied and taken instead of new ones (nothing refers to them once
+// committed: commit copies what it records).
+func (cs *changeSet) nextChunk(done *changeSet) *changeSet {
+	var n *changeSet
+	if done != nil && done.chunked && done.encoding == nil {
+		clear(done.plans)
+		clear(done.deleted)
+		clear(done.hairpin)
+		clear(done.epDeleted)
+		clear(done.writes)
+		clear(done.elemAdds)
+		clear(done.epAdds)
+		n = &changeSet{plans: done.plans, writes: done.writes[:0], elemAdds: done.elemAdds[:0],
+			deleted: done.deleted, hairpin: done.hairpin, epAdds: done.epAdds[:0], epDeleted: done.epDeleted}
+		*done = changeSet{}
+	} else {
+		n = &changeSet{
+			plans:     make(map[types.NamespacedName]*servicePlan, len(cs.plans)),
+			writes:    make([]chainWrite, 0, len(cs.writes)),
+			elemAdds:  make([]*elemSpec, 0, len(cs.elemAdds)),
+			deleted:   map[containerKey]bool{},
+			hairpin:   map[elemKey]int{},
+			epAdds:    make([][]epElem, 0, len(cs.epAdds)),
+			epDeleted: map[uint64]bool{},
+		}
 	}
-	n.claimed, n.conflicts = cs.claimed, cs.conflicts
+	n.claimed, n.conflicts, n.chunked = cs.claimed, cs.conflicts, true
 	return n
 }
 
@@ -405,7 +445,9 @@ func (cs *changeSet) diffChains(st *tableState, want, had []chainSpec) {
 		}
 		_, wasStale := st.stale[c.name]
 		cs.writes = append(cs.writes, chainWrite{spec: c, existed: ok || wasStale})
-		cs.seenWritten[c.name] = true
+		if cs.seenWritten != nil {
+			cs.seenWritten[c.name] = true
+		}
 	}
 	for _, c := range had {
 		if containsChain(want, c.name) {
@@ -467,14 +509,14 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 			}
 			continue
 		}
-		ck := containerKey{e.key, e.container}
+		ck := ckey(e.key, e.container)
 		if v, ok := cs.claimed[ck]; ok {
-			if v != e.value {
+			if claimedValue(v) != e.value {
 				*cs.conflicts++
 			}
 			continue // the same element twice (a cluster IP of two ports)
 		}
-		cs.claimed[ck] = e.value
+		cs.claimed[ck] = e
 		v, ok := st.elems[e.container][e.key]
 		switch {
 		case !ok || cs.deleted[ck]:
@@ -499,7 +541,7 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 		// change set took over (a node port moving between services), is
 		// not deleted again (nft fails a transaction that deletes an
 		// element twice).
-		ck := containerKey{e.key, e.container}
+		ck := ckey(e.key, e.container)
 		if _, claimed := cs.claimed[ck]; claimed || cs.deleted[ck] {
 			continue
 		}
@@ -535,12 +577,12 @@ func (cs *changeSet) sealHairpin(st *tableState) {
 	for _, k := range keys {
 		after := st.refs[k] + cs.hairpin[k]
 		_, inKernel := st.elems[ctrHairpin][k]
-		ck := containerKey{k, ctrHairpin}
+		ck := ckey(k, ctrHairpin)
 		e := &elemSpec{container: ctrHairpin, key: k}
 		switch {
 		case after > 0 && !inKernel:
 			if _, claimed := cs.claimed[ck]; !claimed {
-				cs.claimed[ck] = verdict{}
+				cs.claimed[ck] = nil
 				cs.elemAdds = append(cs.elemAdds, e)
 			}
 		case after <= 0 && inKernel && !cs.deleted[ck]:
