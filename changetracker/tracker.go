@@ -270,8 +270,8 @@ func (t *Tracker) Update() Update {
 		Endpoints:       t.endpointsMap,
 		ServiceResult:   svcRes,
 		EndpointsResult: epRes,
-		ChangedServices: svcRes.UpdatedServices.Union(epRes.UpdatedServices),
 	}
+	u.ChangedServices = union(svcRes.UpdatedServices, epRes.UpdatedServices, !t.filterActive)
 	t.indexPorts(svcChanges)
 	u.ServicePorts = t.portsByName
 	if t.filterActive {
@@ -285,6 +285,22 @@ func (t *Tracker) Update() Update {
 	t.nodeChanged = false
 	t.mu.Unlock()
 	return u
+}
+
+// union is a ∪ b. With share, it may be a or b itself when that one holds
+// the other (a cold start changes every service's ports and endpoints:
+// two sets of every service, and a third would be their copy); without,
+// it is always a new set (updateScope adds to it).
+func union(a, b sets.Set[types.NamespacedName], share bool) sets.Set[types.NamespacedName] {
+	if share {
+		if len(a) >= len(b) && a.IsSuperset(b) {
+			return a
+		}
+		if len(b) > len(a) && b.IsSuperset(a) {
+			return b
+		}
+	}
+	return a.Union(b)
 }
 
 // presize replaces the tracker's maps, while they are still empty (the

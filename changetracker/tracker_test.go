@@ -2,6 +2,7 @@ package changetracker
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -317,4 +318,30 @@ func TestTrackerServicePortsIndex(t *testing.T) {
 	if _, ok := u.ServicePorts[nn("ns", "b")]; ok {
 		t.Fatalf("deleted service b still indexed: %v", u.ServicePorts[nn("ns", "b")])
 	}
+}
+
+// union shares a set only when asked and only when it holds the other;
+// the result is always the union.
+func TestUnionShares(t *testing.T) {
+	n := func(s string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: s} }
+	ab, a, c := sets.New(n("a"), n("b")), sets.New(n("a")), sets.New(n("c"))
+	if u := union(ab, a, true); !u.Equal(ab) || !sameSet(u, ab) {
+		t.Errorf("union(ab, a) = %v, want ab itself", u)
+	}
+	if u := union(a, ab, true); !u.Equal(ab) || !sameSet(u, ab) {
+		t.Errorf("union(a, ab) = %v, want ab itself", u)
+	}
+	if u := union(ab, a, false); !u.Equal(ab) || sameSet(u, ab) {
+		t.Errorf("union(ab, a) without sharing = %v, want a copy", u)
+	}
+	if u := union(a, c, true); !u.Equal(sets.New(n("a"), n("c"))) || sameSet(u, a) || sameSet(u, c) {
+		t.Errorf("union(a, c) = %v, want a new {a, c}", u)
+	}
+	if u := union(nil, nil, true); len(u) != 0 {
+		t.Errorf("union of nothing = %v", u)
+	}
+}
+
+func sameSet(a, b sets.Set[types.NamespacedName]) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
