@@ -246,8 +246,11 @@ func (s *endpointSlots) sweep(chains map[string]string) {
 
 // slotComment is the map rule's comment naming its map and slot
 // ("svcproxy-slot:3/37": map 3, slot 37).
-func slotComment(r slotRef) string {
-	return slotCommentPrefix + strconv.Itoa(int(r.m)) + "/" + strconv.FormatUint(uint64(r.slot), 10)
+func slotComment(r slotRef) string { return string(appendSlotComment(nil, r)) }
+
+func appendSlotComment(b []byte, r slotRef) []byte {
+	b = strconv.AppendUint(append(b, slotCommentPrefix...), uint64(r.m), 10)
+	return strconv.AppendUint(append(b, '/'), uint64(r.slot), 10)
 }
 
 // slotFromComment reads the map and slot a chain's first-rule comment

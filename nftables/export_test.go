@@ -31,7 +31,7 @@ func TypedEncodingMismatches(p *Proxier) (mismatches []string, n int) {
 				r := &c.rules[i]
 				comment := ruleComment(c, i)
 				typed, old := newNLEncoder(fam), newNLEncoder(fam)
-				errTyped := typed.addRule(c.name, r, comment)
+				errTyped := typed.addRule(c.name, r, []byte(comment))
 				exprs, errOld := old.textRule(r.String())
 				if errOld == nil {
 					old.textAddRule(c.name, exprs, comment)

@@ -155,7 +155,7 @@ func chainHash(base *baseChain, rules []ruleSpec) string {
 		// The rule's nft text, rendered into a buffer on the stack.
 		h = fnvBytes(h, rules[i].appendText(scratch[:0]))
 		h = fnvByte(h, 0)
-		h = fnvString(h, rules[i].comment())
+		h = fnvBytes(h, rules[i].appendComment(scratch[:0]))
 		h = fnvByte(h, 1)
 	}
 	return strconv.FormatUint(h, 36)

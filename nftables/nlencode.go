@@ -193,13 +193,14 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 			return nil, err
 		}
 	}
+	var comment []byte // reused: one comment per rule
 	for _, w := range cs.writes {
 		for i := range w.spec.rules {
-			c := ruleComment(w.spec, i)
-			if len(c) > maxComment {
+			comment = appendRuleComment(comment[:0], w.spec, i)
+			if len(comment) > maxComment {
 				return nil, errNotEncodable
 			}
-			if err := e.addRule(w.spec.name, &w.spec.rules[i], c); err != nil {
+			if err := e.addRule(w.spec.name, &w.spec.rules[i], comment); err != nil {
 				return nil, err
 			}
 		}
@@ -704,7 +705,7 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // prefixes into an anonymous interval set, added first). A fixed chain's
 // rule (nft text) and forms nft would write otherwise are
 // errNotEncodable.
-func (e *nlEncoder) addRule(chain string, r *ruleSpec, comment string) error {
+func (e *nlEncoder) addRule(chain string, r *ruleSpec, comment []byte) error {
 	if err := e.checkRule(r); err != nil {
 		return err
 	}
@@ -722,9 +723,10 @@ func (e *nlEncoder) addRule(chain string, r *ruleSpec, comment string) error {
 		s := w.begin(unix.NFTA_RULE_EXPRESSIONS | unix.NLA_F_NESTED)
 		e.ruleExprs(w, r, setID)
 		w.end(s)
-		if comment != "" {
+		if len(comment) > 0 {
 			s := w.begin(unix.NFTA_RULE_USERDATA)
-			w.b = appendUserdataComment(w.b, comment)
+			w.b = append(w.b, 0, byte(len(comment)+1))
+			w.b = append(append(w.b, comment...), 0)
 			w.end(s)
 		}
 	})

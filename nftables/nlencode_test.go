@@ -75,7 +75,7 @@ func TestEncoderFallsBack(t *testing.T) {
 		dnatRule(0, 0, netip.MustParseAddrPort("10.0.0.1:80")),                                         // unknown protocol
 		{match: matchIifname, x: &ruleExt{set: "a*b"}, stmt: stmtDrop},
 	} {
-		if err := newNLEncoder(unix.NFPROTO_IPV4).addRule("c", &r, ""); err == nil {
+		if err := newNLEncoder(unix.NFPROTO_IPV4).addRule("c", &r, nil); err == nil {
 			t.Errorf("%q encoded; want a fallback to nft", r.String())
 		}
 	}

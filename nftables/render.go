@@ -103,15 +103,19 @@ func render(tx *knftables.Transaction, cs *changeSet) {
 
 // ruleComment is the comment of rule i of c: its own, and on the first
 // rule the chain's content hash (which full syncs read back).
-func ruleComment(c *chainSpec, i int) string {
-	comment := c.rules[i].comment()
+func ruleComment(c *chainSpec, i int) string { return string(appendRuleComment(nil, c, i)) }
+
+// appendRuleComment appends ruleComment(c, i) to b.
+func appendRuleComment(b []byte, c *chainSpec, i int) []byte {
+	n := len(b)
+	b = c.rules[i].appendComment(b)
 	if i == 0 {
-		if comment != "" {
-			comment += " "
+		if len(b) > n {
+			b = append(b, ' ')
 		}
-		comment += hashPrefix + c.hash
+		b = append(append(b, hashPrefix...), c.hash...)
 	}
-	return comment
+	return b
 }
 
 // element is e as nft text (the one place a planned element becomes

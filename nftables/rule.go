@@ -53,10 +53,24 @@ func (r *ruleSpec) text() string {
 }
 
 func (r *ruleSpec) comment() string {
+	if r.stmt == stmtDNATMap {
+		return string(r.appendComment(nil))
+	}
 	if r.x == nil {
 		return ""
 	}
 	return r.x.comment
+}
+
+// appendComment appends r's own comment (comment) to b.
+func (r *ruleSpec) appendComment(b []byte) []byte {
+	switch {
+	case r.stmt == stmtDNATMap:
+		return appendSlotComment(b, slotRef{m: r.bits, slot: r.mark >> slotBits})
+	case r.x == nil:
+		return b
+	}
+	return append(b, r.x.comment...)
 }
 
 func (r *ruleSpec) chain() string {
@@ -141,9 +155,10 @@ func gotoRule(numgen int, chain string) ruleSpec {
 // dnatMapRule: "meta l4proto P dnat ip to numgen random mod n offset K
 // map @M", the endpoints under keys K … K+n-1 of map r.m; its comment
 // names the slot.
+// dnatMapRule's comment names its map and slot (slotComment): derived from
+// the rule when asked (appendComment), not kept, one per service port.
 func dnatMapRule(n int, proto uint8, v6 bool, r slotRef) ruleSpec {
-	return ruleSpec{numgen: uint32(n), mark: r.offset(), bits: r.m, stmt: stmtDNATMap, proto: proto, v6: v6,
-		x: &ruleExt{comment: slotComment(r)}}
+	return ruleSpec{numgen: uint32(n), mark: r.offset(), bits: r.m, stmt: stmtDNATMap, proto: proto, v6: v6}
 }
 
 func (r *ruleSpec) ipX() string {
