@@ -380,6 +380,14 @@ func (p *proxier) fullSync(ctx context.Context, req *engine.Request) (engine.Res
 
 	total := 0
 	limit := p.cfg.MaxTransactionOps
+	// The first service chunk is sized for about the services a chunk
+	// holds (a service port writes a chain, a rule or two, two elements
+	// and its endpoints): grown from first's size, its maps and slices
+	// were a megabyte of garbage at 10,000 services.
+	first.expect = nPorts
+	if perPort := 4 + nEps/max(nPorts, 1); limit > 0 {
+		first.expect = min(nPorts, limit/perPort)
+	}
 	cs := first
 	// When the fixed part must be written through nft (the encoder does
 	// not know the table, containers and base chains: a cold start, a

@@ -310,6 +310,9 @@ type changeSet struct {
 	hairpin map[elemKey]int
 	// partial: a partial sync's change set, which may go over netlink.
 	partial bool
+	// expect: about how many services the chunk after this one will hold
+	// (0: as many as this one).
+	expect int
 	// chunked: one of a full sync's chunks, whose messages' slice (and,
 	// once committed, maps and slices: nextChunk) a later chunk reuses.
 	chunked bool
@@ -385,12 +388,12 @@ func (cs *changeSet) nextChunk(done *changeSet) *changeSet {
 		*done = changeSet{}
 	} else {
 		n = &changeSet{
-			plans:     make(map[types.NamespacedName]*servicePlan, len(cs.plans)),
-			writes:    make([]chainWrite, 0, len(cs.writes)),
-			elemAdds:  make([]*elemSpec, 0, len(cs.elemAdds)),
+			plans:     make(map[types.NamespacedName]*servicePlan, max(len(cs.plans), cs.expect)),
+			writes:    make([]chainWrite, 0, max(len(cs.writes), cs.expect)),
+			elemAdds:  make([]*elemSpec, 0, max(len(cs.elemAdds), 2*cs.expect)),
 			deleted:   map[containerKey]bool{},
 			hairpin:   map[elemKey]int{},
-			epAdds:    make([][]epElem, 0, len(cs.epAdds)),
+			epAdds:    make([][]epElem, 0, max(len(cs.epAdds), cs.expect)),
 			epDeleted: map[uint64]bool{},
 		}
 	}
