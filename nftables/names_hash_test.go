@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcproxy/svcproxy/proxy"
@@ -63,11 +64,21 @@ func TestServicePortNamesAreUpstreams(t *testing.T) {
 		base := hashAndTruncate(spn.Namespace + "/" + spn.Name + "/" + proxy.LowerProtocol(spn.Protocol) + "/" + spn.Port)
 		want := portNames{cluster: prefixClusterChain + base, local: prefixLocalChain + base,
 			external: prefixExternalChain + base, firewall: prefixFirewallChain + base}
-		if got := namesFor(spn, nil); got != want {
+		n := namesFor(spn, nil)
+		if got := (portNames{cluster: n.cluster, local: n.localChain(), external: n.externalChain(), firewall: n.firewallChain()}); got != want {
 			t.Errorf("%v: namesFor = %+v, want %+v", spn, got, want)
+		}
+		if w := namesFor(spn, makeServicePortForTest(spn)); w.cluster != want.cluster {
+			t.Errorf("%v: the service port's cluster chain %q, want %q", spn, w.cluster, want.cluster)
 		}
 		if got := serviceNameBase(spn); got != base {
 			t.Errorf("%v: serviceNameBase = %q, want %q", spn, got, base)
 		}
 	}
+}
+
+func makeServicePortForTest(spn proxy.ServicePortName) proxy.ServicePort {
+	return makeServicePort(&v1.ServicePort{Name: spn.Port, Protocol: spn.Protocol},
+		&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: spn.Namespace, Name: spn.Name}},
+		&proxy.BaseServicePort{ProtocolValue: spn.Protocol})
 }

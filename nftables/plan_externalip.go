@@ -10,7 +10,7 @@ func (p *planner) planExternalIPs(sp *servicePlan, pp *portPlan) {
 	for _, ip := range pp.svc.ExternalIPs() {
 		key := pp.key(ip)
 		if pp.hasEndpoints {
-			sp.addElem(ctrServiceIPs, key, gotoVerdict(pp.names.external), "")
+			sp.addElem(ctrServiceIPs, key, gotoVerdict(pp.names.externalChain()), "")
 		}
 		if !pp.hasExternal {
 			sp.addElem(ctrNoEndpointServices, key, pp.externalVerdict, svcComment(pp.spn))

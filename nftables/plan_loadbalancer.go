@@ -15,10 +15,10 @@ func (p *planner) planLoadBalancer(sp *servicePlan, pp *portPlan) {
 	for _, ip := range vips {
 		key := pp.key(ip)
 		if pp.hasEndpoints {
-			sp.addElem(ctrServiceIPs, key, gotoVerdict(pp.names.external), "")
+			sp.addElem(ctrServiceIPs, key, gotoVerdict(pp.names.externalChain()), "")
 		}
 		if len(ranges) > 0 {
-			sp.addElem(ctrFirewallIPs, key, gotoVerdict(pp.names.firewall), "")
+			sp.addElem(ctrFirewallIPs, key, gotoVerdict(pp.names.firewallChain()), "")
 		}
 		if !pp.hasExternal {
 			sp.addElem(ctrNoEndpointServices, key, pp.externalVerdict, svcComment(pp.spn))
@@ -38,7 +38,7 @@ func (p *planner) planLoadBalancer(sp *servicePlan, pp *portPlan) {
 		// VIP as its source: let it through when the node is allowed.
 		fw.addrs = vips
 	}
-	sp.addChain(chainSpec{name: pp.names.firewall, rules: []ruleSpec{
+	sp.addChain(chainSpec{name: pp.names.firewallChain(), rules: []ruleSpec{
 		{match: matchSaddrNotIn, stmt: stmtDrop, v6: p.v6(), x: &ruleExt{notIn: fw}},
 	}})
 }

@@ -12,7 +12,7 @@ func (p *planner) planNodePort(sp *servicePlan, pp *portPlan) {
 	}
 	key := protoPortKey(pp.protoNum, uint16(np))
 	if pp.hasEndpoints {
-		sp.addElem(ctrServiceNodePorts, key, gotoVerdict(pp.names.external), "")
+		sp.addElem(ctrServiceNodePorts, key, gotoVerdict(pp.names.externalChain()), "")
 	}
 	if !pp.hasExternal {
 		sp.addElem(ctrNoEndpointNodePorts, key, pp.externalVerdict, svcComment(pp.spn))
@@ -51,5 +51,5 @@ func (p *planner) planExternalChain(sp *servicePlan, pp *portPlan) {
 			rules = append(rules, gotoRule(0, policy))
 		}
 	}
-	sp.addChain(chainSpec{name: pp.names.external, rules: rules})
+	sp.addChain(chainSpec{name: pp.names.externalChain(), rules: rules})
 }

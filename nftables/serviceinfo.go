@@ -9,11 +9,11 @@ import (
 	"github.com/svcproxy/svcproxy/proxy"
 )
 
-// servicePort wraps the tracker's service port with its chain names,
-// computed once when the Service is recorded.
+// servicePort wraps the tracker's service port with its cluster chain's
+// name, computed once when the Service is recorded (portNames).
 type servicePort struct {
 	*proxy.BaseServicePort
-	names portNames
+	cluster string
 }
 
 func makeServicePort(port *v1.ServicePort, service *v1.Service, base *proxy.BaseServicePort) proxy.ServicePort {
@@ -22,5 +22,5 @@ func makeServicePort(port *v1.ServicePort, service *v1.Service, base *proxy.Base
 		Port:           port.Name,
 		Protocol:       base.ProtocolValue,
 	}
-	return &servicePort{BaseServicePort: base, names: namesFor(spn, base)}
+	return &servicePort{BaseServicePort: base, cluster: namesFor(spn, base).cluster}
 }
