@@ -264,7 +264,7 @@ func (p *planner) planServicePort(sp *servicePlan, spn proxy.ServicePortName, sv
 	}
 	pp.protoNum = protoNum(pp.proto)
 	pp.clusterEndpoints, pp.localEndpoints, pp.reachable, pp.hasEndpoints =
-		proxy.CategorizeEndpoints(eps, svc, p.nodeName, p.nodeLabels)
+		proxy.CategorizeEndpointsShared(eps, svc, p.nodeName, p.nodeLabels)
 
 	if len(pp.clusterEndpoints) > 0 && svc.UsesClusterEndpoints() {
 		pp.clusterChain = pp.names.cluster

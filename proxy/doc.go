@@ -35,7 +35,8 @@
 // # Guarantees
 //
 //   - Everything in this package is pure: no I/O, no globals, no logging;
-//     inputs are never modified, and results never alias them.
+//     inputs are never modified, and results never alias them (except
+//     CategorizeEndpointsShared's, which says when).
 //   - CategorizeEndpoints is O(number of endpoints of the port) and its
 //     results keep the input order, so engines render stable rules.
 //   - The dual-stack Provider holds no state; it is as safe for concurrent

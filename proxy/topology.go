@@ -50,6 +50,22 @@ const (
 // CategorizeEndpoints does no I/O and does not modify its input; the
 // returned slices are new (they never alias endpoints).
 func CategorizeEndpoints(endpoints []Endpoint, svc ServicePort, nodeName string, nodeLabels map[string]string) (clusterEndpoints, localEndpoints, allReachableEndpoints []Endpoint, hasAnyEndpoints bool) {
+	return categorize(endpoints, svc, nodeName, nodeLabels, false)
+}
+
+// CategorizeEndpointsShared is CategorizeEndpoints, except that a result
+// that keeps every endpoint is endpoints itself, its capacity clipped (an
+// append to it copies). The caller must not modify the results' elements
+// in place; in exchange the common case (every endpoint ready, no
+// topology) copies nothing, on every sync of every service port.
+func CategorizeEndpointsShared(endpoints []Endpoint, svc ServicePort, nodeName string, nodeLabels map[string]string) (clusterEndpoints, localEndpoints, allReachableEndpoints []Endpoint, hasAnyEndpoints bool) {
+	return categorize(endpoints, svc, nodeName, nodeLabels, true)
+}
+
+func categorize(endpoints []Endpoint, svc ServicePort, nodeName string, nodeLabels map[string]string, share bool) (clusterEndpoints, localEndpoints, allReachableEndpoints []Endpoint, hasAnyEndpoints bool) {
+	filterEndpoints := func(endpoints []Endpoint, keep func(Endpoint) bool) []Endpoint {
+		return filter(endpoints, keep, share)
+	}
 	if len(endpoints) == 0 {
 		return nil, nil, nil, false
 	}
@@ -162,9 +178,21 @@ func availableForTopology(ep Endpoint, mode, nodeName, zone string) bool {
 
 func servingTerminating(ep Endpoint) bool { return ep.IsServing() && ep.IsTerminating() }
 
-func filterEndpoints(endpoints []Endpoint, keep func(Endpoint) bool) []Endpoint {
-	out := make([]Endpoint, 0, len(endpoints))
-	for _, ep := range endpoints {
+// filter returns the endpoints keep keeps, in order: a new slice, or with
+// share endpoints itself (capacity clipped) when it keeps them all.
+func filter(endpoints []Endpoint, keep func(Endpoint) bool, share bool) []Endpoint {
+	i := 0
+	if share {
+		for i < len(endpoints) && keep(endpoints[i]) {
+			i++
+		}
+		if i == len(endpoints) {
+			return endpoints[:i:i]
+		}
+	}
+	out := make([]Endpoint, i, len(endpoints))
+	copy(out, endpoints[:i])
+	for _, ep := range endpoints[i:] {
 		if keep(ep) {
 			out = append(out, ep)
 		}

@@ -275,6 +275,27 @@ func TestCategorizeEndpoints(t *testing.T) {
 			if !slices.Equal(in, before) {
 				t.Error("input slice was modified")
 			}
+			// The shared variant gives the same results; a result that
+			// keeps every endpoint is the input, clipped; any other is new.
+			sc, sl, sr, sAny := CategorizeEndpointsShared(in, tc.svc, "node-1", tc.nodeLabels)
+			for _, r := range []struct {
+				what           string
+				shared, copied []Endpoint
+			}{{"cluster", sc, cluster}, {"local", sl, local}, {"reachable", sr, reachable}} {
+				if !slices.Equal(r.shared, r.copied) || (r.shared == nil) != (r.copied == nil) {
+					t.Errorf("shared %s = %q, want %q", r.what, strs(r.shared), strs(r.copied))
+				}
+				switch {
+				case len(r.shared) == 0:
+				case len(r.shared) == len(in) && (&r.shared[0] != &in[0] || cap(r.shared) != len(in)):
+					t.Errorf("shared %s keeps every endpoint but is not the input, clipped", r.what)
+				case len(r.shared) < len(in) && &r.shared[0] == &in[0]:
+					t.Errorf("shared %s keeps some endpoints but aliases the input", r.what)
+				}
+			}
+			if sAny != hasAny {
+				t.Errorf("shared hasAnyEndpoints = %v, want %v", sAny, hasAny)
+			}
 		})
 	}
 }
