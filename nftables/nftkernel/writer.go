@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,9 +72,15 @@ func sendBatch(bufs [][]byte, size int, msgs []netlink.Message, first, last uint
 // message and the acknowledgement of the last one, or one error for the
 // batch as a whole (a failed commit, no permission), whose sequence
 // number is the begin message's.
+// replyBuffers are readBatchReplies' receive buffers (256 KiB each: a
+// cold start writes a few batches, each allocated one before).
+var replyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
 func readBatchReplies(fd int, msgs []netlink.Message, first, last uint32) error {
 	var firstErr error
-	rb := make([]byte, 256<<10)
+	rbp := replyBuffers.Get().(*[]byte)
+	defer replyBuffers.Put(rbp)
+	rb := *rbp
 	for {
 		n, _, err := unix.Recvfrom(fd, rb, 0)
 		if err != nil {
