@@ -338,8 +338,75 @@ func verdictFromCode(code int32, chain string) verdict {
 	return verdict{kind: verdictOther, chain: "verdict " + strconv.Itoa(int(code))}
 }
 
-// elemSet is the elements one container holds: key → value.
-type elemSet map[elemKey]verdict
+// elemSet is the elements one container holds: key → value. Keys are
+// packed (elemID: 20 bytes; an elemKey takes 32) and values point at the
+// planned element's verdict (commit) or a listed one's: 32 bytes an
+// element instead of 56, for the record of every element of the table.
+type elemSet map[elemID]*verdict
+
+// elemID is an elemKey packed: the address's bytes and family (0: none).
+// Keys never carry a zone (the encoder and nft refuse one).
+type elemID struct {
+	addr  [16]byte
+	port  uint16
+	proto uint8
+	fam   uint8
+}
+
+func idOf(k elemKey) elemID {
+	id := elemID{port: k.port, proto: k.proto}
+	switch {
+	case k.addr.Is4():
+		a := k.addr.As4()
+		copy(id.addr[:], a[:])
+		id.fam = 4
+	case k.addr.IsValid():
+		id.addr, id.fam = k.addr.As16(), 6
+	}
+	return id
+}
+
+func (id elemID) key() elemKey {
+	k := elemKey{port: id.port, proto: id.proto}
+	switch id.fam {
+	case 4:
+		k.addr = netip.AddrFrom4([4]byte(id.addr[:4]))
+	case 6:
+		k.addr = netip.AddrFrom16(id.addr)
+	}
+	return k
+}
+
+func (s elemSet) get(k elemKey) (verdict, bool) {
+	v, ok := s[idOf(k)]
+	if !ok {
+		return verdict{}, false
+	}
+	return *v, true
+}
+
+func (s elemSet) has(k elemKey) bool {
+	_, ok := s[idOf(k)]
+	return ok
+}
+
+// put records k's value; v must not change afterwards (a plan's, or the
+// element's own).
+func (s elemSet) put(k elemKey, v *verdict) { s[idOf(k)] = v }
+
+func (s elemSet) del(k elemKey) { delete(s, idOf(k)) }
+
+// putValue records a listed value (its own copy).
+func (s elemSet) putValue(k elemKey, v verdict) {
+	if v == (verdict{}) {
+		s[idOf(k)] = &noVerdict
+		return
+	}
+	s[idOf(k)] = &v
+}
+
+// noVerdict is every listed set element's value (never written through).
+var noVerdict verdict
 
 // foreignElem is a listed element whose key has a form the engine never
 // writes (nft names its protocol, say): kept as text, only to be deleted.
@@ -364,7 +431,7 @@ func parseListedElems(c container, n int, at func(i int) (key []string, value st
 			foreign = append(foreign, foreignElem{container: c, key: kf})
 			continue
 		}
-		m[k] = parseVerdictText(v)
+		m.putValue(k, parseVerdictText(v))
 	}
 	return m, foreign
 }

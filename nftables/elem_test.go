@@ -10,10 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/knftables"
+	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/knftables"
 )
 
 // TestElemKeyRoundTrips: every container's keys read back from the text
@@ -53,7 +54,7 @@ func TestElemKeyRoundTrips(t *testing.T) {
 				t.Errorf("%s: %q decoded as %+v, %q, %v", c.name(), fields, got, foreign, err)
 			}
 			m, foreign := parseListedElems(c, 1, func(int) ([]string, string) { return fields, "goto x" })
-			if len(foreign) != 0 || m[k] != gotoVerdict("x") {
+			if v, _ := m.get(k); len(foreign) != 0 || v != gotoVerdict("x") || len(m) != 1 || idOf(k).key() != k {
 				t.Errorf("%s: listed %q as %v, foreign %v", c.name(), fields, m, foreign)
 			}
 			if l != layoutAddr {
@@ -167,3 +168,40 @@ func (l *fakeEpLister) ListElements(_ context.Context, _ string, start func(int)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// The record of the elements points at the planned values: a new plan
+// with the same value takes the record over (the old plan is not kept
+// alive by it), a new value is replaced, and nothing is written for the
+// same value.
+func TestElemRecordFollowsPlans(t *testing.T) {
+	k := addrProtoPortKey(netip.MustParseAddr("10.96.0.1"), unix.IPPROTO_TCP, 80)
+	old := []elemSpec{{container: ctrServiceIPs, key: k, value: gotoVerdict("service-a")}}
+	st := newTableState()
+	st.elems[ctrServiceIPs].put(k, &old[0].value)
+
+	same := []elemSpec{{container: ctrServiceIPs, key: k, value: gotoVerdict("service-a")}}
+	cs := newChangeSet()
+	cs.diffElems(st, same, old)
+	if len(cs.elemAdds)+len(cs.elemDels) != 0 {
+		t.Fatalf("the same value written again: adds %d, dels %d", len(cs.elemAdds), len(cs.elemDels))
+	}
+	if st.elems[ctrServiceIPs][idOf(k)] != &same[0].value {
+		t.Error("the record still points into the old plan")
+	}
+
+	other := []elemSpec{{container: ctrServiceIPs, key: k, value: gotoVerdict("service-b")}}
+	cs = newChangeSet()
+	cs.diffElems(st, other, same)
+	if len(cs.elemAdds) != 1 || len(cs.elemDels) != 1 {
+		t.Fatalf("a new value: adds %d, dels %d; want 1, 1", len(cs.elemAdds), len(cs.elemDels))
+	}
+	cs.commit(st, map[types.NamespacedName]*servicePlan{}, time.Now())
+	if v, ok := st.elems[ctrServiceIPs].get(k); !ok || v != gotoVerdict("service-b") || st.elems[ctrServiceIPs][idOf(k)] != &other[0].value {
+		t.Errorf("after the commit: %v, %v", v, ok)
+	}
+	for _, a := range []netip.Addr{{}, netip.MustParseAddr("::ffff:10.0.0.1"), netip.MustParseAddr("fd00::1")} {
+		if k := (elemKey{addr: a, port: 7, proto: unix.IPPROTO_UDP}); idOf(k).key() != k {
+			t.Errorf("%v: packed and back as %v", k, idOf(k).key())
+		}
+	}
+}

@@ -44,7 +44,7 @@ func listElements(ctx context.Context, lister ChainCommentLister, c container, f
 		if out == nil { // a lister that did not call start
 			out = elemSet{}
 		}
-		out[key] = v
+		out.putValue(key, v)
 		return nil
 	})
 	if out == nil && err == nil {

@@ -549,7 +549,8 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 			continue // st.eps
 		}
 		var keys []elemKey
-		for k := range st.elems[c] {
+		for id := range st.elems[c] {
+			k := id.key()
 			if c == ctrHairpin {
 				if st.refs[k] <= 0 {
 					keys = append(keys, k)

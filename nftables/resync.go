@@ -158,7 +158,7 @@ func recordHolds(st *tableState, sp *servicePlan) bool {
 	}
 	for i := range sp.elems {
 		e := &sp.elems[i]
-		if v, ok := st.elems[e.container][e.key]; !ok || v != e.value {
+		if v, ok := st.elems[e.container].get(e.key); !ok || v != e.value {
 			return false
 		}
 	}

@@ -520,14 +520,19 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 			continue // the same element twice (a cluster IP of two ports)
 		}
 		cs.claimed[ck] = e
-		v, ok := st.elems[e.container][e.key]
+		id := idOf(e.key)
+		cur, ok := st.elems[e.container][id]
 		switch {
 		case !ok || cs.deleted[ck]:
 			cs.elemAdds = append(cs.elemAdds, e)
-		case v != e.value:
+		case *cur != e.value:
 			cs.deleted[ck] = true
 			cs.elemDels = append(cs.elemDels, e)
 			cs.elemAdds = append(cs.elemAdds, e)
+		case cur != &e.value:
+			// The same value: recorded as the new plan's, so that the
+			// record does not keep the old plan's elements alive.
+			st.elems[e.container][id] = &e.value
 		}
 	}
 	for i := range had {
@@ -548,7 +553,7 @@ func (cs *changeSet) diffElems(st *tableState, want, had []elemSpec) {
 		if _, claimed := cs.claimed[ck]; claimed || cs.deleted[ck] {
 			continue
 		}
-		if _, ok := st.elems[e.container][e.key]; ok {
+		if st.elems[e.container].has(e.key) {
 			cs.deleted[ck] = true
 			cs.elemDels = append(cs.elemDels, e)
 		}
@@ -579,7 +584,7 @@ func (cs *changeSet) sealHairpin(st *tableState) {
 	slices.SortFunc(keys, elemKey.compare)
 	for _, k := range keys {
 		after := st.refs[k] + cs.hairpin[k]
-		_, inKernel := st.elems[ctrHairpin][k]
+		inKernel := st.elems[ctrHairpin].has(k)
 		ck := ckey(k, ctrHairpin)
 		e := &elemSpec{container: ctrHairpin, key: k}
 		switch {
@@ -673,7 +678,7 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 		delete(st.counts, n)
 	}
 	for _, e := range cs.elemDels {
-		delete(st.elems[e.container], e.key)
+		st.elems[e.container].del(e.key)
 	}
 	if len(cs.foreignDels) > 0 {
 		// removeUnwanted deletes them all at once.
@@ -696,7 +701,7 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 		st.sets[s.name] = s.timeout
 	}
 	for _, e := range cs.elemAdds {
-		st.elems[e.container][e.key] = e.value
+		st.elems[e.container].put(e.key, &e.value)
 	}
 	for _, e := range cs.epDels {
 		st.eps[e.m].del(e.idx)
