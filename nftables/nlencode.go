@@ -419,7 +419,7 @@ func (e *nlEncoder) elements(msgType uint16, elems []*elemSpec, add bool) error 
 			}
 		}
 		run := elems[i:j]
-		e.elementList(msgType, add, elems[i].container.name(), len(run), func(ae *attrWriter, k int) {
+		e.elementList(msgType, add, elems[i].container.name(), 0, len(run), func(ae *attrWriter, k int) {
 			e.element(ae, run[k], add)
 		})
 		i = j
@@ -427,24 +427,40 @@ func (e *nlEncoder) elements(msgType uint16, elems []*elemSpec, add bool) error 
 	return nil
 }
 
-// elementList adds one message adding (add) or deleting n elements of
-// the named set or map, element k written by elem.
-func (e *nlEncoder) elementList(msgType uint16, add bool, name string, n int, elem func(ae *attrWriter, k int)) {
+// maxElemList bounds the bytes of one message's element list: a netlink
+// attribute's length is 16 bits, and an element takes at most a few
+// hundred bytes (a key, a 128-byte comment, a 256-byte chain name), so a
+// list is closed once it passes this and the rest go in another message.
+// (A service's 4,096 endpoint-map elements take about 130 KiB.)
+const maxElemList = 0xffff - 2048
+
+// elementList adds messages adding (add) or deleting n elements of the
+// named set or map (of the set with ID id, when not 0), element k written
+// by elem: one message, or as many as the lists' size needs.
+func (e *nlEncoder) elementList(msgType uint16, add bool, name string, id uint32, n int, elem func(ae *attrWriter, k int)) {
 	flags := netlink.HeaderFlags(0)
 	if add {
 		flags = netlink.Create
 	}
-	e.add(msgType, flags, func(ae *attrWriter) {
-		ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
-		ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
-		list := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS)
-		for k := range n {
-			el := ae.begin(unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM)
-			elem(ae, k)
-			ae.end(el)
+	for k := 0; k < n || (n == 0 && k == 0); {
+		e.add(msgType, flags, func(ae *attrWriter) {
+			ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
+			ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
+			if id != 0 {
+				ae.Uint32(unix.NFTA_SET_ELEM_LIST_SET_ID, id)
+			}
+			list := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+			for ; k < n && len(ae.b)-list < maxElemList; k++ {
+				el := ae.begin(unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM)
+				elem(ae, k)
+				ae.end(el)
+			}
+			ae.end(list)
+		})
+		if n == 0 {
+			break
 		}
-		ae.end(list)
-	})
+	}
 }
 
 // checkElement reports an element element cannot encode, before any of
@@ -540,7 +556,7 @@ func (e *nlEncoder) epElements(msgType uint16, elems []epElem, add bool) error {
 			j++
 		}
 		run := elems[i:j]
-		e.elementList(msgType, add, run[0].ctr().name(), len(run), func(ae *attrWriter, k int) {
+		e.elementList(msgType, add, run[0].ctr().name(), 0, len(run), func(ae *attrWriter, k int) {
 			key := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY)
 			v := ae.begin(unix.NFTA_DATA_VALUE)
 			ae.b = binary.NativeEndian.AppendUint32(ae.b, run[k].idx)
@@ -670,20 +686,11 @@ func (e *nlEncoder) anonymousPrefixSet(pfxs []netip.Prefix) (uint32, error) {
 		})
 		ae.Bytes(unix.NFTA_SET_USERDATA, ud)
 	})
-	var list []byte
-	for _, el := range out {
-		var b []byte
-		if el.end {
-			b = nlattr(unix.NFTA_SET_ELEM_FLAGS, binary.BigEndian.AppendUint32(nil, unix.NFT_SET_ELEM_INTERVAL_END))
+	e.elementList(unix.NFT_MSG_NEWSETELEM, true, anonymousSetName, id, len(out), func(ae *attrWriter, k int) {
+		if out[k].end {
+			ae.b = append(ae.b, nlattr(unix.NFTA_SET_ELEM_FLAGS, binary.BigEndian.AppendUint32(nil, unix.NFT_SET_ELEM_INTERVAL_END))...)
 		}
-		b = append(b, nlattr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_KEY, nlattr(unix.NFTA_DATA_VALUE, el.key))...)
-		list = append(list, nlattr(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, b)...)
-	}
-	e.add(unix.NFT_MSG_NEWSETELEM, netlink.Create, func(ae *attrWriter) {
-		ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, e.table)
-		ae.String(unix.NFTA_SET_ELEM_LIST_SET, anonymousSetName)
-		ae.Uint32(unix.NFTA_SET_ELEM_LIST_SET_ID, id)
-		ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_LIST_ELEMENTS, list)
+		ae.b = append(ae.b, nlattr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_KEY, nlattr(unix.NFTA_DATA_VALUE, out[k].key))...)
 	})
 	return id, nil
 }
