@@ -525,13 +525,21 @@ func (cs *changeSet) diffEps(st *tableState, want, had []epElem) {
 	}
 }
 
-// addEps adds want[from:to] (nothing when from < 0) as one run.
+// addEps adds want[from:to] (nothing when from < 0) as runs of one map
+// each.
 func (cs *changeSet) addEps(want []epElem, from, to int) {
-	if from < 0 || from == to {
+	if from < 0 {
 		return
 	}
-	cs.epAdds = append(cs.epAdds, want[from:to:to])
-	cs.epAddN += to - from
+	for from < to {
+		end := from + 1
+		for end < to && want[end].m == want[from].m {
+			end++
+		}
+		cs.epAdds = append(cs.epAdds, want[from:end:end])
+		cs.epAddN += end - from
+		from = end
+	}
 }
 
 // unwantedEps lists the endpoint maps' elements st holds that no plan of

@@ -3,12 +3,14 @@
 package nftables
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"net/netip"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -135,7 +137,12 @@ func encodePooled(pool *offheap.Pool, family byte, cs *changeSet, msgs []netlink
 	e := newNLEncoder(family)
 	e.pool = pool
 	e.msgs = msgs
+	scratch := messageScratch.Get().(*[]byte)
+	e.w.b = (*scratch)[:0]
 	msgs, err := e.changeSet(cs)
+	*scratch = e.w.b[:0]
+	messageScratch.Put(scratch)
+	e.w.b = nil
 	b := encodedBatch{msgs: msgs, pool: pool, arenas: e.arenas, wire: e.wireSegments(), lastHdr: e.lastHdr, err: err}
 	if err != nil {
 		b.release()
@@ -154,10 +161,10 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 	if cs.declare != nil || !cs.localhost.empty() {
 		return nil, errNotEncodable
 	}
-	// At most one message per operation, and one per run of endpoint-map
-	// elements (a run's elements share one): sized once instead of grown
-	// by copies.
-	e.msgs = slices.Grow(e.msgs[:0], cs.renderedOps()-cs.epAddN+len(cs.epAdds))
+	// About one message per operation but for the added elements, which
+	// share one per container or endpoint map (more when a list is long:
+	// append grows it then): sized once instead of grown by copies.
+	e.msgs = slices.Grow(e.msgs[:0], cs.renderedOps()-len(cs.elemAdds)-cs.epAddN+int(numContainers)+numEndpointMaps)
 	for _, n := range cs.deletes {
 		e.chainMsg(unix.NFT_MSG_DELCHAIN, 0, n)
 	}
@@ -205,13 +212,24 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 			}
 		}
 	}
+	// The added elements grouped by container, the endpoint-map runs by
+	// map (in place: the order of additions is free, and nothing else
+	// reads cs meanwhile): a message per container or map instead of one
+	// per service, about half a cold start's messages.
+	slices.SortStableFunc(cs.elemAdds, func(a, b *elemSpec) int { return cmp.Compare(a.container, b.container) })
 	if err := e.elements(unix.NFT_MSG_NEWSETELEM, cs.elemAdds, true); err != nil {
 		return nil, err
 	}
-	for _, run := range cs.epAdds {
-		if err := e.epElements(unix.NFT_MSG_NEWSETELEM, run, true); err != nil {
+	slices.SortStableFunc(cs.epAdds, func(a, b []epElem) int { return cmp.Compare(a[0].m, b[0].m) })
+	for i := 0; i < len(cs.epAdds); {
+		j := i + 1
+		for j < len(cs.epAdds) && cs.epAdds[j][0].m == cs.epAdds[i][0].m {
+			j++
+		}
+		if err := e.epRuns(unix.NFT_MSG_NEWSETELEM, cs.epAdds[i:j], true); err != nil {
 			return nil, err
 		}
+		i = j
 	}
 	return e.msgs, nil
 }
@@ -280,6 +298,11 @@ func (e *nlEncoder) wireSegments() [][]byte {
 }
 
 const arenaSize = 256 << 10
+
+// messageScratch holds the buffers messages are built in before they are
+// copied into the arenas: an element list fills one to about 64 KiB, which
+// every chunk's encoder grew to by doubling.
+var messageScratch = sync.Pool{New: func() any { b := make([]byte, 0, maxElemList+4096); return &b }}
 
 // attrWriter appends netlink attributes (netfilter's integers big endian,
 // each attribute padded to four bytes) to a buffer, as
@@ -545,34 +568,52 @@ func (e *nlEncoder) appendKey(b []byte, l keyLayout, k *elemKey) []byte {
 // byte order), the value the address and the port (big endian, padded
 // to 4 bytes).
 func (e *nlEncoder) epElements(msgType uint16, elems []epElem, add bool) error {
-	for i := range elems {
-		if add && elems[i].ep.v6 != (e.ipLen() == 16) {
-			return errNotEncodable
-		}
-	}
 	for i := 0; i < len(elems); {
 		j := i
 		for j < len(elems) && elems[j].m == elems[i].m {
 			j++
 		}
-		run := elems[i:j]
-		e.elementList(msgType, add, run[0].ctr().name(), 0, len(run), func(ae *attrWriter, k int) {
-			key := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY)
-			v := ae.begin(unix.NFTA_DATA_VALUE)
-			ae.b = binary.NativeEndian.AppendUint32(ae.b, run[k].idx)
-			ae.end(v)
-			ae.end(key)
-			if add {
-				d := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA)
-				v := ae.begin(unix.NFTA_DATA_VALUE)
-				ae.b = append(ae.b, run[k].ep.addr[:e.ipLen()]...)
-				ae.b = append(ae.b, byte(run[k].ep.port>>8), byte(run[k].ep.port), 0, 0)
-				ae.end(v)
-				ae.end(d)
-			}
-		})
+		if err := e.epRuns(msgType, [][]epElem{elems[i:j]}, add); err != nil {
+			return err
+		}
 		i = j
 	}
+	return nil
+}
+
+// epRuns adds or deletes the elements of runs, all of one endpoint map,
+// in one message (or as many as the list's size needs).
+func (e *nlEncoder) epRuns(msgType uint16, runs [][]epElem, add bool) error {
+	n := 0
+	for _, run := range runs {
+		for i := range run {
+			if add && run[i].ep.v6 != (e.ipLen() == 16) {
+				return errNotEncodable
+			}
+		}
+		n += len(run)
+	}
+	r, i := 0, 0 // the next element: runs[r][i]
+	e.elementList(msgType, add, runs[0][0].ctr().name(), 0, n, func(ae *attrWriter, _ int) {
+		for i == len(runs[r]) {
+			r, i = r+1, 0
+		}
+		el := &runs[r][i]
+		i++
+		key := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY)
+		v := ae.begin(unix.NFTA_DATA_VALUE)
+		ae.b = binary.NativeEndian.AppendUint32(ae.b, el.idx)
+		ae.end(v)
+		ae.end(key)
+		if add {
+			d := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA)
+			v := ae.begin(unix.NFTA_DATA_VALUE)
+			ae.b = append(ae.b, el.ep.addr[:e.ipLen()]...)
+			ae.b = append(ae.b, byte(el.ep.port>>8), byte(el.ep.port), 0, 0)
+			ae.end(v)
+			ae.end(d)
+		}
+	})
 	return nil
 }
 

@@ -707,7 +707,7 @@ func (cs *changeSet) commit(st *tableState, plans map[types.NamespacedName]*serv
 		st.eps[e.m].del(e.idx)
 	}
 	for _, run := range cs.epAdds {
-		// A run holds a service's elements: split by map and slot.
+		// A run is of one map, of one or more chains: split by slot.
 		for len(run) > 0 {
 			n := 1
 			for n < len(run) && run[n].m == run[0].m && run[n].idx>>slotBits == run[0].idx>>slotBits {
