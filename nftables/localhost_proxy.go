@@ -92,7 +92,8 @@ func (p *planner) planLocalhostProxy(sp *servicePlan, pp *portPlan) {
 	if pp.svc.SessionAffinityType() == v1.ServiceAffinityClientIP {
 		spec.affinity = time.Duration(pp.svc.StickyMaxAgeSeconds()) * time.Second
 	}
-	sp.localhostPorts = append(sp.localhostPorts, spec)
+	x := sp.extra()
+	x.localhostPorts = append(x.localhostPorts, spec)
 }
 
 // localhostProxy keeps the listeners. sync runs on the engine's sync
@@ -146,14 +147,14 @@ func (lp *localhostProxy) update(names []types.NamespacedName, plans map[types.N
 	if all {
 		clear(lp.specs)
 		for n, sp := range plans {
-			if sp != nil && len(sp.localhostPorts) > 0 {
-				lp.specs[n] = sp.localhostPorts
+			if sp != nil && len(sp.localhostPorts()) > 0 {
+				lp.specs[n] = sp.localhostPorts()
 			}
 		}
 	} else {
 		for _, n := range names {
-			if sp := plans[n]; sp != nil && len(sp.localhostPorts) > 0 {
-				lp.specs[n] = sp.localhostPorts
+			if sp := plans[n]; sp != nil && len(sp.localhostPorts()) > 0 {
+				lp.specs[n] = sp.localhostPorts()
 			} else {
 				delete(lp.specs, n)
 			}

@@ -18,6 +18,6 @@ func (p *planner) planAffinitySets(sp *servicePlan, pp *portPlan) {
 	}
 	timeout := time.Duration(pp.svc.StickyMaxAgeSeconds()) * time.Second
 	for _, ep := range pp.reachable {
-		sp.sets = append(sp.sets, setSpec{name: endpointNames(pp.spn, ep).affinity, typ: p.addrType, timeout: timeout})
+		sp.extra().sets = append(sp.extra().sets, setSpec{name: endpointNames(pp.spn, ep).affinity, typ: p.addrType, timeout: timeout})
 	}
 }

@@ -511,7 +511,7 @@ func (p *proxier) removeUnwanted(cs *changeSet, st *tableState, want map[types.N
 				chains[c.name] = true
 			}
 		}
-		for _, s := range sp.sets {
+		for _, s := range sp.sets() {
 			sets[s.name] = true
 		}
 	}

@@ -151,7 +151,7 @@ func recordHolds(st *tableState, sp *servicePlan) bool {
 			return false
 		}
 	}
-	for _, s := range sp.sets {
+	for _, s := range sp.sets() {
 		if t, ok := st.sets[s.name]; !ok || t != s.timeout {
 			return false
 		}

@@ -625,7 +625,7 @@ func (cs *changeSet) diffService(st *tableState, name types.NamespacedName, had,
 		h = *had
 	}
 	cs.diffChains(st, w.chains, h.chains)
-	cs.diffSets(st, w.sets, h.sets)
+	cs.diffSets(st, w.sets(), h.sets())
 	cs.diffElems(st, w.elems, h.elems)
 	cs.diffEps(st, w.eps, h.eps)
 	cs.plans[name] = want
