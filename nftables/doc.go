@@ -260,6 +260,20 @@
 //     heap (under GOMEMLIMIT), as does a failed mmap; NetlinkStatsOf
 //     and, with Config.Metrics, kubeproxy_fast_writer_buffer_bytes
 //     (state resident or mapped) report their bytes.
+//   - element lists: the elements a transaction adds go in one message
+//     per set, map or endpoint map (the encoder groups them so; the order
+//     of additions within a transaction is free), each list closed at
+//     63 KiB and continued in another message: a netlink attribute's
+//     length is 16 bits, and a service of 4,096 endpoints, or a firewall
+//     set of thousands of source ranges, takes more.
+//   - the record of the table shares the plans' values: a slot of an
+//     endpoint map a sync wrote whole records the plan's own elements
+//     (copied only when part of it changes), and the record of the other
+//     sets and maps keeps packed keys pointing at the plans' verdicts.
+//     The change sets point into the plans too, and a full sync's chunks
+//     reuse the maps, slices and message slice of the chunks already
+//     written: a 10,000-service cold start allocates about 20 MB besides
+//     the change tracker's work (BENCHMARKS.md).
 //
 // Removed chains are flushed at once and deleted by a later sync (about a
 // second later: kernels before 6.2 notice late that a chain is no longer
