@@ -93,14 +93,10 @@ func hashAndTruncate(name string) string {
 	return name
 }
 
-// serviceNameBase is "HASH-namespace/name/proto/port".
-func serviceNameBase(spn proxy.ServicePortName) string {
-	return string(appendServiceNameBase(nil, spn))
-}
-
-// appendServiceNameBase appends serviceNameBase(spn) to dst, allocating
-// nothing when dst and the stack have room (names of any length: append
-// grows them).
+// appendServiceNameBase appends "HASH-namespace/name/proto/port" (the
+// base of a service port's chain names, as hashAndTruncate makes it) to
+// dst, allocating nothing when dst and the stack have room (names of any
+// length: append grows them).
 func appendServiceNameBase(dst []byte, spn proxy.ServicePortName) []byte {
 	var keyBuf [160]byte
 	key := append(keyBuf[:0], spn.Namespace...)

@@ -71,9 +71,6 @@ func TestServicePortNamesAreUpstreams(t *testing.T) {
 		if w := namesFor(spn, makeServicePortForTest(spn)); w.cluster != want.cluster {
 			t.Errorf("%v: the service port's cluster chain %q, want %q", spn, w.cluster, want.cluster)
 		}
-		if got := serviceNameBase(spn); got != base {
-			t.Errorf("%v: serviceNameBase = %q, want %q", spn, got, base)
-		}
 	}
 }
 

@@ -150,7 +150,8 @@ func encodePooled(pool *offheap.Pool, family byte, cs *changeSet, msgs []netlink
 	return b
 }
 
-// encodeChangeSet renders cs as render does, in the same order, into
+// encodeChangeSet renders cs as render does, in the same order but for
+// the added elements (grouped by container and endpoint map), into
 // netlink messages; errNotEncodable when some object has a form the
 // encoder does not know.
 func encodeChangeSet(family byte, cs *changeSet) ([]netlink.Message, error) {

@@ -330,21 +330,15 @@ type changeSet struct {
 	opsWrites, opsCounted int
 }
 
-// containerKey is an element's key in one container, packed into 22
-// bytes (elemKey and container take 40): a full sync's claimed map holds
-// every element of the table. Keys never carry a zone (the encoder and
-// nft refuse one), so the address's 16 bytes and its family say it all.
+// containerKey is an element's key in one container, packed (elemID) into
+// 22 bytes (elemKey and container take 40): a full sync's claimed map
+// holds every element of the table.
 type containerKey struct {
-	addr      [16]byte
-	port      uint16
-	proto     uint8
+	id        elemID
 	container container
-	v4        bool
 }
 
-func ckey(k elemKey, c container) containerKey {
-	return containerKey{addr: k.addr.As16(), port: k.port, proto: k.proto, container: c, v4: k.addr.Is4()}
-}
+func ckey(k elemKey, c container) containerKey { return containerKey{idOf(k), c} }
 
 // claimedValue is the value a claim stands for (nil: a set's element).
 func claimedValue(e *elemSpec) verdict {
