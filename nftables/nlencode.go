@@ -232,6 +232,9 @@ func (e *nlEncoder) changeSet(cs *changeSet) ([]netlink.Message, error) {
 		}
 		i = j
 	}
+	if e.w.tooLong {
+		return nil, errNotEncodable
+	}
 	return e.msgs, nil
 }
 
@@ -309,7 +312,12 @@ var messageScratch = sync.Pool{New: func() any { b := make([]byte, 0, maxElemLis
 // each attribute padded to four bytes) to a buffer, as
 // netlink.AttributeEncoder encodes them, without its per-attribute
 // allocations.
-type attrWriter struct{ b []byte }
+type attrWriter struct {
+	b []byte
+	// tooLong: an attribute ended longer than its 16-bit length can say
+	// (the encoding is refused: errNotEncodable, so nft writes it).
+	tooLong bool
+}
 
 // begin starts an attribute of type typ; end sets its length (the
 // unpadded size, as the kernel and netlink.AttributeEncoder write it) and
@@ -322,6 +330,9 @@ func (w *attrWriter) begin(typ uint16) int {
 }
 
 func (w *attrWriter) end(start int) {
+	if len(w.b)-start > 0xffff {
+		w.tooLong = true
+	}
 	binary.NativeEndian.PutUint16(w.b[start:], uint16(len(w.b)-start))
 	for len(w.b)%4 != 0 {
 		w.b = append(w.b, 0)

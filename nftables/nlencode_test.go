@@ -5,6 +5,7 @@ package nftables
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"os"
 	"regexp"
@@ -120,5 +121,25 @@ func TestAttrWriterMatchesAttributeEncoder(t *testing.T) {
 	}
 	if !bytes.Equal(w.b, want) {
 		t.Errorf("attrWriter:\n%x\nAttributeEncoder:\n%x", w.b, want)
+	}
+}
+
+// An attribute longer than its 16-bit length can say makes the encoding
+// refused (nft writes the change set) instead of a truncated message.
+func TestEncoderRefusesOverlongAttribute(t *testing.T) {
+	e := newNLEncoder(unix.NFPROTO_IPV4)
+	e.add(unix.NFT_MSG_NEWSETELEM, 0, func(ae *attrWriter) {
+		s := ae.begin(unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+		ae.b = append(ae.b, make([]byte, 70000)...)
+		ae.end(s)
+	})
+	if !e.w.tooLong {
+		t.Fatal("a 70,000-byte attribute was not noticed")
+	}
+	cs := newChangeSet()
+	e = newNLEncoder(unix.NFPROTO_IPV4)
+	e.w.tooLong = true
+	if _, err := e.changeSet(cs); !errors.Is(err, errNotEncodable) {
+		t.Errorf("an encoding with an overlong attribute: %v, want errNotEncodable", err)
 	}
 }
