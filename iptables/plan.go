@@ -127,7 +127,7 @@ const (
 func decide(env *planEnv, svc *servicePortInfo, endpoints []proxy.Endpoint) decision {
 	var d decision
 	d.clusterEndpoints, d.localEndpoints, d.reachable, d.hasEndpoints =
-		proxy.CategorizeEndpoints(endpoints, svc, env.nodeName, env.nodeLabels)
+		proxy.CategorizeEndpointsShared(endpoints, svc, env.nodeName, env.nodeLabels)
 
 	d.usesClusterChain = len(d.clusterEndpoints) > 0 && svc.UsesClusterEndpoints()
 	d.usesLocalChain = len(d.localEndpoints) > 0 && svc.UsesLocalEndpoints()

@@ -73,7 +73,7 @@ func planService(in *planInput, spn proxy.ServicePortName, svc proxy.ServicePort
 	if !svc.ClusterIP().IsValid() {
 		return p // headless or of the other family: nothing to do
 	}
-	cluster, local, _, _ := proxy.CategorizeEndpoints(eps, svc, in.nodeName, in.nodeLabels)
+	cluster, local, _, _ := proxy.CategorizeEndpointsShared(eps, svc, in.nodeName, in.nodeLabels)
 	internal := cluster
 	if svc.InternalPolicyLocal() {
 		internal = local

@@ -136,7 +136,7 @@ type selection struct {
 // selectBackends makes the endpoint selection and the settings shared by
 // every LB of svc.
 func selectBackends(env *planEnv, svc proxy.ServicePort, eps []proxy.Endpoint, plan *servicePlan) *selection {
-	cluster, local, _, hasAny := proxy.CategorizeEndpoints(eps, svc, env.nodeName, env.nodeLabels)
+	cluster, local, _, hasAny := proxy.CategorizeEndpointsShared(eps, svc, env.nodeName, env.nodeLabels)
 	sel := &selection{svc: svc, proto: protocolNumber(svc.Protocol()), hasAny: hasAny,
 		preserveDIP: env.dsr && strings.EqualFold(svc.Annotations()[AnnotationPreserveDestination], "true")}
 	if sel.preserveDIP && !svc.UsesLocalEndpoints() {
