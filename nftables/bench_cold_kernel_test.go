@@ -58,6 +58,7 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 		var wall, cpu, restart, restartCPU, repair, repairCPU time.Duration
 		var peak uint64
 		var offPeak int64
+		var restartPeak uint64
 		start := func() *nftables.Proxier {
 			ifs, err := nftkernel.NewInterfaces(v1.IPv4Protocol)
 			if err != nil {
@@ -103,7 +104,12 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 			if !p.Stats().Last.Full {
 				b.Fatal("the first sync was not full")
 			}
-			// A restart: a new Proxier over the table just written.
+			// A restart: a new Proxier over the table just written, the
+			// first one gone (a restarted process holds only its own);
+			// its peak heap sampled as the cold start's, objects included.
+			p = nil
+			runtime.GC()
+			rhp := proxytest.StartHeapPeak()
 			q := start()
 			t0, c0 = time.Now(), cpuTimeWithChildren()
 			if err := q.Sync(context.Background()); err != nil {
@@ -111,6 +117,7 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 			}
 			restart += time.Since(t0)
 			restartCPU += cpuTimeWithChildren() - c0
+			restartPeak = max(restartPeak, rhp.Finish())
 			if w := q.Stats().Last.Result.Writes; w != 0 {
 				b.Errorf("the restart wrote %d operations", w)
 			}
@@ -124,7 +131,7 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 			}
 			repair += time.Since(t0)
 			repairCPU += cpuTimeWithChildren() - c0
-			if err := p.Cleanup(context.Background()); err != nil {
+			if err := r.Cleanup(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 			b.StartTimer()
@@ -137,6 +144,7 @@ func coldStartBench(b *testing.B, n, maxOps int) {
 		b.ReportMetric(float64(offPeak)/(1<<20), "peak-offheap-MiB")
 		b.ReportMetric((float64(peak)+float64(offPeak))/(1<<20), "peak-heap+offheap-MiB")
 		b.ReportMetric(restart.Seconds()/float64(b.N), "restart-s")
+		b.ReportMetric(float64(restartPeak)/(1<<20), "restart-peak-heap-MiB")
 		b.ReportMetric(restartCPU.Seconds()/float64(b.N), "restart-cpu-s")
 		b.ReportMetric(repair.Seconds()/float64(b.N), "repair-s")
 		b.ReportMetric(repairCPU.Seconds()/float64(b.N), "repair-cpu-s")
