@@ -242,14 +242,7 @@ func (l *netlinkRuleLister) dumpRules(ctx context.Context, fd int, chains []stri
 			return ctx.Err()
 		}
 		seq := uint32(i + 1)
-		req = append(req[:0], make([]byte, unix.NLMSG_HDRLEN)...)
-		req = append(req, l.family, unix.NFNETLINK_V0, 0, 0)
-		req = appendStringAttr(req, unix.NFTA_RULE_TABLE, l.table)
-		req = appendStringAttr(req, unix.NFTA_RULE_CHAIN, chain)
-		binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
-		binary.NativeEndian.PutUint16(req[4:], uint16(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETRULE))
-		binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-		binary.NativeEndian.PutUint32(req[8:], seq)
+		req = appendDumpRequest(req[:0], l.family, unix.NFT_MSG_GETRULE, seq, unix.NFTA_RULE_TABLE, l.table, unix.NFTA_RULE_CHAIN, chain)
 		if err := unix.Sendto(fd, req, 0, sa); err != nil {
 			return fmt.Errorf("netlink rule dump of %s: %w", chain, err)
 		}
@@ -292,6 +285,23 @@ func (l *netlinkRuleLister) dumpRules(ctx context.Context, fd int, chains []stri
 		}
 	}
 	return nil
+}
+
+// appendDumpRequest appends a dump request of nftables message msg for
+// the object name of table (their attributes of types tableAttr and
+// nameAttr).
+func appendDumpRequest(req []byte, family uint8, msg uint16, seq uint32, tableAttr uint16, table string, nameAttr uint16, name string) []byte {
+	start := len(req)
+	req = append(req, make([]byte, unix.NLMSG_HDRLEN)...)
+	req = append(req, family, unix.NFNETLINK_V0, 0, 0)
+	req = appendStringAttr(req, tableAttr, table)
+	req = appendStringAttr(req, nameAttr, name)
+	h := req[start:]
+	binary.NativeEndian.PutUint32(h[0:], uint32(len(h)))
+	binary.NativeEndian.PutUint16(h[4:], uint16(unix.NFNL_SUBSYS_NFTABLES<<8|msg))
+	binary.NativeEndian.PutUint16(h[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	binary.NativeEndian.PutUint32(h[8:], seq)
+	return req
 }
 
 // appendStringAttr appends a NUL-terminated string netlink attribute,
@@ -390,14 +400,7 @@ func (l *netlinkRuleLister) dumpElements(ctx context.Context, name string) (raw 
 		return nil, 0, false, fmt.Errorf("netlink bind: %w", err)
 	}
 	const seq = 1
-	req := make([]byte, unix.NLMSG_HDRLEN, 256)
-	req = append(req, l.family, unix.NFNETLINK_V0, 0, 0)
-	req = appendStringAttr(req, unix.NFTA_SET_ELEM_LIST_TABLE, l.table)
-	req = appendStringAttr(req, unix.NFTA_SET_ELEM_LIST_SET, name)
-	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
-	binary.NativeEndian.PutUint16(req[4:], uint16(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETSETELEM))
-	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	binary.NativeEndian.PutUint32(req[8:], seq)
+	req := appendDumpRequest(nil, l.family, unix.NFT_MSG_GETSETELEM, seq, unix.NFTA_SET_ELEM_LIST_TABLE, l.table, unix.NFTA_SET_ELEM_LIST_SET, name)
 	if err := unix.Sendto(fd, req, 0, sa); err != nil {
 		return nil, 0, false, fmt.Errorf("netlink element dump of %s: %w", name, err)
 	}
