@@ -153,10 +153,9 @@ func gotoRule(numgen int, chain string) ruleSpec {
 }
 
 // dnatMapRule: "meta l4proto P dnat ip to numgen random mod n offset K
-// map @M", the endpoints under keys K … K+n-1 of map r.m; its comment
-// names the slot.
-// dnatMapRule's comment names its map and slot (slotComment): derived from
-// the rule when asked (appendComment), not kept, one per service port.
+// map @M", the endpoints under keys K … K+n-1 of map r.m. Its comment
+// names the map and slot (slotComment); it is derived from the rule when
+// asked (appendComment), not kept: one per service port.
 func dnatMapRule(n int, proto uint8, v6 bool, r slotRef) ruleSpec {
 	return ruleSpec{numgen: uint32(n), mark: r.offset(), bits: r.m, stmt: stmtDNATMap, proto: proto, v6: v6}
 }
